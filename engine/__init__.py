@@ -1,0 +1,1 @@
+"""Pure-Python reference model of Claude Code's compaction logic."""

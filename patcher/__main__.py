@@ -1,0 +1,3 @@
+from patcher.cli import main
+
+main()

@@ -1,0 +1,193 @@
+"""Reading a ``cli.js`` and telling what it is: the only module that reads bundles from disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from patcher.errors import FileAccess, NotABundle, Unsupported
+from patcher.markers import sha256
+
+PACKAGES = ("@anthropic-ai/claude-code", "@anthropic-ai/claude-agent-sdk")
+NATIVE_FROM = {"@anthropic-ai/claude-code": "2.1.113", "@anthropic-ai/claude-agent-sdk": "0.2.113"}
+FIRST_WITH_MICROCOMPACT = "1.0.60"
+_INSTALL_HINT = (
+    "the last versions that ship cli.js are @anthropic-ai/claude-code@2.1.112 and "
+    "@anthropic-ai/claude-agent-sdk@0.2.112; pin one of those to use ctxpatch"
+)
+
+_VERSION_HEADER = re.compile(rb"^// Version: ([0-9][\w.+-]*)\s*$", re.M)
+_README_VERSION = re.compile(rb'README_URL:"[^"]*",VERSION:"([0-9][\w.+-]*)"')
+_BINARY_MAGIC = (b"\x7fELF", b"MZ", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa")
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    claude_code_version: str | None  # agent-sdk's claudeCodeVersion (0.2.6 on)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    path: Path  # the real file (symlinks resolved)
+    given: Path  # what the user named
+    data: bytes
+    sha256: str
+    version: str | None  # Claude Code version, from the bundle itself
+    package: Package | None
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} ({self.version or 'unknown version'})"
+
+
+def version_of(data: bytes) -> str | None:
+    """Claude Code version from ``// Version: X`` (1.0.40 on) or ``README_URL:…,VERSION:"X"``."""
+    m = _VERSION_HEADER.search(data, 0, 4096)
+    if m is None:
+        m = _README_VERSION.search(data)
+    return m.group(1).decode() if m else None
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    parts = re.findall(r"\d+", v.split("-")[0])
+    return tuple(int(p) for p in parts[:3])
+
+
+def read_package(folder: Path) -> Package | None:
+    try:
+        meta = json.loads((folder / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("name") not in PACKAGES:
+        return None
+    ccv = meta.get("claudeCodeVersion")
+    return Package(str(meta["name"]), str(meta.get("version", "")), ccv if ccv else None)
+
+
+def resolve_target(given: Path) -> Path:
+    """A package folder names its ``cli.js``; a native-only package is refused."""
+    if given.is_dir():
+        cli = given / "cli.js"
+        if cli.exists():
+            return cli
+        pkg = read_package(given)
+        if pkg is not None:
+            raise native_package(pkg, given)
+        raise NotABundle(
+            f"{given} is a folder, not a cli.js",
+            why="ctxpatch patches the cli.js file of @anthropic-ai/claude-code or "
+            "@anthropic-ai/claude-agent-sdk",
+            hint="pass the cli.js file, or the package folder that contains it",
+        )
+    return given
+
+
+def native_package(pkg: Package, folder: Path) -> Unsupported:
+    return Unsupported(
+        f"{pkg.name}@{pkg.version} in {folder} has no cli.js",
+        why=f"from {pkg.name}@{NATIVE_FROM[pkg.name]} on, Claude Code ships a native binary "
+        "instead of bundled JavaScript, so there is no cli.js to patch",
+        hint=_INSTALL_HINT,
+        package=pkg.name,
+        version=pkg.version,
+    )
+
+
+def load(given: Path) -> Bundle:
+    """Read and identify a bundle. Raises a CtxpatchError for anything that is not one."""
+    target = resolve_target(given)
+    try:
+        real = target.resolve(strict=True)
+        st = real.stat()
+    except FileNotFoundError:
+        raise FileAccess(
+            f"{target} does not exist",
+            hint="check the path, or run `ctxpatch status` to list the installed copies",
+        ) from None
+    except OSError as e:
+        raise FileAccess(f"cannot open {target}", why=e.strerror or str(e)) from None
+    if stat.S_ISDIR(st.st_mode):
+        return load(real)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotABundle(f"{target} is not a regular file", hint="pass the cli.js file itself")
+    try:
+        data = real.read_bytes()
+    except PermissionError:
+        raise FileAccess(
+            f"cannot read {real}",
+            why="permission denied",
+            hint="run ctxpatch as the user that installed Claude Code (for a global npm "
+            "install that may mean sudo)",
+        ) from None
+    _check_content(real, data)
+    return Bundle(
+        path=real,
+        given=given,
+        data=data,
+        sha256=sha256(data),
+        version=version_of(data),
+        package=read_package(real.parent),
+        mode=stat.S_IMODE(st.st_mode),
+        nlink=st.st_nlink,
+        uid=st.st_uid,
+        gid=st.st_gid,
+    )
+
+
+def _check_content(path: Path, data: bytes) -> None:
+    if not data.strip():
+        raise NotABundle(
+            f"{path} is empty",
+            why="an interrupted install or a disk problem can leave an empty cli.js",
+            hint="reinstall the package (npm install) and run ctxpatch again",
+        )
+    if data.startswith(_BINARY_MAGIC) or b"\0" in data[:65536]:
+        pkg = read_package(path.parent)
+        if data.startswith(_BINARY_MAGIC):
+            raise Unsupported(
+                f"{path} is a native executable, not JavaScript",
+                why="Claude Code 2.1.113 and later ship a compiled binary; ctxpatch patches "
+                "only the JavaScript cli.js",
+                hint=_INSTALL_HINT,
+                package=pkg.name if pkg else None,
+            )
+        raise NotABundle(
+            f"{path} is binary data, not a JavaScript bundle",
+            hint="pass Claude Code's cli.js (see `ctxpatch status`)",
+        )
+    try:
+        data[:65536].decode("utf-8")
+    except UnicodeDecodeError:
+        # a cut inside a multi-byte character at the 64 KiB edge is fine; anything else is not
+        try:
+            data[:65533].decode("utf-8")
+        except UnicodeDecodeError:
+            raise NotABundle(
+                f"{path} is not UTF-8 text", hint="pass Claude Code's cli.js"
+            ) from None
+
+
+def is_supported_version(version: str | None) -> bool | None:
+    """False for builds older than the first one with micro-compaction; None when unknown."""
+    if version is None:
+        return None
+    return version_tuple(version) >= version_tuple(FIRST_WITH_MICROCOMPACT)
+
+
+def writable_problem(bundle: Bundle) -> str | None:
+    """Why the file cannot be replaced, or None."""
+    if not bundle.mode & 0o222:
+        return "the file is read-only (no write permission bit set)"
+    if not os.access(bundle.path.parent, os.W_OK | os.X_OK):
+        return f"the folder {bundle.path.parent} is not writable by this user"
+    return None

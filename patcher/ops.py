@@ -1,0 +1,270 @@
+"""apply / check / revert on one file: read, plan (pure), verify, write. Returns a Result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from patcher import backup, markers, plan, snippet, verify
+from patcher.backup import BackupInfo, BackupStatus
+from patcher.bundle import Bundle, load, writable_problem
+from patcher.errors import (
+    BackupMismatch,
+    CtxpatchError,
+    ExitCode,
+    FileAccess,
+    NotABundle,
+    RevertImpossible,
+    Unsupported,
+    VerificationFailed,
+)
+from patcher.fsio import atomic_replace, folder_lock, read_optional
+from patcher.markers import Marks, State
+
+
+@dataclass
+class Result:
+    path: str
+    action: str  # patched | repatched | already-patched | reverted | not-patched | checked
+    state: str  # the state after the command
+    exit_code: int
+    version: str | None = None
+    package: str | None = None
+    shape: str | None = None
+    reason: str = ""
+    backup: dict[str, object] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: object) -> Result:
+    return Result(
+        path=str(b.path),
+        action=action,
+        state=state.value,
+        exit_code=int(code),
+        version=b.version,
+        package=f"{b.package.name}@{b.package.version}" if b.package else None,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _backup_json(info: BackupInfo, path: Path) -> dict[str, object]:
+    return {"path": str(path), "status": info.status.value, "detail": info.detail}
+
+
+# --------------------------------------------------------------------------------- check
+
+
+def check_file(given: Path) -> Result:
+    """Markers + hashes; a windowed search for the call site only when unpatched."""
+    b = load(given)
+    marks = markers.read(b.data, snippet.sha())
+    bpath = backup.path_for(b.path)
+    if marks.state is State.FOREIGN:
+        info = _foreign_backup(b, marks, bpath)
+        return _base(
+            b, "checked", State.FOREIGN, ExitCode.REFUSED, reason=marks.reason,
+            backup=_backup_json(info, bpath),
+        )
+    original_sha = marks.header.original_sha if marks.header else b.sha256
+    info = backup.classify(read_optional(bpath), original_sha, b.version, snippet.sha())
+    bj = _backup_json(info, bpath)
+    if marks.state is State.PATCHED:
+        return _base(b, "checked", State.PATCHED, ExitCode.OK, shape=marks.header.shape, backup=bj)  # type: ignore[union-attr]
+    if marks.state is State.OUTDATED:
+        hdr = marks.header
+        assert hdr is not None
+        return _base(
+            b, "checked", State.OUTDATED, ExitCode.CHANGE_NEEDED, shape=hdr.shape,
+            reason=f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet", backup=bj,
+        )
+    try:
+        found = plan.locate(b.data, b.version)
+    except CtxpatchError as e:
+        return _base(b, "checked", State.UNSUPPORTED, e.exit_code, reason=f"{e.what}: {e.why}", backup=bj)
+    return _base(b, "checked", State.UNPATCHED, ExitCode.CHANGE_NEEDED, shape=found.shape, backup=bj)
+
+
+def _foreign_backup(b: Bundle, marks: Marks, bpath: Path) -> BackupInfo:
+    data = read_optional(bpath)
+    if marks.foreign_kind == "ruflo":
+        if data is None:
+            return BackupInfo(BackupStatus.MISSING, "no ruflo backup")
+        if markers.strip_ruflo(b.data) == data:
+            return BackupInfo(BackupStatus.VALID, "the ruflo patcher's backup, verified")
+        return BackupInfo(BackupStatus.MISMATCH, "does not match the ruflo-patched file")
+    if marks.header is not None:
+        return backup.classify(data, marks.header.original_sha, b.version, snippet.sha())
+    return BackupInfo(BackupStatus.MISSING if data is None else BackupStatus.MISMATCH, "unknown original")
+
+
+# --------------------------------------------------------------------------------- apply
+
+
+def apply_file(given: Path, *, node_check: bool = True) -> Result:
+    first = load(given)
+    with folder_lock(first.path.parent):
+        b = load(given)  # re-read under the lock: another run may have finished meanwhile
+        return _apply_locked(b, node_check=node_check)
+
+
+def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
+    snip, snip_sha = snippet.source(), snippet.sha()
+    marks = markers.read(b.data, snip_sha)
+    bpath = backup.path_for(b.path)
+    if marks.state is State.FOREIGN:
+        raise plan.refuse_foreign(marks, b.path, b.version)
+    if marks.state is State.PATCHED:
+        hdr = marks.header
+        assert hdr is not None
+        info, notes = _ensure_backup(b, plan.unpatched_original(b.data, marks), bpath, write=True)
+        return _base(
+            b, "already-patched", State.PATCHED, ExitCode.OK, shape=hdr.shape,
+            backup=_backup_json(info, bpath), notes=notes,
+        )
+    original = b.data if marks.state is State.UNPATCHED else plan.unpatched_original(b.data, marks)
+    problem = writable_problem(b)
+    if problem:
+        raise FileAccess(
+            f"cannot patch {b.path}",
+            why=problem,
+            hint=f"make it writable (chmod u+w {b.path}) or run as the user that installed it",
+        )
+    patch = plan.plan_patch(original, b.version, snip)
+    verify.check_patch(patch, snip, snip_sha)
+    notes = _node_gate(patch.new, original) if node_check else ["node check skipped (--no-node-check)"]
+    info, backup_notes = _ensure_backup(b, original, bpath, write=False)
+    _write_backup_if_needed(b, original, bpath, info)
+    atomic_replace(b.path, patch.new, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
+    _confirm(b.path, patch.new)
+    if b.nlink > 1:
+        notes.append(f"cli.js had {b.nlink} hard links; the patched file is a new, unlinked copy")
+    action = "patched" if marks.state is State.UNPATCHED else "repatched"
+    info = BackupInfo(BackupStatus.VALID, "byte copy of the original")
+    return _base(
+        b, action, State.PATCHED, ExitCode.OK, shape=patch.site.shape,
+        backup=_backup_json(info, bpath), notes=notes + backup_notes,
+    )
+
+
+def _node_gate(new: bytes, original: bytes) -> list[str]:
+    node = verify.node_binary()
+    if node is None:
+        return ["node not found: the whole-file ESM check was skipped (tree-sitter and esprima "
+                "checks of the edited regions passed)"]
+    res = verify.node_check(new, node)
+    if res.ok:
+        return []
+    if not verify.node_check(original, node).ok:
+        raise NotABundle(
+            "this cli.js does not parse as an ES module, even before patching",
+            why="it is truncated or corrupted (node --input-type=module --check: "
+            + res.message.replace("\n", " | ")[:300] + ")",
+            hint="reinstall the package (npm install), then run ctxpatch again",
+        )
+    raise VerificationFailed(
+        "the patched file failed node's ESM syntax check; nothing was written",
+        why=res.message.replace("\n", " | ")[:500],
+        hint="this is a bug in ctxpatch: please report it with the cli.js version and sha256",
+    )
+
+
+def _ensure_backup(
+    b: Bundle, original: bytes, bpath: Path, *, write: bool
+) -> tuple[BackupInfo, list[str]]:
+    """Classify the backup against ``original``; refuse a mismatch; optionally write it."""
+    info = backup.classify(read_optional(bpath), markers.sha256(original), b.version, snippet.sha())
+    if info.status is BackupStatus.MISMATCH:
+        raise BackupMismatch(
+            f"{bpath} belongs to a different original",
+            why=info.detail,
+            hint=f"ctxpatch never overwrites it: look at it, then move it away "
+            f"(mv {bpath} {bpath}.old) and run the command again",
+            backup_sha256=(info.sha256 or "")[:12],
+        )
+    notes = []
+    if info.status is BackupStatus.STALE:
+        notes.append(f"replaced the stale backup ({info.detail})")
+    if write:
+        _write_backup_if_needed(b, original, bpath, info)
+        if info.status is not BackupStatus.VALID:
+            info = BackupInfo(BackupStatus.VALID, "byte copy of the original")
+            notes.append(f"wrote the missing backup {bpath}")
+    return info, notes
+
+
+def _write_backup_if_needed(b: Bundle, original: bytes, bpath: Path, info: BackupInfo) -> None:
+    if info.status is BackupStatus.VALID:
+        return
+    atomic_replace(bpath, original, expected_sha=info.sha256, mode=b.mode & 0o666)
+    _confirm(bpath, original)
+
+
+def _confirm(path: Path, data: bytes) -> None:
+    if markers.sha256(path.read_bytes()) != markers.sha256(data):
+        raise VerificationFailed(
+            f"{path} does not hold what ctxpatch just wrote",
+            why="the file changed right after the atomic replace",
+            hint="run `ctxpatch check` to see the file's state",
+        )
+
+
+# --------------------------------------------------------------------------------- revert
+
+
+def revert_file(given: Path) -> Result:
+    first = load(given)
+    with folder_lock(first.path.parent):
+        b = load(given)
+        return _revert_locked(b)
+
+
+def _revert_locked(b: Bundle) -> Result:
+    marks = markers.read(b.data, snippet.sha())
+    bpath = backup.path_for(b.path)
+    saved = read_optional(bpath)
+    if marks.state is State.UNPATCHED:
+        return _base(b, "not-patched", State.UNPATCHED, ExitCode.OK, reason="nothing to revert")
+    if marks.state is State.FOREIGN:
+        restored, source = _foreign_original(b, marks, saved, bpath)
+    else:
+        hdr = marks.header
+        assert hdr is not None
+        if saved is not None and markers.sha256(saved) == hdr.original_sha:
+            restored, source = saved, f"from the backup {bpath}"
+        else:
+            restored, source = plan.unpatched_original(b.data, marks), "by removing the marked edits"
+    if markers.sha256(restored) == b.sha256:
+        return _base(b, "not-patched", State.UNPATCHED, ExitCode.OK)
+    if not b.mode & 0o222:
+        raise FileAccess(f"cannot revert {b.path}", why="the file is read-only",
+                         hint=f"chmod u+w {b.path}, then run the command again")
+    atomic_replace(b.path, restored, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
+    _confirm(b.path, restored)
+    return _base(b, "reverted", State.UNPATCHED, ExitCode.OK, reason=f"restored {source}",
+                 shape=marks.header.shape if marks.header else None)
+
+
+def _foreign_original(
+    b: Bundle, marks: Marks, saved: bytes | None, bpath: Path
+) -> tuple[bytes, str]:
+    if marks.foreign_kind == "ruflo" and saved is not None and markers.strip_ruflo(b.data) == saved:
+        return saved, f"from the ruflo patcher's backup {bpath} (verified)"
+    if marks.header is not None and saved is not None and (
+        markers.sha256(saved) == marks.header.original_sha
+    ):
+        return saved, f"from the backup {bpath} (its sha256 is the recorded original's)"
+    raise RevertImpossible(
+        f"cannot restore the original of {b.path}",
+        why=marks.reason + "; and no backup proves what the original was",
+        hint="reinstall the package (npm install) to get a clean cli.js",
+        version=b.version,
+    )
+
+
+def unsupported_result(path: Path, err: Unsupported) -> Result:
+    return Result(path=str(path), action="refused", state=State.UNSUPPORTED.value,
+                  exit_code=int(err.exit_code), reason=f"{err.what}: {err.why}")

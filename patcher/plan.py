@@ -1,0 +1,121 @@
+"""Pure planning: what a file is, and the exact bytes apply / revert would write.
+
+No I/O here. ``patcher.ops`` reads the file, calls these, verifies, and writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from patcher import __version__, markers, site
+from patcher.bundle import FIRST_WITH_MICROCOMPACT, is_supported_version
+from patcher.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
+from patcher.markers import Marks, State
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Insert ``text`` at byte ``at`` of the original."""
+
+    at: int
+    text: bytes
+
+
+def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
+    """Apply insertions end to start so earlier offsets stay valid; equal offsets are refused."""
+    ordered = sorted(edits, key=lambda e: e.at, reverse=True)
+    if len({e.at for e in ordered}) != len(ordered):
+        raise ValueError("two edits at the same offset")
+    out = data
+    for e in ordered:
+        out = out[: e.at] + e.text + out[e.at :]
+    return out
+
+
+@dataclass(frozen=True)
+class Patch:
+    original: bytes
+    new: bytes
+    site: site.Site
+    edits: tuple[Edit, ...]
+
+
+def locate(data: bytes, version: str | None) -> site.Site:
+    """Exactly one loop call site, or a CtxpatchError that says why not."""
+    found = site.search(data)
+    if len(found.candidates) == 1:
+        return site.Site(found.candidates[0], found.mc_functions)
+    if found.candidates:
+        listing = "; ".join(
+            f"byte {c.call_start} in {c.generator or 'an anonymous generator'}: {c.excerpt}"
+            for c in found.candidates
+        )
+        raise AmbiguousTarget(
+            f"found {len(found.candidates)} candidate micro-compaction calls, expected exactly one",
+            why="ctxpatch refuses to guess which call is the query loop's: " + listing,
+            hint="please report this build (version and sha256) so ctxpatch can learn its shape",
+            version=version,
+        )
+    has_mc = bool(found.mc_functions) or found.deps_calls > 0
+    if not has_mc and is_supported_version(version) is False:
+        raise Unsupported(
+            f"Claude Code {version} has no micro-compaction step",
+            why=f"micro-compaction first appeared in Claude Code {FIRST_WITH_MICROCOMPACT}; "
+            "the text prune is injected right after it, so there is nowhere to put it",
+            hint="upgrade to @anthropic-ai/claude-code 1.0.60-2.1.112 (or the agent SDK "
+            "0.0.4-0.2.112)",
+            version=version,
+        )
+    why = (
+        "no function reads DISABLE_MICROCOMPACT or emits tengu_microcompact, and there is no "
+        "deps.microcompact(...) call"
+        if not has_mc
+        else "the micro-compaction function was found ("
+        + (", ".join(found.mc_functions) or "deps.microcompact")
+        + ") but none of its calls is the query loop's: "
+        + "; ".join(found.rejected[:6])
+    )
+    raise TargetNotFound(
+        "could not find the query loop's micro-compaction call",
+        why=why,
+        hint="if this is a real Claude Code cli.js, please report its version and sha256; "
+        "ctxpatch refuses to patch what it does not understand",
+        version=version,
+    )
+
+
+def plan_patch(data: bytes, version: str | None, snippet: bytes) -> Patch:
+    """The patched bytes of an UNPATCHED file."""
+    found = locate(data, version)
+    c = found.candidate
+    block = markers.render_block(
+        snippet, version=__version__, original_sha=markers.sha256(data), shape=found.shape
+    )
+    edits = (
+        Edit(markers.insertion_point(data), block),
+        Edit(c.wrap_start, markers.WRAP_OPEN),
+        Edit(c.wrap_end, markers.WRAP_CLOSE),
+    )
+    return Patch(data, apply_edits(data, list(edits)), found, edits)
+
+
+def unpatched_original(data: bytes, marks: Marks) -> bytes:
+    """The original bytes of a PATCHED or OUTDATED file (proved by the recorded sha)."""
+    original = markers.strip(data)
+    assert original is not None and marks.state in (State.PATCHED, State.OUTDATED)
+    return original
+
+
+def refuse_foreign(marks: Marks, path: object, version: str | None) -> ForeignPatch:
+    hint = (
+        "run `ctxpatch revert` (it restores the ruflo backup cli.js.backup after checking it), "
+        "then `ctxpatch apply`"
+        if marks.foreign_kind == "ruflo"
+        else "reinstall the package (npm install), then run `ctxpatch apply`"
+    )
+    return ForeignPatch(
+        f"{path} was modified by something other than this ctxpatch",
+        why=marks.reason,
+        hint=hint,
+        version=version,
+    )

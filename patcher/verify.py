@@ -1,0 +1,106 @@
+"""Checks that run on our own output before it may replace the user's file.
+
+1. the edited regions re-parse with no ERROR/MISSING node (tree-sitter, windowed);
+2. exactly one marker pair of each kind, and the markers prove the original sha;
+3. applying again changes nothing;
+4. the snippet parses as ES2017 (esprima, pure Python);
+5. where node exists, the whole file passes ``node --input-type=module --check``
+   (a plain ``node --check`` passes broken ESM files, see research/deps.md §3).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import esprima
+
+from patcher import jsparse, markers
+from patcher.errors import VerificationFailed
+from patcher.markers import State
+from patcher.plan import Patch
+
+_GENERATOR = frozenset({"generator_function_declaration"})
+
+
+def check_patch(patch: Patch, snippet: bytes, snippet_sha: str) -> None:
+    """Steps 1-4. Raises VerificationFailed (a bug in ctxpatch) on any failure."""
+    new = patch.new
+    marks = markers.read(new, snippet_sha)
+    if marks.state is not State.PATCHED:
+        _fail(f"the patched file reads back as {marks.state.value}: {marks.reason}")
+    if markers.strip(new) != patch.original:
+        _fail("removing the marked edits does not give back the original bytes")
+    _check_snippet(snippet)
+    _check_call_site(new)
+
+
+def _check_snippet(snippet: bytes) -> None:
+    if not jsparse.error_free(snippet):
+        _fail("the injected function does not parse (tree-sitter)")
+    err = es2017_error(snippet.decode("utf-8"))
+    if err:
+        _fail(f"the injected function is not valid ES2017 (esprima): {err}")
+
+
+def es2017_error(js: str) -> str | None:
+    """None when ``js`` parses as an ES2017 script with esprima 4, else the error."""
+    try:
+        program = esprima.parseScript(js)
+    except esprima.Error as e:
+        return str(e)
+    body = program.body
+    if len(body) != 1 or body[0].type != "FunctionDeclaration":
+        return "the snippet must be exactly one function declaration"
+    if body[0].id.name != markers.FUNCTION_NAME.decode():
+        return f"the function must be named {markers.FUNCTION_NAME.decode()}"
+    return None
+
+
+def _check_call_site(new: bytes) -> None:
+    at = new.find(markers.WRAP_OPEN)
+    name_at = at + len(b"/*ctxpatch:wrap*/")
+    index = jsparse.FunctionIndex(new)
+    gen = index.enclosing(at, b"async function*", _GENERATOR)
+    if gen is None:
+        _fail("the wrapped call is not inside an error-free async generator after patching")
+    ident = gen.node_at(name_at, name_at + len(markers.FUNCTION_NAME))
+    call = ident.parent if ident is not None else None
+    if call is None or call.type != "call_expression":
+        _fail("the wrap is not a call of _aggressiveTextPrune after patching")
+    if jsparse.nearest_function(call) != gen.node:
+        _fail("the wrap landed inside a nested function")
+
+
+def _fail(why: str) -> None:
+    raise VerificationFailed(
+        "ctxpatch's own output failed verification; nothing was written",
+        why=why,
+        hint="this is a bug in ctxpatch: please report it with the cli.js version and sha256",
+    )
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    ok: bool
+    message: str
+
+
+def node_binary() -> str | None:
+    return os.environ.get("CTXPATCH_NODE") or shutil.which("node")
+
+
+def node_check(source: bytes, node: str, timeout: float = 120.0) -> NodeResult:
+    """``node --input-type=module --check`` on ``source`` fed through stdin."""
+    proc = subprocess.run(
+        [node, "--input-type=module", "--check"],
+        input=source,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+    err = proc.stderr.decode("utf-8", "replace")
+    lines = [ln[:200] for ln in err.splitlines() if ln.strip()][:6]
+    return NodeResult(proc.returncode == 0, "\n".join(lines))
