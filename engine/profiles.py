@@ -1,0 +1,196 @@
+"""Version profiles: one frozen set of numbers per behaviour era of Claude Code's ``cli.js``.
+
+Every field names the versions it holds for. ``verified_in`` lists the real ``cli.js`` files the
+numbers were read from (npm tarballs of ``@anthropic-ai/claude-code``); the other versions of an
+era are assigned by bisection data from ``shared/research/versions.md``. Where that survey and a
+real file disagreed, the real file won and the disagreement is noted on the field:
+
+* ``blocking_base``: the blocking limit is ``contextWindow - 3000`` (the raw window, no output
+  reserve) in 2.0.77, 2.1.0, 2.1.2, 2.1.14, 2.1.20, 2.1.21 and 2.1.39, but ``effectiveWindow -
+  3000`` in 2.1.7, 2.1.9 and 2.1.112 (versions.md says ``effectiveWindow`` throughout).
+* ``count_mode``: the auto-compact token count is the last API usage alone up to 2.1.0, and the
+  last usage plus a chars/4 estimate of the newer messages from 2.1.2 on (that estimate has no
+  x4/3 and counts ``tool_use``/``thinking`` blocks as 0; images 1334 up to 2.1.21, 2000 in 2.1.39).
+* ``reserve_cap``: the 20000 cap on the output reserve first appears in 2.1.21 (2.1.20 has none).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+LEGACY_TOOLS_1_0_80 = ("Read", "Bash", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "Edit", "Write")
+LEGACY_TOOLS_1_0_128 = (
+    "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "MultiEdit", "Write",
+)
+LEGACY_TOOLS_2_0 = ("Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write")
+TOOLS_2_1_90 = LEGACY_TOOLS_2_0 + ("PowerShell",)
+
+CLEARED_TEXT = "[Old tool result content cleared]"
+"""Replacement text of a cleared tool result (legacy micro-compaction, 1.0.60-2.1.68)."""
+
+MicroCompactKind = Literal["legacy", "stub", "time-based"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Numbers and switches of one behaviour era (``first``..``last`` inclusive)."""
+
+    name: str
+    first: str
+    last: str
+    verified_in: tuple[str, ...]
+    # --- window and output reserve -------------------------------------------------------
+    context_window: int = 200_000  # all eras; 1e6 when the model id contains "[1m]"
+    context_window_1m: int = 1_000_000
+    default_max_output: int = 32_000  # CLAUDE_CODE_MAX_OUTPUT_TOKENS default (2.0.76, 2.1.39)
+    max_output_env_ceiling: int = 64_000  # the env value is capped at 64000 (2.1.39)
+    reserve_cap: int | None = None  # min(maxOut, 20000) from 2.1.21; None = full reserve
+    # --- thresholds ------------------------------------------------------------------------
+    autocompact_offset: int = 13_000  # 1.0.80+
+    warning_offset: int = 20_000  # 1.0.80+
+    error_offset: int = 20_000  # 1.0.80+
+    blocking_offset: int | None = None  # 3000 from 2.0.77
+    blocking_base: Literal["window", "effective"] = "window"
+    has_pct_override: bool = False  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, 2.0.30+
+    has_disable_compact: bool = False  # DISABLE_COMPACT, 2.0.30+
+    has_disable_auto_compact: bool = False  # DISABLE_AUTO_COMPACT, 2.0.77+
+    has_blocking_override: bool = False  # CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE, 2.0.77+
+    # --- token counting --------------------------------------------------------------------
+    count_mode: Literal["usage", "usage+newer"] = "usage"
+    newer_from_message_start: bool = False  # 2.1.112: newer = after the first block of the id
+    newer_image_tokens: int = 1334  # image in the newer-messages estimate (2.1.2-2.1.21)
+    newer_counts_attachments: bool = False  # attachment records counted as JSON (2.1.39)
+    estimate_factor_4_3: bool = False  # message-level estimate x4/3, 2.0.60-2.1.104
+    image_tokens: int = 2000  # image/document in the message-level estimate, 1.0.80+
+    # --- micro-compaction ------------------------------------------------------------------
+    microcompact: MicroCompactKind | None = "legacy"
+    mc_tools: tuple[str, ...] = LEGACY_TOOLS_2_0
+    mc_keep: int = 3
+    mc_target: int = 40_000
+    mc_min_saving: int = 20_000
+    mc_has_env_gate: bool = True  # DISABLE_MICROCOMPACT, 1.0.60-2.1.68
+    mc_remote_kill_switch: bool = False  # tengu_cache_plum_violet, 2.1.30-2.1.68 (default off)
+    mc_replacement: Literal["cleared", "persisted"] = "cleared"  # persisted pointer from 2.1.0
+    mc_clears_images: bool = False  # images of answered user messages → "[image]" (2.1.39)
+    # --- other compaction ------------------------------------------------------------------
+    session_memory: bool = False  # SM compaction tried before the full summary, 2.0.60-2.1.104
+    sm_min_tokens: int = 10_000
+    sm_min_text_messages: int = 5
+    sm_max_tokens: int = 40_000
+    restore_max_files: int = 5
+    restore_total_tokens: int = 50_000
+    restore_file_tokens: int = 5_000
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def range(self) -> str:
+        return f"{self.first}..{self.last}"
+
+
+def _p(name: str, first: str, last: str, verified: tuple[str, ...], **kw) -> Profile:
+    return Profile(name=name, first=first, last=last, verified_in=verified, **kw)
+
+
+_2_0_77 = dict(
+    blocking_offset=3000, has_pct_override=True, has_disable_compact=True,
+    has_disable_auto_compact=True, has_blocking_override=True, estimate_factor_4_3=True,
+    session_memory=True,
+)
+
+PROFILES: tuple[Profile, ...] = (
+    _p("1.0.80", "1.0.80", "1.0.127", ("1.0.80",), mc_tools=LEGACY_TOOLS_1_0_80),
+    _p("1.0.128", "1.0.128", "1.0.999", ("1.0.128",), mc_tools=LEGACY_TOOLS_1_0_128),
+    _p("2.0.0", "2.0.0", "2.0.29", ("2.0.0",)),
+    _p("2.0.30", "2.0.30", "2.0.59", ("2.0.30",), has_pct_override=True, has_disable_compact=True,
+       notes=("the x4/3 factor appears somewhere in 2.0.31..2.0.60; modelled from 2.0.60",)),
+    _p("2.0.60", "2.0.60", "2.0.76", ("2.0.60", "2.0.76"), has_pct_override=True,
+       has_disable_compact=True, estimate_factor_4_3=True, session_memory=True),
+    _p("2.0.77", "2.0.77", "2.0.999", ("2.0.77",), **_2_0_77,
+       notes=("the persisted-output pointer is behind the flag tengu_compact_mc_files (off)",)),
+    _p("2.1.0", "2.1.0", "2.1.1", ("2.1.0",), mc_replacement="persisted", **_2_0_77),
+    _p("2.1.2", "2.1.2", "2.1.6", ("2.1.2",), count_mode="usage+newer",
+       mc_replacement="persisted", **_2_0_77),
+    _p("2.1.7", "2.1.7", "2.1.13", ("2.1.7", "2.1.9"), count_mode="usage+newer",
+       mc_replacement="persisted", **{**_2_0_77, "blocking_offset": 3000},
+       blocking_base="effective"),
+    _p("2.1.14", "2.1.14", "2.1.20", ("2.1.14", "2.1.20"), count_mode="usage+newer",
+       mc_replacement="persisted", **_2_0_77),
+    _p("2.1.21", "2.1.21", "2.1.29", ("2.1.21",), count_mode="usage+newer", reserve_cap=20_000,
+       mc_replacement="persisted", **_2_0_77),
+    _p("2.1.30", "2.1.30", "2.1.38", ("2.1.30",), count_mode="usage+newer", reserve_cap=20_000,
+       mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77,
+       notes=("images 1334 or 2000 in the newer-messages estimate: unchecked in this range",)),
+    _p("2.1.39", "2.1.39", "2.1.63", ("2.1.39",), count_mode="usage+newer", reserve_cap=20_000,
+       newer_image_tokens=2000, newer_counts_attachments=True, mc_replacement="persisted",
+       mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
+    _p("2.1.64", "2.1.64", "2.1.64", ("2.1.64",), count_mode="usage+newer", reserve_cap=20_000,
+       newer_image_tokens=2000, newer_counts_attachments=True, microcompact="stub",
+       mc_has_env_gate=False, **_2_0_77),
+    _p("2.1.65", "2.1.65", "2.1.68", ("2.1.67", "2.1.68"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77,
+       notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",)),
+    _p("2.1.69", "2.1.69", "2.1.80", ("2.1.69", "2.1.71"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+    _p("2.1.81", "2.1.81", "2.1.104", ("2.1.90", "2.1.104"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       microcompact="time-based", mc_has_env_gate=False, mc_tools=TOOLS_2_1_90, mc_keep=5,
+       **_2_0_77, notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),
+    _p("2.1.105", "2.1.105", "2.1.112", ("2.1.112",), count_mode="usage+newer",
+       newer_from_message_start=True, reserve_cap=20_000, newer_image_tokens=2000,
+       newer_counts_attachments=True, microcompact="stub", mc_has_env_gate=False,
+       **{**_2_0_77, "estimate_factor_4_3": False, "session_memory": False},
+       blocking_base="effective",
+       notes=("reactive compact and the context-hint keep-recent MC are not modelled",)),
+)
+
+_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """``"2.1.39"`` → ``(2, 1, 39)``; raises ``ValueError`` on anything else."""
+    m = _VERSION_RE.match(version)
+    if not m:
+        raise ValueError(f"not a Claude Code version: {version!r} (expected X.Y.Z, e.g. 2.1.39)")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def profile_for(version: str) -> Profile:
+    """The profile whose version range holds ``version``.
+
+    Versions before 1.0.80 used a ratio model (0.92 of the window) and are not modelled; versions
+    after 2.1.112 ship no ``cli.js`` and get the 2.1.105 profile with a note.
+    """
+    v = parse_version(version)
+    if v < (1, 0, 80):
+        raise ValueError(
+            f"Claude Code {version} predates the offset thresholds (1.0.80): not modelled")
+    for p in PROFILES:
+        if parse_version(p.first) <= v <= parse_version(p.last):
+            return p
+    last = PROFILES[-1]
+    return Profile(**{**last.__dict__, "notes": last.notes + (
+        f"{version} ships no cli.js; numbers extrapolated from {last.range}",)})
+
+
+def model_max_output(model: str) -> int:
+    """The model's max output tokens as ``cli.js`` maps it (same table in 2.0.76 and 2.1.39)."""
+    m = model.lower()
+    if "3-5" in m:
+        return 8192
+    if "claude-3-opus" in m:
+        return 4096
+    if "claude-3-sonnet" in m:
+        return 8192
+    if "claude-3-haiku" in m:
+        return 4096
+    if "opus-4-5" in m:
+        return 64_000
+    if "opus-4" in m:
+        return 32_000
+    if "sonnet-4" in m or "haiku-4" in m:
+        return 64_000
+    return 32_000

@@ -1,0 +1,150 @@
+"""Compaction thresholds for a model, a version profile and an environment.
+
+Mirrors, in 2.1.39 names: ``jSA`` (reserved output), ``a51`` (effective window), ``lg1``
+(auto-compact threshold with ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``), ``qc`` (warning / error /
+auto-compact / blocking states) and ``um`` (is auto-compact enabled). The same logic is ``kH0``,
+``EHA``, ``zT2``, ``T9A``, ``Hd`` in 2.0.76 (no cap, no blocking) and ``dL0``, ``q3A``, ``xs2``,
+``ic``, ``nc`` in 2.1.7.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engine.profiles import Profile, model_max_output
+
+TRUE_VALUES = ("1", "true", "yes", "on")
+
+
+def env_true(value: str | None) -> bool:
+    """cli.js ``X6``/``a1``: ``"1"``, ``"true"``, ``"yes"``, ``"on"`` (any case) are true."""
+    return value is not None and value.strip().lower() in TRUE_VALUES
+
+
+_INT_RE = re.compile(r"^\s*([+-]?\d+)")
+_FLOAT_RE = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+
+
+def js_parse_int(value: str) -> int | None:
+    """``parseInt(value, 10)``: leading digits only; ``None`` for ``NaN``."""
+    m = _INT_RE.match(value)
+    return int(m[1]) if m else None
+
+
+def js_parse_float(value: str) -> float | None:
+    """``parseFloat(value)``: the longest leading decimal; ``None`` for ``NaN``."""
+    m = _FLOAT_RE.match(value)
+    return float(m[1]) if m else None
+
+
+def _env_max_output(env: Mapping[str, str], profile: Profile) -> int:
+    """``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` validated like ``Nn1.validate`` (2.1.39)."""
+    raw = env.get("CLAUDE_CODE_MAX_OUTPUT_TOKENS")
+    if not raw:
+        return profile.default_max_output
+    n = js_parse_int(raw)
+    if n is None or n <= 0:
+        return profile.default_max_output
+    return min(n, profile.max_output_env_ceiling)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """All numbers of one (profile, model, env); ``explain`` says where each comes from."""
+
+    profile: str
+    model: str
+    context_window: int
+    model_max_output: int
+    reserved_output: int
+    effective_window: int
+    auto_compact: int
+    auto_compact_enabled: bool
+    compact_disabled: bool
+    pct_override: float | None
+    warning: int
+    error: int
+    blocking: int | None
+    microcompact_enabled: bool
+    explain: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "explain"} | {
+            "explain": list(self.explain)}
+
+
+def compute_thresholds(
+    profile: Profile,
+    model: str = "claude-opus-4-6",
+    env: Mapping[str, str] | None = None,
+    auto_compact_setting: bool = True,
+) -> Thresholds:
+    """Thresholds as ``cli.js`` of ``profile`` computes them for ``model`` under ``env``."""
+    env = env or {}
+    why: list[str] = []
+    one_m = "[1m]" in model
+    window = profile.context_window_1m if one_m else profile.context_window
+    why.append(f"context window {window} ({'[1m] in the model id' if one_m else 'default'})")
+    mmax = model_max_output(model)
+    env_max = _env_max_output(env, profile)
+    reserve = min(env_max, mmax)
+    why.append(f"max output min(CLAUDE_CODE_MAX_OUTPUT_TOKENS={env_max}, model {mmax}) = {reserve}")
+    if profile.reserve_cap is not None:
+        capped = min(reserve, profile.reserve_cap)
+        why.append(f"reserve capped at {profile.reserve_cap} from 2.1.21 → {capped}")
+        reserve = capped
+    else:
+        why.append("reserve not capped (before 2.1.21)")
+    eff = window - reserve
+    why.append(f"effective window {window} - {reserve} = {eff}")
+    threshold = eff - profile.autocompact_offset
+    why.append(f"auto-compact {eff} - {profile.autocompact_offset} = {threshold}")
+    pct: float | None = None
+    raw_pct = env.get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE") if profile.has_pct_override else None
+    if raw_pct:
+        val = js_parse_float(raw_pct)
+        if val is not None and 0 < val <= 100:
+            pct = val
+            lowered = math.floor(eff * (val / 100))
+            new = min(lowered, threshold)
+            why.append(f"PCT override {val:g}%: min(floor({eff}*{val:g}/100)={lowered}, {threshold})"
+                       f" = {new} (the override can only lower it)")
+            threshold = new
+        else:
+            why.append(f"PCT override {raw_pct!r} ignored (must be in (0,100])")
+    compact_off = profile.has_disable_compact and env_true(env.get("DISABLE_COMPACT"))
+    auto_off = profile.has_disable_auto_compact and env_true(env.get("DISABLE_AUTO_COMPACT"))
+    enabled = auto_compact_setting and not compact_off and not auto_off
+    if not enabled:
+        why.append("auto-compact disabled by "
+                   + ("DISABLE_COMPACT" if compact_off else
+                      "DISABLE_AUTO_COMPACT" if auto_off else "autoCompactEnabled=false"))
+    base = threshold if enabled else eff
+    warning = base - profile.warning_offset
+    error = base - profile.error_offset
+    why.append(f"warning = error = {base} - {profile.warning_offset} = {warning}")
+    blocking: int | None = None
+    if profile.blocking_offset is not None:
+        b_base = eff if profile.blocking_base == "effective" else window
+        blocking = b_base - profile.blocking_offset
+        why.append(f"blocking {profile.blocking_base} window {b_base} - {profile.blocking_offset}"
+                   f" = {blocking}")
+        raw_blk = env.get("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE") if profile.has_blocking_override \
+            else None
+        if raw_blk:
+            b = js_parse_int(raw_blk)
+            if b is not None and b > 0:
+                blocking = b
+                why.append(f"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE → {b}")
+    mc_on = profile.microcompact == "legacy" and not (
+        profile.mc_has_env_gate and env_true(env.get("DISABLE_MICROCOMPACT")))
+    return Thresholds(
+        profile=profile.name, model=model, context_window=window, model_max_output=mmax,
+        reserved_output=reserve, effective_window=eff, auto_compact=threshold,
+        auto_compact_enabled=enabled, compact_disabled=compact_off, pct_override=pct,
+        warning=warning, error=error, blocking=blocking, microcompact_enabled=mc_on,
+        explain=tuple(why),
+    )

@@ -1,0 +1,176 @@
+"""Claude Code's token estimators, mirrored from ``cli.js``.
+
+* ``count_text`` mirrors ``function w2(A,q=4){return Math.round(A.length/q)}`` (2.1.39; the same
+  body without the default parameter before 2.1.40): JavaScript ``length`` is in UTF-16 code
+  units and ``Math.round`` rounds halves up.
+* ``estimate_messages`` mirrors the message-level estimate used by micro-compaction, session
+  memory and the post-compaction count (``SU1`` in 2.1.39, ``FhA`` in 2.1.7, ``yH0`` in 2.0.76):
+  text, tool_result text, images 2000, any other block as its JSON, total ``ceil(x*4/3)`` in the
+  eras that have the factor (2.0.60-2.1.104).
+* ``estimate_newer`` mirrors the estimate added to the last API usage for the auto-compact
+  decision (``hOA`` in 2.1.39, ``TZ0`` in 2.1.7): text and tool_result text only, images 1334 or
+  2000 by era, ``tool_use``/``thinking`` count 0, no x4/3, and (2.1.39) attachment records as JSON.
+* ``usage_total`` mirrors ``ix1``: input + cache creation + cache read + output tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from engine.profiles import Profile
+
+FACTOR_4_3 = 1.3333333333333333  # the literal in cli.js
+
+
+def utf16_len(s: str) -> int:
+    """JavaScript ``String.prototype.length``: code points above U+FFFF count twice."""
+    n = len(s)
+    if s.isascii():
+        return n
+    return n + sum(1 for ch in s if ord(ch) > 0xFFFF)
+
+
+def js_round_div(n: int, d: int = 4) -> int:
+    """``Math.round(n/d)`` for non-negative integers (halves round up)."""
+    return (2 * n + d) // (2 * d)
+
+
+def count_text(s: str, chars_per_token: int = 4) -> int:
+    """``Math.round(s.length / 4)`` with a UTF-16 length (``w2``/``l7``/``iG`` in cli.js)."""
+    return js_round_div(utf16_len(s), chars_per_token)
+
+
+def js_stringify(value: Any) -> str:
+    """``JSON.stringify`` for JSON-shaped data (no spaces, non-ASCII kept)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def usage_total(usage: Mapping[str, Any]) -> int:
+    """``input + (cache_creation ?? 0) + (cache_read ?? 0) + output`` (``ix1`` in 2.1.39)."""
+    return (
+        int(usage.get("input_tokens") or 0)
+        + int(usage.get("cache_creation_input_tokens") or 0)
+        + int(usage.get("cache_read_input_tokens") or 0)
+        + int(usage.get("output_tokens") or 0)
+    )
+
+
+def usage_prompt(usage: Mapping[str, Any]) -> int:
+    """The prompt the API counted: input + cache creation + cache read (no output)."""
+    return usage_total(usage) - int(usage.get("output_tokens") or 0)
+
+
+# --- message-level estimate (x4/3 era) ---------------------------------------------------------
+
+def tool_result_tokens(block: Mapping[str, Any], image_tokens: int = 2000) -> int:
+    """Tokens of a tool_result's content: string, or text/image blocks (``Bs4``/``js2``)."""
+    content = block.get("content")
+    if not content:
+        return 0
+    if isinstance(content, str):
+        return count_text(content)
+    total = 0
+    for b in content:
+        if not isinstance(b, Mapping):
+            continue
+        if b.get("type") == "text":
+            total += count_text(b.get("text") or "")
+        elif b.get("type") == "image":
+            total += image_tokens
+    return total
+
+
+def block_tokens(block: Any, image_tokens: int = 2000) -> int:
+    """One content block as the message-level estimate counts it (before the x4/3 factor)."""
+    if isinstance(block, str):
+        return count_text(block)
+    t = block.get("type")
+    if t == "text":
+        return count_text(block.get("text") or "")
+    if t == "tool_result":
+        return tool_result_tokens(block, image_tokens)
+    if t == "image":
+        return image_tokens
+    return count_text(js_stringify(block))
+
+
+def raw_message_tokens(msg: Mapping[str, Any], image_tokens: int = 2000) -> int:
+    """Sum of ``block_tokens`` over a user/assistant message with array content, else 0."""
+    if msg.get("type") not in ("user", "assistant"):
+        return 0
+    content = (msg.get("message") or {}).get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(block_tokens(b, image_tokens) for b in content)
+
+
+def estimate_messages(messages: Iterable[Mapping[str, Any]], profile: Profile | None = None) -> int:
+    """Message-level estimate: sum of blocks, ``ceil(x*4/3)`` when the era has the factor.
+
+    String contents are skipped, exactly as in cli.js (``if(!Array.isArray(content))continue``).
+    """
+    image = profile.image_tokens if profile else 2000
+    raw = sum(raw_message_tokens(m, image) for m in messages)
+    if profile is None or profile.estimate_factor_4_3:
+        return math.ceil(raw * FACTOR_4_3)
+    return raw
+
+
+# --- newer-messages estimate (auto-compact count) -------------------------------------------
+
+def _newer_content(content: Any, image_tokens: int) -> int:
+    if not content:
+        return 0
+    if isinstance(content, str):
+        return count_text(content)
+    total = 0
+    for b in content:
+        if isinstance(b, str):
+            total += count_text(b)
+            continue
+        t = b.get("type")
+        if t == "text":
+            total += count_text(b.get("text") or "")
+        elif t == "image":
+            total += image_tokens
+        elif t == "tool_result":
+            total += _newer_content(b.get("content"), image_tokens)
+    return total
+
+
+def newer_message_tokens(msg: Mapping[str, Any], profile: Profile) -> int:
+    """One record as the newer-messages estimate counts it (``IOA`` in 2.1.39)."""
+    t = msg.get("type")
+    if t in ("user", "assistant"):
+        return _newer_content((msg.get("message") or {}).get("content"), profile.newer_image_tokens)
+    if t == "attachment" and profile.newer_counts_attachments and msg.get("attachment"):
+        return count_text(js_stringify(msg["attachment"]))
+    return 0
+
+
+def estimate_newer(messages: Iterable[Mapping[str, Any]], profile: Profile) -> int:
+    """Sum of ``newer_message_tokens`` (``hOA`` in 2.1.39): no x4/3."""
+    return sum(newer_message_tokens(m, profile) for m in messages)
+
+
+def output_content_tokens(blocks: Iterable[Any]) -> int:
+    """chars/4 of what a model wrote: text, thinking, tool_use name + JSON input.
+
+    Not a cli.js function: used to recover an assistant reply's output tokens when the transcript
+    recorded the streaming placeholder (``output_tokens`` 1 or 2) instead of the final count.
+    """
+    chars = 0
+    for b in blocks:
+        if not isinstance(b, Mapping):
+            continue
+        t = b.get("type")
+        if t == "text":
+            chars += utf16_len(b.get("text") or "")
+        elif t == "thinking":
+            chars += utf16_len(b.get("thinking") or "")
+        elif t == "tool_use":
+            chars += utf16_len(b.get("name") or "") + utf16_len(js_stringify(b.get("input")))
+    return js_round_div(chars)

@@ -1,0 +1,234 @@
+"""Read a real Claude Code session transcript (``~/.claude/projects/<dir>/<session>.jsonl``).
+
+What the format holds (checked on the spotter sessions, Claude Code 2.1.38-2.1.39):
+
+* one JSON object per line; ``type`` is user / assistant / system / progress /
+  file-history-snapshot / queue-operation / summary / attachment (others are counted, not fatal);
+* an assistant reply is stored one line per content block, all sharing ``message.id``; tool
+  results of a streamed reply can sit between its blocks; every line carries the reply's
+  ``usage`` as it was when the block was written, so the last line may still hold the streaming
+  placeholder (``output_tokens`` 1-2) while ``cli.js`` had already replaced it in memory with the
+  final count (``L1.message={...L1.message,usage:a}`` on ``message_delta``, 2.1.39);
+* typed prompts may be plain strings; tool results are user lines whose content is a list of
+  ``tool_result`` blocks; ``isMeta`` marks system reminders; ``isSidechain`` marks sub-agent lines;
+* a compaction writes a ``system`` line with ``subtype: "compact_boundary"`` and
+  ``compactMetadata: {trigger: "auto"|"manual", preTokens}``, then a user line with
+  ``isCompactSummary: true``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.tokens import output_content_tokens, usage_prompt
+
+KNOWN_TYPES = frozenset({
+    "user", "assistant", "system", "progress", "file-history-snapshot", "queue-operation",
+    "summary", "attachment",
+})
+SYNTHETIC_MODEL = "<synthetic>"  # cli.js Dj1: replies made up by the client carry no real usage
+STALE_OUTPUT_MAX = 2  # streaming placeholder values seen in transcripts
+
+
+class TranscriptError(ValueError):
+    """A transcript that cannot be read: ``what`` failed, ``why``, and a ``hint``."""
+
+    def __init__(self, what: str, why: str, hint: str, line: int | None = None):
+        self.what, self.why, self.hint, self.line = what, why, hint, line
+        where = f" (line {line})" if line else ""
+        super().__init__(f"{what}{where}: {why}. Hint: {hint}")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One API response: the assistant lines sharing one ``message.id``."""
+
+    message_id: str
+    lines: tuple[int, ...]  # 1-based transcript lines, in order
+    usage: dict  # usage of the last line, with ``output_tokens`` made final
+    recorded_output: int
+    output_tokens: int
+    output_estimated: bool  # True when the transcript held the streaming placeholder
+    model: str
+    sidechain: bool
+
+    @property
+    def line(self) -> int:
+        return self.lines[0]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return usage_prompt(self.usage)
+
+
+@dataclass(frozen=True)
+class CompactBoundary:
+    line: int
+    trigger: str
+    pre_tokens: int | None
+
+
+@dataclass(frozen=True)
+class Transcript:
+    path: str
+    records: tuple[dict, ...]  # every parsed line, index i ↔ line i+1
+    type_counts: dict[str, int]
+    unknown_types: dict[str, int]
+    versions: tuple[str, ...]
+    models: tuple[str, ...]
+    replies: tuple[Reply, ...]  # main chain only (no sidechains, no synthetic)
+    boundaries: tuple[CompactBoundary, ...]
+    sidechain_lines: int
+    reply_of_line: dict[int, int] = field(default_factory=dict)  # line → index in replies
+
+    @property
+    def version(self) -> str | None:
+        return self.versions[-1] if self.versions else None
+
+    @property
+    def model(self) -> str | None:
+        return self.models[-1] if self.models else None
+
+
+def is_sidechain(rec: dict) -> bool:
+    return bool(rec.get("isSidechain"))
+
+
+def is_message(rec: dict) -> bool:
+    return rec.get("type") in ("user", "assistant") and isinstance(rec.get("message"), dict)
+
+
+def is_compact_boundary(rec: dict) -> bool:
+    return rec.get("type") == "system" and rec.get("subtype") == "compact_boundary"
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.exists():
+        raise TranscriptError(f"cannot read {path}", "no such file",
+                              "pass the path of a .jsonl session transcript")
+    if path.is_dir():
+        raise TranscriptError(f"cannot read {path}", "it is a directory",
+                              "pass one .jsonl file, e.g. ~/.claude/projects/<dir>/<id>.jsonl")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TranscriptError(f"cannot read {path}", e.strerror or str(e),
+                              "check the file's permissions") from e
+    if b"\x00" in data[:4096]:
+        raise TranscriptError(f"cannot read {path}", "it is a binary file",
+                              "pass a Claude Code JSONL transcript")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise TranscriptError(f"cannot read {path}", "invalid UTF-8",
+                              "transcripts are UTF-8 JSON lines", line) from e
+    return text.splitlines()
+
+
+def parse_records(lines: list[str], source: str = "<transcript>") -> list[dict]:
+    """Parse JSON lines; blank lines become empty records; malformed lines raise with the line."""
+    records: list[dict] = []
+    for i, raw in enumerate(lines, 1):
+        if not raw.strip():
+            records.append({})
+            continue
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise TranscriptError(f"malformed transcript {source}", f"invalid JSON: {e.msg}",
+                                  "each line must be one JSON object (was the file truncated?)",
+                                  i) from e
+        if not isinstance(rec, dict):
+            raise TranscriptError(f"malformed transcript {source}",
+                                  f"a line holds a JSON {type(rec).__name__}, not an object",
+                                  "each line must be one JSON object", i)
+        records.append(rec)
+    return records
+
+
+def _make_reply(mid: str, lines: list[int], records: list[dict]) -> Reply:
+    last = records[lines[-1] - 1]["message"]
+    usage = dict(last.get("usage") or {})
+    recorded = int(usage.get("output_tokens") or 0)
+    out = max(int((records[i - 1]["message"].get("usage") or {}).get("output_tokens") or 0)
+              for i in lines)
+    estimated = False
+    if out <= STALE_OUTPUT_MAX:
+        blocks = [b for i in lines for b in (records[i - 1]["message"].get("content") or [])
+                  if isinstance(records[i - 1]["message"].get("content"), list)]
+        guess = output_content_tokens(blocks)
+        if guess > out:
+            out, estimated = guess, True
+    usage["output_tokens"] = out
+    return Reply(message_id=mid, lines=tuple(lines), usage=usage, recorded_output=recorded,
+                 output_tokens=out, output_estimated=estimated, model=str(last.get("model") or ""),
+                 sidechain=is_sidechain(records[lines[0] - 1]))
+
+
+def build_transcript(records: list[dict], path: str = "<transcript>") -> Transcript:
+    """Index parsed records: replies by ``message.id``, compact boundaries, counts."""
+    type_counts: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    versions: list[str] = []
+    models: list[str] = []
+    groups: dict[str, list[int]] = {}
+    order: list[str] = []
+    boundaries: list[CompactBoundary] = []
+    side = 0
+    for i, rec in enumerate(records, 1):
+        if not rec:
+            continue
+        t = rec.get("type")
+        if not isinstance(t, str):
+            unknown["<no type>"] += 1
+            continue
+        type_counts[t] += 1
+        if t not in KNOWN_TYPES:
+            unknown[t] += 1
+        v = rec.get("version")
+        if isinstance(v, str) and (not versions or versions[-1] != v):
+            versions.append(v)
+        if is_sidechain(rec):
+            side += 1
+            continue
+        if is_compact_boundary(rec):
+            meta = rec.get("compactMetadata") or {}
+            pre = meta.get("preTokens")
+            boundaries.append(CompactBoundary(line=i, trigger=str(meta.get("trigger") or "?"),
+                                              pre_tokens=int(pre) if pre is not None else None))
+        if t == "assistant" and isinstance(rec.get("message"), dict):
+            msg = rec["message"]
+            model = msg.get("model")
+            if model == SYNTHETIC_MODEL or "usage" not in msg:
+                continue
+            if isinstance(model, str) and (not models or models[-1] != model):
+                models.append(model)
+            mid = str(msg.get("id") or rec.get("uuid") or f"line-{i}")
+            if mid not in groups:
+                groups[mid] = []
+                order.append(mid)
+            groups[mid].append(i)
+    replies = tuple(_make_reply(mid, groups[mid], records) for mid in order)
+    reply_of_line = {ln: k for k, r in enumerate(replies) for ln in r.lines}
+    return Transcript(
+        path=path, records=tuple(records), type_counts=dict(type_counts),
+        unknown_types=dict(unknown), versions=tuple(dict.fromkeys(versions)),
+        models=tuple(dict.fromkeys(models)), replies=replies, boundaries=tuple(boundaries),
+        sidechain_lines=side, reply_of_line=reply_of_line,
+    )
+
+
+def load_transcript(path: str | Path) -> Transcript:
+    """Read and index a transcript file; raises ``TranscriptError`` with a line number."""
+    p = Path(path)
+    lines = _read_lines(p)
+    records = parse_records(lines, str(p))
+    if not any(records):
+        raise TranscriptError(f"empty transcript {p}", "it holds no records",
+                              "pass a session that has at least one message")
+    return build_transcript(records, str(p))

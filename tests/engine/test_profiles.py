@@ -1,0 +1,87 @@
+"""Version profiles: each number checked against the cli.js version it was read from."""
+
+import pytest
+
+from engine.profiles import CLEARED_TEXT, PROFILES, model_max_output, parse_version, profile_for
+
+
+def test_profiles_cover_1_0_80_to_2_1_112_without_gaps():
+    prev = None
+    for p in PROFILES:
+        assert parse_version(p.first) <= parse_version(p.last)
+        if prev is not None:
+            assert parse_version(p.first) > parse_version(prev.last)
+        prev = p
+    for v in ["1.0.80", "1.0.128", "2.0.0", "2.0.30", "2.0.76", "2.0.77", "2.1.0", "2.1.7",
+              "2.1.21", "2.1.39", "2.1.64", "2.1.68", "2.1.90", "2.1.112"]:
+        assert parse_version(profile_for(v).first) <= parse_version(v) <= parse_version(
+            profile_for(v).last)
+
+
+def test_ratio_era_and_bad_versions_are_refused():
+    with pytest.raises(ValueError, match="1.0.80"):
+        profile_for("1.0.60")
+    with pytest.raises(ValueError):
+        profile_for("latest")
+
+
+def test_after_2_1_112_extrapolates_with_a_note():
+    p = profile_for("2.1.200")
+    assert p.name == "2.1.105" and any("2.1.200" in n for n in p.notes)
+
+
+def test_2_1_39_constants_read_from_its_cli_js():
+    """2.1.39: EFY=20000 (reserve cap), XSA=13000, kFY=LFY=20000, DSA=3000 off the raw window,
+    MC DFY=20000 / jFY=40000 / MFY=3, usage + newer-message estimate (vv), images 2000."""
+    p = profile_for("2.1.39")
+    assert (p.reserve_cap, p.autocompact_offset, p.warning_offset, p.error_offset) == (
+        20000, 13000, 20000, 20000)
+    assert (p.blocking_offset, p.blocking_base) == (3000, "window")
+    assert (p.mc_min_saving, p.mc_target, p.mc_keep) == (20000, 40000, 3)
+    assert p.count_mode == "usage+newer" and p.newer_image_tokens == 2000
+    assert p.mc_remote_kill_switch and p.mc_replacement == "persisted"
+
+
+def test_2_0_76_has_no_cap_no_blocking_and_counts_usage_only():
+    """2.0.76: kH0 reserves the whole max output, T9A has no isAtBlockingLimit, gK = usage."""
+    p = profile_for("2.0.76")
+    assert p.reserve_cap is None and p.blocking_offset is None and p.count_mode == "usage"
+    assert p.estimate_factor_4_3 and not p.has_disable_auto_compact
+
+
+def test_cap_starts_in_2_1_21_and_newer_estimate_in_2_1_2():
+    assert profile_for("2.1.20").reserve_cap is None
+    assert profile_for("2.1.21").reserve_cap == 20000
+    assert profile_for("2.1.0").count_mode == "usage"
+    assert profile_for("2.1.2").count_mode == "usage+newer"
+
+
+def test_blocking_base_effective_in_2_1_7_and_2_1_112():
+    assert profile_for("2.1.7").blocking_base == "effective"
+    assert profile_for("2.1.112").blocking_base == "effective"
+    assert profile_for("2.0.77").blocking_base == "window"
+
+
+def test_x4_3_factor_era_2_0_60_to_2_1_104():
+    assert not profile_for("2.0.30").estimate_factor_4_3
+    assert profile_for("2.0.60").estimate_factor_4_3
+    assert profile_for("2.1.104").estimate_factor_4_3
+    assert not profile_for("2.1.105").estimate_factor_4_3
+
+
+def test_microcompact_kind_is_non_monotonic_2_1_64_to_2_1_69():
+    assert profile_for("2.1.63").microcompact == "legacy"
+    assert profile_for("2.1.64").microcompact == "stub"
+    assert profile_for("2.1.67").microcompact == "legacy"
+    assert profile_for("2.1.69").microcompact == "stub"
+
+
+def test_model_max_output_table_2_1_39():
+    assert model_max_output("claude-opus-4-6") == 32000
+    assert model_max_output("claude-opus-4-5-20251101") == 64000
+    assert model_max_output("claude-sonnet-4-5") == 64000
+    assert model_max_output("claude-3-5-haiku") == 8192
+
+
+def test_cleared_text_literal():
+    assert CLEARED_TEXT == "[Old tool result content cleared]"

@@ -1,0 +1,72 @@
+"""Thresholds: why a 200K Opus session compacts at 167000 on 2.1.39 and 155000 on 2.0.76."""
+
+from engine.profiles import profile_for
+from engine.thresholds import compute_thresholds, js_parse_float, js_parse_int
+
+OPUS = "claude-opus-4-6"
+
+
+def test_2_1_39_opus_compacts_at_167000():
+    t = compute_thresholds(profile_for("2.1.39"), OPUS)
+    assert (t.reserved_output, t.effective_window, t.auto_compact) == (20000, 180000, 167000)
+    assert (t.warning, t.error, t.blocking) == (147000, 147000, 197000)
+
+
+def test_2_0_76_opus_compacts_at_155000():
+    t = compute_thresholds(profile_for("2.0.76"), OPUS)
+    assert (t.reserved_output, t.effective_window, t.auto_compact) == (32000, 168000, 155000)
+    assert t.blocking is None and t.warning == 135000
+
+
+def test_2_1_7_blocking_is_effective_window_minus_3000():
+    t = compute_thresholds(profile_for("2.1.7"), OPUS)
+    assert t.auto_compact == 155000 and t.blocking == 165000
+
+
+def test_1m_window():
+    t = compute_thresholds(profile_for("2.1.39"), OPUS + "[1m]")
+    assert t.auto_compact == 1_000_000 - 20000 - 13000
+
+
+def test_pct_override_only_lowers():
+    p = profile_for("2.1.39")
+    assert compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"}).auto_compact \
+        == 90000
+    assert compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "99"}).auto_compact \
+        == 167000
+    for bad in ("0", "101", "abc", "-5"):
+        assert compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": bad}
+                                  ).auto_compact == 167000
+
+
+def test_pct_override_absent_before_2_0_30():
+    t = compute_thresholds(profile_for("2.0.0"), OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"})
+    assert t.auto_compact == 155000 and t.pct_override is None
+
+
+def test_max_output_env_lowers_reserve_below_cap():
+    t = compute_thresholds(profile_for("2.1.39"), OPUS, {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": "8000"})
+    assert t.reserved_output == 8000 and t.auto_compact == 200000 - 8000 - 13000
+
+
+def test_disable_gates_per_era():
+    p = profile_for("2.1.39")
+    off = compute_thresholds(p, OPUS, {"DISABLE_AUTO_COMPACT": "1"})
+    assert not off.auto_compact_enabled and off.warning == 180000 - 20000
+    assert not compute_thresholds(p, OPUS, {"DISABLE_COMPACT": "true"}).auto_compact_enabled
+    assert not compute_thresholds(p, OPUS, auto_compact_setting=False).auto_compact_enabled
+    # DISABLE_AUTO_COMPACT appears in 2.0.77; 2.0.76 ignores it
+    assert compute_thresholds(profile_for("2.0.76"), OPUS,
+                              {"DISABLE_AUTO_COMPACT": "1"}).auto_compact_enabled
+    assert not compute_thresholds(p, OPUS, {"DISABLE_MICROCOMPACT": "1"}).microcompact_enabled
+
+
+def test_blocking_override():
+    t = compute_thresholds(profile_for("2.1.39"), OPUS,
+                           {"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE": "190000"})
+    assert t.blocking == 190000
+
+
+def test_js_parsers():
+    assert js_parse_int("123abc") == 123 and js_parse_int("x") is None
+    assert js_parse_float("50%") == 50.0 and js_parse_float(".5") == 0.5
