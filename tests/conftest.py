@@ -1,0 +1,57 @@
+"""Shared test helpers: fixture copies, node, the real-version cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "cli_js"
+IN_CI = bool(os.environ.get("CI"))
+
+
+def need(tool: str, why: str) -> str:
+    """The tool's path; skip with a reason when absent, but fail in CI (core checks)."""
+    path = shutil.which(tool)
+    if path is None:
+        if IN_CI:
+            pytest.fail(f"{tool} is required in CI: {why}")
+        pytest.skip(f"{tool} not on PATH: {why}")
+    return path
+
+
+@pytest.fixture
+def node() -> str:
+    return need("node", "node is the ground truth for JavaScript")
+
+
+def copy_fixture(name: str, dest: Path, *, package: dict[str, str] | None = None) -> Path:
+    """Copy fixtures/cli_js/<name> into ``dest`` as cli.js, with an ESM package.json."""
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / "cli.js"
+    shutil.copyfile(FIXTURES / name, target)
+    target.chmod(0o755)
+    meta = {"type": "module", **(package or {})}
+    (dest / "package.json").write_text(json.dumps(meta))
+    return target
+
+
+@pytest.fixture
+def fixture_copy(tmp_path: Path):
+    def make(name: str, **kw: object) -> Path:
+        return copy_fixture(name, tmp_path / "pkg", **kw)  # type: ignore[arg-type]
+
+    return make
+
+
+def run_node(node: str, args: list[str], env: dict[str, str] | None = None,
+             input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_TEXT_PRUNE_")}
+    full_env.update(env or {})
+    return subprocess.run([node, *args], capture_output=True, env=full_env, input=input,
+                          timeout=60, check=False)
