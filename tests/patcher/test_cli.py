@@ -1,0 +1,201 @@
+"""The command line: every exit code, the --json shapes, discovery of installed copies."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, ROOT, copy_fixture
+from patcher import snippet
+from patcher.cli import app
+from patcher.errors import ExitCode
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("CTXPATCH_CLI_JS", raising=False)
+    monkeypatch.setenv("CTXPATCH_NPM_ROOT", "")  # no global search unless a test sets one
+    monkeypatch.chdir(tmp_path)
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    r = runner.invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def js(*args: str) -> tuple[int, dict]:
+    code, out, _ = run(*args, "--json")
+    return code, json.loads(out)
+
+
+RESULT_KEYS = {"path", "action", "state", "exit_code", "version", "package", "shape", "reason",
+               "backup", "notes"}
+
+
+def test_apply_check_revert_exit_codes_and_json(tmp_path: Path) -> None:
+    cli = copy_fixture("s1-2.0.76.js", tmp_path / "p")
+    p = str(cli)
+    code, doc = js("check", "-p", p)
+    assert code == ExitCode.CHANGE_NEEDED == doc["exit_code"]
+    assert set(doc) == {"ctxpatch", "exit_code", "chosen_by", "results"}
+    (res,) = doc["results"]
+    assert set(res) == RESULT_KEYS
+    assert (res["state"], res["version"], res["shape"]) == ("UNPATCHED", "2.0.76", "S1")
+
+    code, doc = js("apply", "-p", p)
+    assert code == 0 and doc["results"][0]["action"] == "patched"
+    assert doc["results"][0]["backup"]["status"] == "valid"
+    assert run("apply", "--check", "-p", p)[0] == 0
+    assert run("check", "-p", p)[0] == 0
+    code, _, err = run("apply", "-p", p)
+    assert code == 0 and "already patched" in err
+
+    code, doc = js("apply", "--revert", "-p", p)
+    assert code == 0 and doc["results"][0]["action"] == "reverted"
+    code, _, err = run("revert", "-p", p)
+    assert code == 0 and "nothing to revert" in err
+    assert cli.read_bytes() == (FIXTURES / "s1-2.0.76.js").read_bytes()
+
+
+def test_human_check_output_goes_to_stdout(tmp_path: Path) -> None:
+    cli = copy_fixture("s6-2.1.112.js", tmp_path / "p")
+    code, out, err = run("check", "-p", str(cli))
+    assert code == 1 and out.startswith("UNPATCHED") and "2.1.112" in out and err == ""
+    code, out, err = run("apply", "-p", str(cli))
+    assert code == 0 and out == "" and err.startswith("patched: ")
+
+
+def test_outdated_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli = copy_fixture("s6-2.1.112.js", tmp_path / "p")
+    old = b"function _aggressiveTextPrune(m){return m}\n"
+    monkeypatch.setattr(snippet, "source", lambda: old)
+    monkeypatch.setattr(snippet, "sha", lambda: __import__("hashlib").sha256(old).hexdigest())
+    assert run("apply", "-p", str(cli))[0] == 0
+    monkeypatch.undo()
+    monkeypatch.setenv("CTXPATCH_NPM_ROOT", "")
+    code, doc = js("check", "-p", str(cli))
+    assert code == 1 and doc["results"][0]["state"] == "OUTDATED"
+
+
+def test_foreign_exits_3(tmp_path: Path) -> None:
+    cli = copy_fixture("ruflo-patched-2.0.76.js", tmp_path / "p")
+    code, doc = js("check", "-p", str(cli))
+    assert code == ExitCode.REFUSED and doc["results"][0]["state"] == "FOREIGN"
+    code, doc = js("apply", "-p", str(cli))
+    assert code == ExitCode.REFUSED
+    assert doc["results"][0]["error"]["error"] == "foreign_patch"
+    assert set(doc["results"][0]["error"]) == {"error", "exit_code", "what", "why", "hint", "info"}
+
+
+def test_refused_ambiguous_exits_3_with_hint(tmp_path: Path) -> None:
+    cli = copy_fixture("ambiguous-two-sites.js", tmp_path / "p")
+    code, _, err = run("apply", "-p", str(cli))
+    assert code == 3
+    assert "error: found 2 candidate" in err and "hint:" in err and "why:" in err
+
+
+def test_unsupported_exits_4(tmp_path: Path) -> None:
+    cli = copy_fixture("none-1.0.50.js", tmp_path / "p")
+    code, doc = js("check", "-p", str(cli))
+    assert code == ExitCode.UNSUPPORTED
+    assert doc["results"][0]["state"] == "UNSUPPORTED" and "1.0.60" in doc["results"][0]["reason"]
+    pkg = tmp_path / "native"
+    shutil.copytree(FIXTURES / "native-2.1.113", pkg)
+    code, out, err = run("apply", "-p", str(pkg))
+    assert code == 4 and "native binary" in err
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run("apply", "--check", "--revert")[0] == ExitCode.USAGE
+    assert run("apply", "--no-such-option")[0] == ExitCode.USAGE
+    assert run("frobnicate")[0] == ExitCode.USAGE
+
+
+def test_internal_error_exits_5_without_traceback(tmp_path: Path, monkeypatch) -> None:
+    cli = copy_fixture("s3-2.1.50.js", tmp_path / "p")
+    monkeypatch.setattr(snippet, "source", lambda: b"function _aggressiveTextPrune(m){return m.?x}\n")
+    code, _, err = run("apply", "-p", str(cli))
+    assert code == ExitCode.INTERNAL and "failed verification" in err and "Traceback" not in err
+
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr("patcher.ops.check_file", boom)
+    code, _, err = run("check", "-p", str(cli))
+    assert code == ExitCode.INTERNAL and "internal error: RuntimeError: kaboom" in err
+
+
+def test_nothing_found_exits_3(tmp_path: Path) -> None:
+    code, _, err = run("apply")
+    assert code == 3 and "no Claude Code cli.js found" in err and "--path" in err
+    code, doc = js("check")
+    assert code == 3 and doc["error"]["error"] == "not_found"
+
+
+def test_discovery_local_upward_patches_every_local_copy(tmp_path: Path, monkeypatch) -> None:
+    nm = tmp_path / "proj" / "node_modules" / "@anthropic-ai"
+    sdk = copy_fixture("s6-2.1.112.js", nm / "claude-agent-sdk",
+                       package={"name": "@anthropic-ai/claude-agent-sdk", "version": "0.2.112"})
+    cc = copy_fixture("s5-2.1.68.js", nm / "claude-code",
+                      package={"name": "@anthropic-ai/claude-code", "version": "2.1.68"})
+    glob = copy_fixture("s1-2.0.76.js", tmp_path / "global" / "@anthropic-ai" / "claude-code")
+    monkeypatch.setenv("CTXPATCH_NPM_ROOT", str(tmp_path / "global"))
+    deep = tmp_path / "proj" / "src" / "deep"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    code, doc = js("apply")
+    assert code == 0
+    assert [r["path"] for r in doc["results"]] == [str(sdk), str(cc)]
+    assert "local" in doc["chosen_by"]
+    assert doc["results"][0]["package"] == "@anthropic-ai/claude-agent-sdk@0.2.112"
+    assert b"ctxpatch:begin" not in glob.read_bytes()  # the global one is left alone
+
+    code, out, _ = run("status")
+    states = [line.split()[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert code == 0 and states == ["PATCHED", "PATCHED", "UNPATCHED"]
+    code, doc = js("status")
+    assert [r["state"] for r in doc["results"]] == ["PATCHED", "PATCHED", "UNPATCHED"]
+
+
+def test_discovery_env_var_then_global(tmp_path: Path, monkeypatch) -> None:
+    glob = copy_fixture("s1-2.0.76.js", tmp_path / "global" / "@anthropic-ai" / "claude-code")
+    monkeypatch.setenv("CTXPATCH_NPM_ROOT", str(tmp_path / "global"))
+    code, doc = js("check")
+    assert code == 1 and doc["results"][0]["path"] == str(glob) and "global" in doc["chosen_by"]
+    other = copy_fixture("s4-2.1.61.js", tmp_path / "elsewhere")
+    monkeypatch.setenv("CTXPATCH_CLI_JS", str(other))
+    code, doc = js("check")
+    assert doc["results"][0]["path"] == str(other) and doc["chosen_by"] == "CTXPATCH_CLI_JS"
+
+
+def test_concurrent_applies_patch_exactly_once(tmp_path: Path) -> None:
+    cli = copy_fixture("s1pp-2.1.30.js", tmp_path / "p")
+    original = cli.read_bytes()
+    env = {**os.environ, "CTXPATCH_NPM_ROOT": ""}
+    cmd = [sys.executable, "-m", "patcher", "apply", "--json", "-p", str(cli)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              cwd=ROOT) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [o[1][-500:] for o in outs]
+    actions = sorted(json.loads(o[0])["results"][0]["action"] for o in outs)
+    assert actions == ["already-patched"] * 3 + ["patched"]
+    data = cli.read_bytes()
+    assert data.count(b"/*ctxpatch:begin") == 1 and data.count(b"/*ctxpatch:wrap*/") == 1
+    assert run("revert", "-p", str(cli))[0] == 0 and cli.read_bytes() == original
+
+
+def test_version_and_help() -> None:
+    code, out, _ = run("--version")
+    assert code == 0 and out.strip() == f"ctxpatch {__import__('patcher').__version__}"
+    for cmd in ("apply", "check", "revert", "status"):
+        code, out, _ = run(cmd, "--help")
+        assert code == 0 and "Example:" in out
