@@ -1,0 +1,89 @@
+"""Replay time of ``ctxpatch simulate`` on the largest shared session and on a 10× longer one.
+
+The long session repeats the turns of the real one (its compaction records dropped so the copy
+is one long conversation; message and tool ids made unique), so the counterfactual replays
+cross the auto-compact threshold again and again. Prints both times and the growth
+factor (ideal: about 10, i.e. linear).
+
+    python bench/bench_simulate.py [SESSION.jsonl] [--times 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.profiles import profile_for  # noqa: E402
+from engine.simulate import simulate  # noqa: E402
+from engine.transcript import build_transcript, load_transcript, parse_records  # noqa: E402
+
+SPOTTER = ROOT.parent / "shared" / "transcripts" / "spotter"
+
+
+def largest_session() -> Path:
+    return max(SPOTTER.glob("*.jsonl"), key=lambda p: p.stat().st_size)
+
+
+def repeated(records: list[dict], times: int) -> list[dict]:
+    """``times`` copies of the conversation without its compaction records, ids made unique."""
+    base = [r for r in records if r and r.get("subtype") != "compact_boundary"
+            and not r.get("isCompactSummary")]
+    out: list[dict] = []
+    for k in range(times):
+        for r in base:
+            c = json.loads(json.dumps(r))
+            msg = c.get("message")
+            if isinstance(msg, dict):
+                if msg.get("id"):
+                    msg["id"] = f"{msg['id']}-{k}"
+                for b in msg.get("content") if isinstance(msg.get("content"), list) else []:
+                    if isinstance(b, dict) and b.get("id"):
+                        b["id"] = f"{b['id']}-{k}"
+                    if isinstance(b, dict) and b.get("tool_use_id"):
+                        b["tool_use_id"] = f"{b['tool_use_id']}-{k}"
+            out.append(c)
+    return out
+
+
+def time_replay(tr, scenario: str, repeat: int = 3) -> float:
+    profile = profile_for(tr.version or "2.1.39")
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        simulate(tr, profile, scenario)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("session", nargs="?", type=Path)
+    ap.add_argument("--times", type=int, default=10)
+    args = ap.parse_args(argv)
+    path = args.session or largest_session()
+    t0 = time.perf_counter()
+    tr = load_transcript(path)
+    load = time.perf_counter() - t0
+    records = [r for r in tr.records]
+    long_tr = build_transcript(repeated(records, args.times), f"{path.name}×{args.times}")
+    print(f"session {path.name}: {len(tr.records)} lines, {len(tr.replies)} requests "
+          f"(load {load:.2f}s)")
+    print(f"long session ×{args.times}: {len(long_tr.records)} lines, "
+          f"{len(long_tr.replies)} requests")
+    for scenario in ("recorded", "unpatched", "patched"):
+        a = time_replay(tr, scenario)
+        b = time_replay(long_tr, scenario, repeat=1)
+        print(f"{scenario:10s} real {a:6.2f}s   ×{args.times} {b:7.2f}s   growth ×{b / a:5.1f}"
+              f"  (per request {a / len(tr.replies) * 1e3:.2f} ms → "
+              f"{b / len(long_tr.replies) * 1e3:.2f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
