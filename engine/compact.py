@@ -28,7 +28,8 @@ def _texts(m: Mapping[str, Any]) -> list[str]:
     if isinstance(c, str):
         return [c]
     if isinstance(c, list):
-        return [b.get("text") or "" for b in c if isinstance(b, Mapping) and b.get("type") == "text"]
+        return [b.get("text") or "" for b in c
+                if isinstance(b, Mapping) and b.get("type") == "text"]
     return []
 
 
@@ -50,7 +51,8 @@ def offline_summary(messages: Sequence[Mapping[str, Any]], max_chars: int = 1600
                 last_text = t
     parts = [SUMMARY_PREFIX, "1. Primary Request and Intent:\n"]
     parts += [f"   - {p}\n" for p in prompts]
-    parts.append("2. Tools used: " + ", ".join(f"{k}×{v}" for k, v in sorted(tools.items())) + "\n")
+    used = ", ".join(f"{k}×{v}" for k, v in sorted(tools.items()))
+    parts.append(f"2. Tools used: {used}\n")
     parts.append("3. Current Work:\n" + last_text[:2000] + "\n")
     return "".join(parts)[:max_chars]
 

@@ -50,7 +50,8 @@ def validate_tool_pairs(api_messages: Sequence[Mapping[str, Any]]) -> list[str]:
                 open_uses[str(b.get("id"))] = i
             elif b.get("type") == "tool_result":
                 if str(b.get("tool_use_id")) not in open_uses:
-                    problems.append(f"message {i}: tool_result {b.get('tool_use_id')} has no tool_use")
+                    problems.append(
+                        f"message {i}: tool_result {b.get('tool_use_id')} has no tool_use")
                 else:
                     open_uses.pop(str(b.get("tool_use_id")))
     problems += [f"message {i}: tool_use {u} has no tool_result" for u, i in open_uses.items()]

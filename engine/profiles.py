@@ -20,7 +20,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-LEGACY_TOOLS_1_0_80 = ("Read", "Bash", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "Edit", "Write")
+LEGACY_TOOLS_1_0_80 = (
+    "Read", "Bash", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "Edit", "Write",
+)
 LEGACY_TOOLS_1_0_128 = (
     "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "MultiEdit", "Write",
 )

@@ -117,7 +117,8 @@ def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> None:
                 label=f"{s.scenario} (sent)", linewidth=1.2)
     t = sims[0].thresholds
     if t.auto_compact_enabled:
-        ax.axhline(t.auto_compact, color="red", linestyle="--", label=f"auto-compact {t.auto_compact:,}")
+        ax.axhline(t.auto_compact, color="red", linestyle="--",
+                   label=f"auto-compact {t.auto_compact:,}")
     ax.axhline(t.warning, color="orange", linestyle=":", label=f"warning {t.warning:,}")
     if t.blocking is not None:
         ax.axhline(t.blocking, color="black", linestyle="-.", label=f"blocking {t.blocking:,}")

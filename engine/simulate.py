@@ -17,7 +17,7 @@ Scenarios
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ from engine.count import autocompact_tokens, last_usage_tokens
 from engine.microcompact import microcompact
 from engine.profiles import Profile
 from engine.thresholds import Thresholds, compute_thresholds
-from engine.tokens import estimate_messages, raw_message_tokens
+from engine.tokens import raw_message_tokens
 from engine.transcript import Transcript, is_compact_boundary, is_sidechain
 
 Scenario = Literal["recorded", "unpatched", "patched"]

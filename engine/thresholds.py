@@ -110,7 +110,8 @@ def compute_thresholds(
             pct = val
             lowered = math.floor(eff * (val / 100))
             new = min(lowered, threshold)
-            why.append(f"PCT override {val:g}%: min(floor({eff}*{val:g}/100)={lowered}, {threshold})"
+            why.append(f"PCT override {val:g}%: "
+                       f"min(floor({eff}*{val:g}/100)={lowered}, {threshold})"
                        f" = {new} (the override can only lower it)")
             threshold = new
         else:

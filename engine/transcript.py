@@ -22,8 +22,6 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
 from engine.tokens import output_content_tokens, usage_prompt
 
 KNOWN_TYPES = frozenset({
