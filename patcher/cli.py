@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from engine.cli import register as register_engine
 from patcher import __version__, ops
 from patcher.discover import Install, all_installs, environ, targets
 from patcher.errors import CtxpatchError, ExitCode, NotFound, Unsupported
@@ -255,6 +256,9 @@ def _fail(err: CtxpatchError, as_json: bool) -> None:
     else:
         typer.echo(err.render(), err=True)
     raise typer.Exit(int(err.exit_code))
+
+
+register_engine(app)  # `simulate` and `thresholds`, after the patch commands (engine never imports patcher)
 
 
 def main() -> None:
