@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from patcher import backup, markers, plan, snippet, verify
 from patcher.backup import BackupInfo, BackupStatus
-from patcher.bundle import Bundle, load, writable_problem
+from patcher.bundle import Bundle, load, resolve_target, writable_problem
 from patcher.errors import (
     BackupMismatch,
     CtxpatchError,
@@ -104,10 +107,19 @@ def _foreign_backup(b: Bundle, marks: Marks, bpath: Path) -> BackupInfo:
 # --------------------------------------------------------------------------------- apply
 
 
+@contextmanager
+def _locked(given: Path) -> Iterator[Bundle]:
+    """Lock the file's folder, then read the file (so a concurrent run is seen finished)."""
+    folder = resolve_target(given).resolve().parent
+    if not folder.is_dir():
+        yield load(given)  # raises the right "does not exist" error
+        return
+    with folder_lock(folder):
+        yield load(given)
+
+
 def apply_file(given: Path, *, node_check: bool = True) -> Result:
-    first = load(given)
-    with folder_lock(first.path.parent):
-        b = load(given)  # re-read under the lock: another run may have finished meanwhile
+    with _locked(given) as b:
         return _apply_locked(b, node_check=node_check)
 
 
@@ -134,9 +146,11 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
             hint=f"make it writable (chmod u+w {b.path}) or run as the user that installed it",
         )
     patch = plan.plan_patch(original, b.version, snip)
-    verify.check_patch(patch, snip, snip_sha)
-    notes = _node_gate(patch.new, original) if node_check else ["node check skipped (--no-node-check)"]
-    info, backup_notes = _ensure_backup(b, original, bpath, write=False)
+    with ThreadPoolExecutor(1) as pool:  # node's whole-file check overlaps our own checks
+        gate = pool.submit(_node_gate, patch.new, original) if node_check else None
+        verify.check_patch(patch, snip, snip_sha)
+        info, backup_notes = _ensure_backup(b, original, bpath, write=False)
+        notes = gate.result() if gate else ["node check skipped (--no-node-check)"]
     _write_backup_if_needed(b, original, bpath, info)
     atomic_replace(b.path, patch.new, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
     _confirm(b.path, patch.new)
@@ -204,7 +218,7 @@ def _write_backup_if_needed(b: Bundle, original: bytes, bpath: Path, info: Backu
 
 
 def _confirm(path: Path, data: bytes) -> None:
-    if markers.sha256(path.read_bytes()) != markers.sha256(data):
+    if path.read_bytes() != data:
         raise VerificationFailed(
             f"{path} does not hold what ctxpatch just wrote",
             why="the file changed right after the atomic replace",
@@ -216,9 +230,7 @@ def _confirm(path: Path, data: bytes) -> None:
 
 
 def revert_file(given: Path) -> Result:
-    first = load(given)
-    with folder_lock(first.path.parent):
-        b = load(given)
+    with _locked(given) as b:
         return _revert_locked(b)
 
 
