@@ -56,16 +56,21 @@ def child(op: str, path: str) -> None:
 
 
 def run_child(op: str, path: Path) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "--child", op, str(path)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", op, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
 def node_check(path: Path) -> float:
     t = time.perf_counter()
     with path.open("rb") as f:
-        subprocess.run(["node", "--input-type=module", "--check"], stdin=f, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["node", "--input-type=module", "--check"], stdin=f, check=True, capture_output=True
+        )
     return time.perf_counter() - t
 
 
@@ -83,9 +88,9 @@ def main() -> None:
     src = npmcache.cli_js("cc", args.version)
     work = Path(tempfile.mkdtemp(prefix="ctxpatch-bench-"))
     cli = work / "cli.js"
-    rows: dict[str, list[dict[str, float]]] = {k: [] for k in
-                                               ("floor", "check-unpatched", "apply",
-                                                "check-patched", "revert")}
+    rows: dict[str, list[dict[str, float]]] = {
+        k: [] for k in ("floor", "check-unpatched", "apply", "check-patched", "revert")
+    }
     nodes = []
     try:
         for _ in range(args.runs):
@@ -113,10 +118,14 @@ def main() -> None:
         ratio = med[k] / floor
         print(f"{k:<18}{med[k]:>9.3f}{peak[k]:>13.0f}  {ratio:.2f}x floor (target <= 3x)")
     ratio = med["apply"] / node
-    print(f"{'apply':<18}{med['apply']:>9.3f}{peak['apply']:>13.0f}  {ratio:.2f}x node check "
-          "(target <= 2x)")
-    print(f"{'revert':<18}{med['revert']:>9.3f}{peak['revert']:>13.0f}  "
-          f"{med['revert'] / floor:.2f}x floor")
+    print(
+        f"{'apply':<18}{med['apply']:>9.3f}{peak['apply']:>13.0f}  {ratio:.2f}x node check "
+        "(target <= 2x)"
+    )
+    print(
+        f"{'revert':<18}{med['revert']:>9.3f}{peak['revert']:>13.0f}  "
+        f"{med['revert'] / floor:.2f}x floor"
+    )
     print(f"peak memory of any operation: {max(peak.values()):.0f} MB (target <= 300 MB)")
 
 

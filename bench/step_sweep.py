@@ -39,20 +39,57 @@ def session(turns: int, seed: int = 7) -> list[list[dict]]:
     history: list[dict] = []
     requests: list[list[dict]] = []
     for t in range(turns):
-        history.append({"type": "user", "uuid": f"u{t}",
-                        "message": {"role": "user", "content": f"Task {t}: " + prose(60)}})
+        history.append(
+            {
+                "type": "user",
+                "uuid": f"u{t}",
+                "message": {"role": "user", "content": f"Task {t}: " + prose(60)},
+            }
+        )
         for k in range(rng.randint(1, 3)):  # tool round trips
             requests.append(list(history))
             tid = f"t{t}.{k}"
-            history.append({"type": "assistant", "uuid": f"a{tid}", "message": {
-                "role": "assistant", "content": [
-                    {"type": "text", "text": prose(40) + "\n" + prose(80)},
-                    {"type": "tool_use", "id": tid, "name": "Read", "input": {"path": f"f{k}.py"}}]}})
-            history.append({"type": "user", "uuid": f"r{tid}", "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tid, "content": prose(250)}]}})
+            history.append(
+                {
+                    "type": "assistant",
+                    "uuid": f"a{tid}",
+                    "message": {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": prose(40) + "\n" + prose(80)},
+                            {
+                                "type": "tool_use",
+                                "id": tid,
+                                "name": "Read",
+                                "input": {"path": f"f{k}.py"},
+                            },
+                        ],
+                    },
+                }
+            )
+            history.append(
+                {
+                    "type": "user",
+                    "uuid": f"r{tid}",
+                    "message": {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": tid, "content": prose(250)}
+                        ],
+                    },
+                }
+            )
         requests.append(list(history))
-        history.append({"type": "assistant", "uuid": f"a{t}", "message": {
-            "role": "assistant", "content": [{"type": "text", "text": prose(50) + "\n\n" + prose(200)}]}})
+        history.append(
+            {
+                "type": "assistant",
+                "uuid": f"a{t}",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": prose(50) + "\n\n" + prose(200)}],
+                },
+            }
+        )
     return requests
 
 
@@ -84,17 +121,28 @@ def main() -> None:
     args = ap.parse_args()
     reqs = session(args.turns)
     base = price(reqs)
-    print(f"synthetic session: {args.turns} typed turns, {len(reqs)} requests, largest request "
-          f"{estimate_tokens(reqs[-1]):,} tokens; KEEP={args.keep}, THRESHOLD={args.threshold}")
-    print(f"{'scenario':<12}{'tokens sent':>13}{'saved':>8}{'cache breaks':>14}{'cost':>14}{'vs unpatched':>14}")
-    print(f"{'unpatched':<12}{base['sent']:>13,}{'':>8}{base['breaks']:>14}{base['cost']:>14,.0f}{'':>14}")
+    print(
+        f"synthetic session: {args.turns} typed turns, {len(reqs)} requests, largest request "
+        f"{estimate_tokens(reqs[-1]):,} tokens; KEEP={args.keep}, THRESHOLD={args.threshold}"
+    )
+    print(
+        f"{'scenario':<12}{'tokens sent':>13}{'saved':>8}{'cache breaks':>14}{'cost':>14}{'vs unpatched':>14}"
+    )
+    print(
+        f"{'unpatched':<12}{base['sent']:>13,}{'':>8}{base['breaks']:>14}{base['cost']:>14,.0f}{'':>14}"
+    )
     for step in (int(s) for s in args.steps.split(",")):
-        env = {"CLAUDE_TEXT_PRUNE_KEEP": str(args.keep), "CLAUDE_TEXT_PRUNE_STEP": str(step),
-               "CLAUDE_TEXT_PRUNE_THRESHOLD": str(args.threshold)}
+        env = {
+            "CLAUDE_TEXT_PRUNE_KEEP": str(args.keep),
+            "CLAUDE_TEXT_PRUNE_STEP": str(step),
+            "CLAUDE_TEXT_PRUNE_THRESHOLD": str(args.threshold),
+        }
         r = price([prune(m, env) for m in reqs])
         saved = 1 - r["sent"] / base["sent"]
-        print(f"{'STEP=' + str(step):<12}{r['sent']:>13,}{saved:>8.1%}{r['breaks']:>14}"
-              f"{r['cost']:>14,.0f}{r['cost'] / base['cost'] - 1:>+14.1%}")
+        print(
+            f"{'STEP=' + str(step):<12}{r['sent']:>13,}{saved:>8.1%}{r['breaks']:>14}"
+            f"{r['cost']:>14,.0f}{r['cost'] / base['cost'] - 1:>+14.1%}"
+        )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Rules (pure ``classify``; the writes happen in ``patcher.ops``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from patcher import markers
@@ -23,7 +23,7 @@ from patcher.markers import State
 SUFFIX = ".backup"
 
 
-class BackupStatus(str, Enum):
+class BackupStatus(StrEnum):
     VALID = "valid"
     MISSING = "missing"
     STALE = "stale"
@@ -57,7 +57,9 @@ def classify(
             BackupStatus.MISMATCH, f"the backup itself is {state.value.lower()}", version, sha
         )
     if version is None:
-        return BackupInfo(BackupStatus.MISMATCH, "the backup is not a Claude Code cli.js", None, sha)
+        return BackupInfo(
+            BackupStatus.MISMATCH, "the backup is not a Claude Code cli.js", None, sha
+        )
     if original_version is not None and version != original_version:
         return BackupInfo(
             BackupStatus.STALE,

@@ -61,7 +61,9 @@ def _version_callback(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version."),
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Show the version."
+        ),
     ] = False,
 ) -> None:
     """ctxpatch: keep Claude Code sessions out of lossy full compaction."""
@@ -70,8 +72,12 @@ def _root(
 @app.command()
 def apply(
     path: PathOpt = None,
-    check: Annotated[bool, typer.Option("--check", help="Only report the state (as `ctxpatch check`).")] = False,
-    revert: Annotated[bool, typer.Option("--revert", help="Restore the original (as `ctxpatch revert`).")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only report the state (as `ctxpatch check`).")
+    ] = False,
+    revert: Annotated[
+        bool, typer.Option("--revert", help="Restore the original (as `ctxpatch revert`).")
+    ] = False,
     as_json: JsonOpt = False,
     no_node_check: NoNodeOpt = False,
 ) -> None:
@@ -168,8 +174,13 @@ def _one(inst: Install, action: Callable[[Path], Result]) -> Result:
         r.notes.append(e.hint)
         return r
     except CtxpatchError as e:
-        r = Result(path=str(inst.path), action="refused" if e.exit_code != ExitCode.INTERNAL
-                   else "error", state="ERROR", exit_code=int(e.exit_code), reason=e.render())
+        r = Result(
+            path=str(inst.path),
+            action="refused" if e.exit_code != ExitCode.INTERNAL else "error",
+            state="ERROR",
+            exit_code=int(e.exit_code),
+            reason=e.render(),
+        )
         r.backup = {}
         r.notes = []
         r.__dict__["error"] = e.to_json()
@@ -183,8 +194,13 @@ def _one(inst: Install, action: Callable[[Path], Result]) -> Result:
             "report it",
         )
         err.exit_code = ExitCode.INTERNAL
-        r = Result(path=str(inst.path), action="error", state="ERROR",
-                   exit_code=int(ExitCode.INTERNAL), reason=err.render())
+        r = Result(
+            path=str(inst.path),
+            action="error",
+            state="ERROR",
+            exit_code=int(ExitCode.INTERNAL),
+            reason=err.render(),
+        )
         r.__dict__["error"] = err.to_json()
         return r
 
@@ -202,7 +218,10 @@ def _emit_json(results: list[Result], code: int, *, chosen_by: str) -> None:
         "ctxpatch": __version__,
         "exit_code": code,
         "chosen_by": chosen_by,
-        "results": [dict(r.to_json(), **({"error": r.__dict__["error"]} if "error" in r.__dict__ else {})) for r in results],
+        "results": [
+            dict(r.to_json(), **({"error": r.__dict__["error"]} if "error" in r.__dict__ else {}))
+            for r in results
+        ],
     }
     typer.echo(json.dumps(doc, indent=2))
 
@@ -236,10 +255,14 @@ def _human(r: Result, verb: str) -> None:
             "not-patched": "not patched, nothing to revert",
             "refused": "refused",
         }.get(r.action, r.action)
-        detail = ", ".join(x for x in (
-            f"Claude Code {r.version}" if r.version else "",
-            f"shape {r.shape}" if r.shape else "",
-        ) if x)
+        detail = ", ".join(
+            x
+            for x in (
+                f"Claude Code {r.version}" if r.version else "",
+                f"shape {r.shape}" if r.shape else "",
+            )
+            if x
+        )
         typer.echo(f"{what}: {r.path}" + (f" ({detail})" if detail else ""), err=True)
         if r.reason and r.action in ("reverted", "refused"):
             typer.echo(f"  {r.reason}", err=True)
@@ -251,14 +274,25 @@ def _human(r: Result, verb: str) -> None:
 
 def _fail(err: CtxpatchError, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps({"ctxpatch": __version__, "exit_code": int(err.exit_code),
-                               "error": err.to_json(), "results": []}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "ctxpatch": __version__,
+                    "exit_code": int(err.exit_code),
+                    "error": err.to_json(),
+                    "results": [],
+                },
+                indent=2,
+            )
+        )
     else:
         typer.echo(err.render(), err=True)
     raise typer.Exit(int(err.exit_code))
 
 
-register_engine(app)  # `simulate` and `thresholds`, after the patch commands (engine never imports patcher)
+register_engine(
+    app
+)  # `simulate` and `thresholds`, after the patch commands (engine never imports patcher)
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 BEGIN = b"/*ctxpatch:begin "
 END = b"/*ctxpatch:end*/\n"
@@ -41,7 +41,7 @@ _HEADER = re.compile(
 )
 
 
-class State(str, Enum):
+class State(StrEnum):
     UNPATCHED = "UNPATCHED"
     PATCHED = "PATCHED"
     OUTDATED = "OUTDATED"
@@ -114,7 +114,9 @@ def read(data: bytes, current_snippet_sha: str) -> Marks:
     if snippet is None or sha256(snippet) != header.snippet_sha:
         return _damaged("the injected function was edited after ctxpatch wrote it", header)
     if sha256(stripped) != header.original_sha:
-        return _damaged("removing the marked edits does not give back the recorded original", header)
+        return _damaged(
+            "removing the marked edits does not give back the recorded original", header
+        )
     state = State.PATCHED if header.snippet_sha == current_snippet_sha else State.OUTDATED
     return Marks(state, header)
 
@@ -154,9 +156,7 @@ def strip(data: bytes) -> bytes | None:
     if open_at < 0 or close_at < open_at:
         return None
     return (
-        out[:open_at]
-        + out[open_at + len(WRAP_OPEN) : close_at]
-        + out[close_at + len(WRAP_CLOSE) :]
+        out[:open_at] + out[open_at + len(WRAP_OPEN) : close_at] + out[close_at + len(WRAP_CLOSE) :]
     )
 
 

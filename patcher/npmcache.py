@@ -67,7 +67,10 @@ def _npm_pack(package: str, version: str, base: Path, tgz: Path) -> None:
     try:
         proc = subprocess.run(
             [npm, "pack", f"{package}@{version}", "--silent", "--pack-destination", str(work)],
-            capture_output=True, text=True, timeout=600, check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
         )
         files = list(work.glob("*.tgz"))
         if proc.returncode != 0 or len(files) != 1:

@@ -69,7 +69,11 @@ def check_file(given: Path) -> Result:
     if marks.state is State.FOREIGN:
         info = _foreign_backup(b, marks, bpath)
         return _base(
-            b, "checked", State.FOREIGN, ExitCode.REFUSED, reason=marks.reason,
+            b,
+            "checked",
+            State.FOREIGN,
+            ExitCode.REFUSED,
+            reason=marks.reason,
             backup=_backup_json(info, bpath),
         )
     original_sha = marks.header.original_sha if marks.header else b.sha256
@@ -81,14 +85,23 @@ def check_file(given: Path) -> Result:
         hdr = marks.header
         assert hdr is not None
         return _base(
-            b, "checked", State.OUTDATED, ExitCode.CHANGE_NEEDED, shape=hdr.shape,
-            reason=f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet", backup=bj,
+            b,
+            "checked",
+            State.OUTDATED,
+            ExitCode.CHANGE_NEEDED,
+            shape=hdr.shape,
+            reason=f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet",
+            backup=bj,
         )
     try:
         found = plan.locate(b.data, b.version)
     except CtxpatchError as e:
-        return _base(b, "checked", State.UNSUPPORTED, e.exit_code, reason=f"{e.what}: {e.why}", backup=bj)
-    return _base(b, "checked", State.UNPATCHED, ExitCode.CHANGE_NEEDED, shape=found.shape, backup=bj)
+        return _base(
+            b, "checked", State.UNSUPPORTED, e.exit_code, reason=f"{e.what}: {e.why}", backup=bj
+        )
+    return _base(
+        b, "checked", State.UNPATCHED, ExitCode.CHANGE_NEEDED, shape=found.shape, backup=bj
+    )
 
 
 def _foreign_backup(b: Bundle, marks: Marks, bpath: Path) -> BackupInfo:
@@ -101,7 +114,9 @@ def _foreign_backup(b: Bundle, marks: Marks, bpath: Path) -> BackupInfo:
         return BackupInfo(BackupStatus.MISMATCH, "does not match the ruflo-patched file")
     if marks.header is not None:
         return backup.classify(data, marks.header.original_sha, b.version, snippet.sha())
-    return BackupInfo(BackupStatus.MISSING if data is None else BackupStatus.MISMATCH, "unknown original")
+    return BackupInfo(
+        BackupStatus.MISSING if data is None else BackupStatus.MISMATCH, "unknown original"
+    )
 
 
 # --------------------------------------------------------------------------------- apply
@@ -134,8 +149,13 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
         assert hdr is not None
         info, notes = _ensure_backup(b, plan.unpatched_original(b.data, marks), bpath, write=True)
         return _base(
-            b, "already-patched", State.PATCHED, ExitCode.OK, shape=hdr.shape,
-            backup=_backup_json(info, bpath), notes=notes,
+            b,
+            "already-patched",
+            State.PATCHED,
+            ExitCode.OK,
+            shape=hdr.shape,
+            backup=_backup_json(info, bpath),
+            notes=notes,
         )
     original = b.data if marks.state is State.UNPATCHED else plan.unpatched_original(b.data, marks)
     problem = writable_problem(b)
@@ -159,16 +179,23 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
     action = "patched" if marks.state is State.UNPATCHED else "repatched"
     info = BackupInfo(BackupStatus.VALID, "byte copy of the original")
     return _base(
-        b, action, State.PATCHED, ExitCode.OK, shape=patch.site.shape,
-        backup=_backup_json(info, bpath), notes=notes + backup_notes,
+        b,
+        action,
+        State.PATCHED,
+        ExitCode.OK,
+        shape=patch.site.shape,
+        backup=_backup_json(info, bpath),
+        notes=notes + backup_notes,
     )
 
 
 def _node_gate(new: bytes, original: bytes) -> list[str]:
     node = verify.node_binary()
     if node is None:
-        return ["node not found: the whole-file ESM check was skipped (tree-sitter and esprima "
-                "checks of the edited regions passed)"]
+        return [
+            "node not found: the whole-file ESM check was skipped (tree-sitter and esprima "
+            "checks of the edited regions passed)"
+        ]
     res = verify.node_check(new, node)
     if res.ok:
         return []
@@ -176,7 +203,8 @@ def _node_gate(new: bytes, original: bytes) -> list[str]:
         raise NotABundle(
             "this cli.js does not parse as an ES module, even before patching",
             why="it is truncated or corrupted (node --input-type=module --check: "
-            + res.message.replace("\n", " | ")[:300] + ")",
+            + res.message.replace("\n", " | ")[:300]
+            + ")",
             hint="reinstall the package (npm install), then run ctxpatch again",
         )
     raise VerificationFailed(
@@ -248,16 +276,28 @@ def _revert_locked(b: Bundle) -> Result:
         if saved is not None and markers.sha256(saved) == hdr.original_sha:
             restored, source = saved, f"from the backup {bpath}"
         else:
-            restored, source = plan.unpatched_original(b.data, marks), "by removing the marked edits"
+            restored, source = (
+                plan.unpatched_original(b.data, marks),
+                "by removing the marked edits",
+            )
     if markers.sha256(restored) == b.sha256:
         return _base(b, "not-patched", State.UNPATCHED, ExitCode.OK)
     if not b.mode & 0o222:
-        raise FileAccess(f"cannot revert {b.path}", why="the file is read-only",
-                         hint=f"chmod u+w {b.path}, then run the command again")
+        raise FileAccess(
+            f"cannot revert {b.path}",
+            why="the file is read-only",
+            hint=f"chmod u+w {b.path}, then run the command again",
+        )
     atomic_replace(b.path, restored, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
     _confirm(b.path, restored)
-    return _base(b, "reverted", State.UNPATCHED, ExitCode.OK, reason=f"restored {source}",
-                 shape=marks.header.shape if marks.header else None)
+    return _base(
+        b,
+        "reverted",
+        State.UNPATCHED,
+        ExitCode.OK,
+        reason=f"restored {source}",
+        shape=marks.header.shape if marks.header else None,
+    )
 
 
 def _foreign_original(
@@ -265,8 +305,10 @@ def _foreign_original(
 ) -> tuple[bytes, str]:
     if marks.foreign_kind == "ruflo" and saved is not None and markers.strip_ruflo(b.data) == saved:
         return saved, f"from the ruflo patcher's backup {bpath} (verified)"
-    if marks.header is not None and saved is not None and (
-        markers.sha256(saved) == marks.header.original_sha
+    if (
+        marks.header is not None
+        and saved is not None
+        and (markers.sha256(saved) == marks.header.original_sha)
     ):
         return saved, f"from the backup {bpath} (its sha256 is the recorded original's)"
     raise RevertImpossible(
@@ -278,5 +320,10 @@ def _foreign_original(
 
 
 def unsupported_result(path: Path, err: Unsupported) -> Result:
-    return Result(path=str(path), action="refused", state=State.UNSUPPORTED.value,
-                  exit_code=int(err.exit_code), reason=f"{err.what}: {err.why}")
+    return Result(
+        path=str(path),
+        action="refused",
+        state=State.UNSUPPORTED.value,
+        exit_code=int(err.exit_code),
+        reason=f"{err.what}: {err.why}",
+    )

@@ -267,14 +267,22 @@ def _later_messages(
 
 
 def _shape(
-    data: bytes, gen: ParsedFunction, callee: Node | None, args: list[Node], target: Node,
+    data: bytes,
+    gen: ParsedFunction,
+    callee: Node | None,
+    args: list[Node],
+    target: Node,
     awaited: Node,
 ) -> str:
     """The call-site shape label of ``versions.md`` §4 (informational)."""
     if callee is not None and callee.type == "member_expression":
-        return "S6" if target.parent is not None and awaited.parent is not None and (
-            awaited.parent.type == "parenthesized_expression"
-        ) else "S5"
+        return (
+            "S6"
+            if target.parent is not None
+            and awaited.parent is not None
+            and (awaited.parent.type == "parenthesized_expression")
+            else "S5"
+        )
     void0 = len(args) > 1 and args[1].type == "unary_expression" and args[1].text == b"void 0"
     body = data[gen.start : gen.end]
     if len(args) == 1:

@@ -49,9 +49,11 @@ def fixture_copy(tmp_path: Path):
     return make
 
 
-def run_node(node: str, args: list[str], env: dict[str, str] | None = None,
-             input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_node(
+    node: str, args: list[str], env: dict[str, str] | None = None, input: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_TEXT_PRUNE_")}
     full_env.update(env or {})
-    return subprocess.run([node, *args], capture_output=True, env=full_env, input=input,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [node, *args], capture_output=True, env=full_env, input=input, timeout=60, check=False
+    )

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, ROOT, copy_fixture
 from typer.testing import CliRunner
 
-from conftest import FIXTURES, ROOT, copy_fixture
 from patcher import snippet
 from patcher.cli import app
 from patcher.errors import ExitCode
@@ -37,8 +37,18 @@ def js(*args: str) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
-RESULT_KEYS = {"path", "action", "state", "exit_code", "version", "package", "shape", "reason",
-               "backup", "notes"}
+RESULT_KEYS = {
+    "path",
+    "action",
+    "state",
+    "exit_code",
+    "version",
+    "package",
+    "shape",
+    "reason",
+    "backup",
+    "notes",
+}
 
 
 def test_apply_check_revert_exit_codes_and_json(tmp_path: Path) -> None:
@@ -122,7 +132,9 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 def test_internal_error_exits_5_without_traceback(tmp_path: Path, monkeypatch) -> None:
     cli = copy_fixture("s3-2.1.50.js", tmp_path / "p")
-    monkeypatch.setattr(snippet, "source", lambda: b"function _aggressiveTextPrune(m){return m.?x}\n")
+    monkeypatch.setattr(
+        snippet, "source", lambda: b"function _aggressiveTextPrune(m){return m.?x}\n"
+    )
     code, _, err = run("apply", "-p", str(cli))
     assert code == ExitCode.INTERNAL and "failed verification" in err and "Traceback" not in err
 
@@ -143,10 +155,16 @@ def test_nothing_found_exits_3(tmp_path: Path) -> None:
 
 def test_discovery_local_upward_patches_every_local_copy(tmp_path: Path, monkeypatch) -> None:
     nm = tmp_path / "proj" / "node_modules" / "@anthropic-ai"
-    sdk = copy_fixture("s6-2.1.112.js", nm / "claude-agent-sdk",
-                       package={"name": "@anthropic-ai/claude-agent-sdk", "version": "0.2.112"})
-    cc = copy_fixture("s5-2.1.68.js", nm / "claude-code",
-                      package={"name": "@anthropic-ai/claude-code", "version": "2.1.68"})
+    sdk = copy_fixture(
+        "s6-2.1.112.js",
+        nm / "claude-agent-sdk",
+        package={"name": "@anthropic-ai/claude-agent-sdk", "version": "0.2.112"},
+    )
+    cc = copy_fixture(
+        "s5-2.1.68.js",
+        nm / "claude-code",
+        package={"name": "@anthropic-ai/claude-code", "version": "2.1.68"},
+    )
     glob = copy_fixture("s1-2.0.76.js", tmp_path / "global" / "@anthropic-ai" / "claude-code")
     monkeypatch.setenv("CTXPATCH_NPM_ROOT", str(tmp_path / "global"))
     deep = tmp_path / "proj" / "src" / "deep"
@@ -182,8 +200,10 @@ def test_concurrent_applies_patch_exactly_once(tmp_path: Path) -> None:
     original = cli.read_bytes()
     env = {**os.environ, "CTXPATCH_NPM_ROOT": ""}
     cmd = [sys.executable, "-m", "patcher", "apply", "--json", "-p", str(cli)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                              cwd=ROOT) for _ in range(4)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [o[1][-500:] for o in outs]
     actions = sorted(json.loads(o[0])["results"][0]["action"] for o in outs)

@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, copy_fixture
+
 from patcher import backup, fsio, markers, ops, snippet, verify
 from patcher.errors import (
     AmbiguousTarget,
@@ -23,8 +23,16 @@ from patcher.errors import (
     VerificationFailed,
 )
 
-SHAPES = ["s0-1.0.60.js", "s1-2.0.76.js", "s1p-2.1.7.js", "s1pp-2.1.30.js", "s3-2.1.50.js",
-          "s4-2.1.61.js", "s5-2.1.68.js", "s6-2.1.112.js"]
+SHAPES = [
+    "s0-1.0.60.js",
+    "s1-2.0.76.js",
+    "s1p-2.1.7.js",
+    "s1pp-2.1.30.js",
+    "s3-2.1.50.js",
+    "s4-2.1.61.js",
+    "s5-2.1.68.js",
+    "s6-2.1.112.js",
+]
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -73,8 +81,11 @@ def test_validator_rejects_a_broken_esm_file(fixture_copy, node: str) -> None:
     cli = fixture_copy("s1-2.0.76.js")
     good = cli.read_bytes()
     assert verify.node_check(good, node).ok
-    for broken in (good + b"\nfunction f(){ a(,); }\n", good.replace(b"void 0", b"void", 1),
-                   good + b"\nlet x=1;let x=2;\n"):
+    for broken in (
+        good + b"\nfunction f(){ a(,); }\n",
+        good.replace(b"void 0", b"void", 1),
+        good + b"\nlet x=1;let x=2;\n",
+    ):
         res = verify.node_check(broken, node)
         assert not res.ok and "SyntaxError" in res.message
 
@@ -323,6 +334,7 @@ def test_unwritable_folder(fixture_copy, monkeypatch) -> None:
     if os.geteuid() != 0:
         cli.parent.chmod(0o555)
     else:
+
         def deny(*a: object, **k: object) -> object:
             raise PermissionError(13, "Permission denied")
 
@@ -385,7 +397,9 @@ def test_lock_held_by_another_run_times_out(fixture_copy) -> None:
 def test_verification_failure_writes_nothing(fixture_copy, monkeypatch) -> None:
     cli = fixture_copy("s3-2.1.50.js")
     before = cli.read_bytes()
-    monkeypatch.setattr(snippet, "source", lambda: b"function _aggressiveTextPrune(m){return m.?x}\n")
+    monkeypatch.setattr(
+        snippet, "source", lambda: b"function _aggressiveTextPrune(m){return m.?x}\n"
+    )
     with pytest.raises(VerificationFailed):
         ops.apply_file(cli)
     assert cli.read_bytes() == before and not backup.path_for(cli).exists()

@@ -6,31 +6,78 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_node
+
 from engine import textprune
 from patcher import ops
 
-SHAPES = ["s0-1.0.60.js", "s1-2.0.76.js", "s1p-2.1.7.js", "s1pp-2.1.30.js", "s3-2.1.50.js",
-          "s4-2.1.61.js", "s5-2.1.68.js", "s6-2.1.112.js"]
-ENV = {"CLAUDE_TEXT_PRUNE_THRESHOLD": "0", "CLAUDE_TEXT_PRUNE_KEEP": "2",
-       "CLAUDE_TEXT_PRUNE_STEP": "1", "CLAUDE_TEXT_PRUNE_MAX_CHARS": "20"}
+SHAPES = [
+    "s0-1.0.60.js",
+    "s1-2.0.76.js",
+    "s1p-2.1.7.js",
+    "s1pp-2.1.30.js",
+    "s3-2.1.50.js",
+    "s4-2.1.61.js",
+    "s5-2.1.68.js",
+    "s6-2.1.112.js",
+]
+ENV = {
+    "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
+    "CLAUDE_TEXT_PRUNE_KEEP": "2",
+    "CLAUDE_TEXT_PRUNE_STEP": "1",
+    "CLAUDE_TEXT_PRUNE_MAX_CHARS": "20",
+}
 
 
 def conversation(turns: int) -> list[dict]:
-    msgs: list[dict] = [{"type": "user", "isMeta": True, "uuid": "meta",
-                         "message": {"role": "user", "content": [
-                             {"type": "text", "text": "<system-reminder>" + "x" * 200}]}}]
+    msgs: list[dict] = [
+        {
+            "type": "user",
+            "isMeta": True,
+            "uuid": "meta",
+            "message": {
+                "role": "user",
+                "content": [{"type": "text", "text": "<system-reminder>" + "x" * 200}],
+            },
+        }
+    ]
     for t in range(turns):
         msgs += [
-            {"type": "user", "uuid": f"u{t}", "message": {"role": "user",
-             "content": f"question {t}: " + "please look at this 🧹 " * 10}},
-            {"type": "assistant", "uuid": f"a{t}", "message": {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "hmm " * 50, "signature": "sig"},
-                {"type": "text", "text": f"answer {t}\r\n" + "long explanation " * 20},
-                {"type": "tool_use", "id": f"t{t}", "name": "Read", "input": {"file": "a.py"}}]}},
-            {"type": "user", "uuid": f"r{t}", "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"t{t}", "content": "data " * 100}]}},
+            {
+                "type": "user",
+                "uuid": f"u{t}",
+                "message": {
+                    "role": "user",
+                    "content": f"question {t}: " + "please look at this 🧹 " * 10,
+                },
+            },
+            {
+                "type": "assistant",
+                "uuid": f"a{t}",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm " * 50, "signature": "sig"},
+                        {"type": "text", "text": f"answer {t}\r\n" + "long explanation " * 20},
+                        {
+                            "type": "tool_use",
+                            "id": f"t{t}",
+                            "name": "Read",
+                            "input": {"file": "a.py"},
+                        },
+                    ],
+                },
+            },
+            {
+                "type": "user",
+                "uuid": f"r{t}",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"t{t}", "content": "data " * 100}
+                    ],
+                },
+            },
         ]
     return msgs
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES
+
 from patcher import plan, site
 from patcher.errors import AmbiguousTarget, TargetNotFound, Unsupported
 

@@ -10,22 +10,29 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import IN_CI, need
+
 from patcher import backup, markers, npmcache, ops, snippet, verify
 from patcher.errors import CtxpatchError, Unsupported
 
 pytestmark = pytest.mark.real
 
 SHAPE = {  # shared/research/versions.md §3-4
-    ("cc", "1.0.60"): "S0", ("cc", "1.0.128"): "S1", ("cc", "2.0.76"): "S1",
-    ("sdk", "0.1.76"): "S1", ("cc", "2.1.7"): "S1'", ("sdk", "0.2.7"): "S1'",
-    ("cc", "2.1.30"): "S1''", ("cc", "2.1.50"): "S3", ("cc", "2.1.61"): "S4",
-    ("cc", "2.1.68"): "S5", ("cc", "2.1.112"): "S6", ("sdk", "0.2.112"): "S6",
+    ("cc", "1.0.60"): "S0",
+    ("cc", "1.0.128"): "S1",
+    ("cc", "2.0.76"): "S1",
+    ("sdk", "0.1.76"): "S1",
+    ("cc", "2.1.7"): "S1'",
+    ("sdk", "0.2.7"): "S1'",
+    ("cc", "2.1.30"): "S1''",
+    ("cc", "2.1.50"): "S3",
+    ("cc", "2.1.61"): "S4",
+    ("cc", "2.1.68"): "S5",
+    ("cc", "2.1.112"): "S6",
+    ("sdk", "0.2.112"): "S6",
 }
 SDK_BUNDLES = {"0.1.76": "2.0.76", "0.2.7": "2.1.7", "0.2.112": "2.1.112"}  # versions.md §1
-REFUSED = {("cc", "1.0.50"): "has no micro-compaction step",
-           ("sdk", "0.2.113"): "has no cli.js"}
+REFUSED = {("cc", "1.0.50"): "has no micro-compaction step", ("sdk", "0.2.113"): "has no cli.js"}
 assert set(SHAPE) | set(REFUSED) == set(npmcache.CI_SAMPLE)
 
 
@@ -84,5 +91,7 @@ def test_real_refusals(pkg: str, version: str, tmp_path: Path) -> None:
     target = folder / "cli.js" if (folder / "cli.js").exists() else folder
     with pytest.raises(Unsupported, match=REFUSED[pkg, version]):
         ops.apply_file(target)
-    assert sorted(p.name for p in folder.iterdir()) in (["cli.js", "package.json"],
-                                                         ["package.json"])
+    assert sorted(p.name for p in folder.iterdir()) in (
+        ["cli.js", "package.json"],
+        ["package.json"],
+    )
