@@ -582,7 +582,8 @@ def _legacy_constants(r: _Reader, rep: Report, mc: ParsedFunction) -> None:
     target = keep = min_saving = tools = None
     for node in _walk(mc.node):
         t = node.type
-        if target is None and t == "binary_expression" and _op(node) == ">":
+        if target is None and t == "binary_expression" and _op(node) in (">", "<="):
+            # total - saved > TARGET (keep clearing), or its negation as a `continue` guard
             left = scope.follow(node.child_by_field_name("left"))  # type: ignore[arg-type]
             if _op(left) == "-":
                 right = scope.follow(node.child_by_field_name("right"))  # type: ignore[arg-type]

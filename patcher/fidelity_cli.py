@@ -1,0 +1,197 @@
+"""``ctxpatch inspect`` and ``ctxpatch regress``: added to the main typer app by ``register``.
+
+Exit codes: 0 ok, 1 drift found / a version failed, 2 usage, 3 refused (bad input; the message
+says what, why and a hint), 4 unsupported (a native-binary build: no cli.js to read).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from patcher.errors import CtxpatchError, ExitCode, NotFound
+
+
+class PackageChoice(str, Enum):
+    cc = "cc"
+    sdk = "sdk"
+    both = "both"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``inspect`` and ``regress`` to ``app``."""
+    app.command("inspect")(inspect_cmd)
+    app.command("regress")(regress_cmd)
+
+
+def _refuse(err: CtxpatchError, as_json: bool) -> typer.Exit:
+    if as_json:
+        typer.echo(json.dumps({"exit_code": int(err.exit_code), "error": err.to_json()}, indent=2))
+    else:
+        typer.echo(err.render(), err=True)
+    return typer.Exit(int(err.exit_code))
+
+
+def inspect_cmd(
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="cli.js or its package folder. Default: as `ctxpatch check` "
+                       "(CTXPATCH_CLI_JS, local node_modules upward, then the global install).",
+                       show_default=False),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout.")] = False,
+) -> None:
+    """Show the compaction constants a cli.js really uses and compare them with the engine.
+
+    Reads the Claude Code version, sha256 and call-site shape, then follows the functions that
+    compute the thresholds, the micro-compaction and the token estimate to the constants they
+    use (never by searching for a value), and lists every difference from the engine's profile
+    for that version. A patched file is read through its recorded original.
+    Exit 0 = no drift, 1 = drift, 3 = not a cli.js, 4 = native build.
+
+    Example: ctxpatch inspect node_modules/@anthropic-ai/claude-code/cli.js --json
+    """
+    from patcher import bundle, inspect_bundle, markers, snippet
+    from patcher.discover import environ, targets
+
+    try:
+        if path is None:
+            installs, _ = targets(None, environ(), Path.cwd())
+            if not installs:
+                raise NotFound(
+                    "no Claude Code cli.js found",
+                    why="looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
+                    "claude-code} from the current folder upward, and the global npm install",
+                    hint="pass the file: ctxpatch inspect node_modules/@anthropic-ai/"
+                    "claude-code/cli.js",
+                )
+            path = installs[0].path
+        b = bundle.load(path)
+    except CtxpatchError as e:
+        raise _refuse(e, as_json) from None
+    data, note = b.data, ""
+    marks = markers.read(data, snippet.sha())
+    if marks.state.value in ("PATCHED", "OUTDATED"):
+        original = markers.strip(data)
+        if original is not None:
+            data, note = original, "patched by ctxpatch: inspected the original it records"
+    rep = inspect_bundle.inspect(data, b.version)
+    code = int(ExitCode.CHANGE_NEEDED) if rep.drift else 0
+    if as_json:
+        doc = {"path": str(b.path), "exit_code": code,
+               "package": f"{b.package.name}@{b.package.version}" if b.package else None,
+               "note": note, **rep.to_json()}
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        typer.echo(f"{b.path}" + (f"  ({b.package.name}@{b.package.version})" if b.package else ""))
+        if note:
+            typer.echo(f"note: {note}")
+        typer.echo(inspect_bundle.render(rep))
+    raise typer.Exit(code)
+
+
+def regress_cmd(
+    versions: Annotated[
+        str | None,
+        typer.Option("--versions", help="Versions or ranges, e.g. 2.1.40..2.1.68 or "
+                     "2.0.76,2.1.7 (Claude Code numbers; for the SDK they map 2.0.N→0.1.N, "
+                     "2.1.N→0.2.N; SDK numbers are accepted too).", show_default=False),
+    ] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Every published version that can take the "
+                                       "patch (cc 1.0.60-2.1.112, sdk 0.0.4-0.2.112).")] = False,
+    sample: Annotated[
+        int | None,
+        typer.Option("--sample", help="N versions spread evenly over --all.", show_default=False),
+    ] = None,
+    package: Annotated[PackageChoice, typer.Option("--package", help="Which npm package.")] = (
+        PackageChoice.cc),
+    json_file: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the results as JSON to FILE (rewritten after every "
+                     "version).", show_default=False),
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Versions run in parallel.")] = 1,
+    resume: Annotated[bool, typer.Option("--resume", help="Skip versions that already passed in "
+                                         "the --json FILE of an earlier run.")] = False,
+    prune: Annotated[bool, typer.Option("--prune", help="Keep only cli.js and package.json of "
+                                        "the versions this run downloads (saves disk).")] = False,
+    no_node_check: Annotated[bool, typer.Option("--no-node-check", help="Skip node's ESM check "
+                                                "of each patched file.")] = False,
+) -> None:
+    """Run locate → apply → check → apply again → node ESM check → revert → inspect drift
+    on published versions (downloaded with npm pack into ~/.cache/ctxpatch, cached).
+
+    With no version option: the per-shape sample that CI uses. Prints a matrix; exit 0 when
+    every version passed (or was rightly refused) with no drift, 1 otherwise, 2 on bad options.
+
+    Example: ctxpatch regress --versions 2.1.40..2.1.68 --package both --json out.json -j 2
+    """
+    from patcher import regress
+
+    if jobs < 1:
+        typer.echo("error: --jobs needs a positive number", err=True)
+        raise typer.Exit(int(ExitCode.USAGE))
+    if resume and json_file is None:
+        typer.echo("error: --resume needs --json FILE (the earlier run's results)", err=True)
+        raise typer.Exit(int(ExitCode.USAGE))
+    packages = ["cc", "sdk"] if package is PackageChoice.both else [package.value]
+    try:
+        selected = regress.select(packages, versions=versions, all_=all_, sample=sample)
+    except regress.UsageError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    except CtxpatchError as e:
+        raise _refuse(e, False) from None
+    if not selected:
+        typer.echo("error: no published version matches", err=True)
+        raise typer.Exit(int(ExitCode.USAGE))
+
+    progress, on_done, close = _progress(len(selected))
+    try:
+        result = regress.run(selected, workers=jobs, prune=prune, node_check=not no_node_check,
+                             json_path=json_file, resume=resume, on_done=on_done)
+    except KeyboardInterrupt:
+        close()
+        typer.echo("interrupted: results so far are in the --json file" if json_file
+                   else "interrupted", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    close()
+    outcomes = list(result.outcomes.values())
+    typer.echo(regress.matrix(outcomes))
+    extra = regress.details(outcomes)
+    if extra:
+        typer.echo("")
+        typer.echo(extra)
+    s = result.summary()
+    counts = ", ".join(f"{n} {k}" for k, n in s["results"].items() if n)
+    typer.echo(f"\n{s['versions']} versions: {counts}; {s['with_drift']} with drift", err=True)
+    raise typer.Exit(0 if s["ok"] else int(ExitCode.CHANGE_NEEDED))
+
+
+def _progress(total: int):
+    """A rich progress bar on a terminal; one line per version otherwise (logs, CI)."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        bar = Progress(TextColumn("regress"), BarColumn(), MofNCompleteColumn(),
+                       TimeRemainingColumn(), TextColumn("{task.description}"),
+                       console=Console(stderr=True), transient=True)
+        task = bar.add_task("", total=total)
+        bar.start()
+
+        def on_done(o, done: int, _total: int) -> None:
+            bar.update(task, completed=done, description=f"{o.key} {o.result}")
+
+        return bar, on_done, bar.stop
+
+    def on_line(o, done: int, _total: int) -> None:
+        drift = f", {len(o.drift)} drift" if o.drift else ""
+        typer.echo(f"[{done}/{_total}] {o.key}: {o.result}{drift} ({o.seconds:.1f}s)", err=True)
+
+    return None, on_line, lambda: None

@@ -1,0 +1,251 @@
+"""``ctxpatch inspect``: constants read by meaning, compared with the engine's profiles."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, IN_CI, need
+from patcher import inspect_bundle as ib
+from patcher import npmcache, ops
+from patcher.errors import CtxpatchError
+from patcher.fidelity_cli import register
+
+LEGACY_8 = ["Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"]
+
+# fixture -> what inspect must read from it (the fixtures carry these numbers inline)
+FIXTURE_CASES = {
+    "s0-1.0.60.js": dict(shape="S0", era="ratio", mc="legacy", autocompact_ratio=0.92,
+                         warning_ratio=0.8, mc_target=40000, mc_keep=3, mc_min_saving=20000),
+    "s1-2.0.76.js": dict(shape="S1", era="offset", mc="legacy", autocompact_offset=13000,
+                         warning_offset=20000, error_offset=20000, mc_target=40000, mc_keep=3,
+                         mc_min_saving=20000, mc_tools=LEGACY_8),
+    "s1p-2.1.7.js": dict(shape="S1'", era="offset", mc="legacy", blocking_offset=3000,
+                         mc_tools=LEGACY_8, image_tokens=2000, chars_per_token=4),
+    "s1pp-2.1.30.js": dict(shape="S1''", era="offset", mc="legacy", reserve_cap=20000,
+                           blocking_offset=3000, mc_target=40000),
+    "s3-2.1.50.js": dict(shape="S3", era="offset", mc="legacy", reserve_cap=20000),
+    "s4-2.1.61.js": dict(shape="S4", era="offset", mc="legacy", mc_target=40000, mc_keep=3),
+    "s5-2.1.68.js": dict(shape="S5", era="offset", mc="legacy", mc_min_saving=20000),
+    "s6-2.1.112.js": dict(shape="S6", era="offset", mc="stub", reserve_cap=20000,
+                          autocompact_offset=13000, blocking_offset=3000),
+    "none-1.0.50.js": dict(shape=None, era="ratio", mc=None, autocompact_ratio=0.92),
+}
+
+
+def _check(rep: ib.Report, want: dict) -> None:
+    assert rep.shape == want["shape"]
+    assert rep.era == want["era"]
+    assert rep.features.get("microcompact") == want["mc"]
+    for key, value in want.items():
+        if key not in ("shape", "era", "mc"):
+            assert rep.value(key) == value, (key, rep.constants.get(key), rep.unresolved)
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_CASES))
+def test_fixture_constants(name: str) -> None:
+    data = (FIXTURES / name).read_bytes()
+    rep = ib.inspect(data)
+    _check(rep, FIXTURE_CASES[name])
+    assert rep.sha256 == ib.sha256(data) and rep.size == len(data)
+    assert rep.version == name.rsplit("-", 1)[1].removesuffix(".js")
+    json.dumps(rep.to_json())  # serialisable
+    assert "call site" in ib.render(rep)
+
+
+def test_ratio_era_has_no_profile_and_no_drift() -> None:
+    rep = ib.inspect((FIXTURES / "s0-1.0.60.js").read_bytes())
+    assert rep.profile is None and "ratio" in rep.profile_problem and rep.drift == []
+
+
+def test_stub_bundle_is_found_through_the_deps_factory() -> None:
+    rep = ib.inspect((FIXTURES / "s6-2.1.112.js").read_bytes())
+    assert rep.functions["deps_factory"] == "gk" and rep.functions["microcompact"] == "_c"
+    assert rep.profile == "2.1.105" and rep.drift == []
+
+
+# ------------------------------------------------------------------ resolution by identifiers
+
+SYNTH = """\
+// Version: 2.0.76
+var AA=13000,BB=20000,CC=20000,RR=20000,KK=3,TT=40000,MM=20000,II=2000;
+var X1="Read",X2="Bash",X3=null,SH,TOOLS,CFG;
+var init=L(()=>{SH=[X2,X3].filter((q)=>q!=null);TOOLS=new Set([X1,...SH,"Grep"]);CFG={minTokens:1e4,minTextBlockMessages:5,maxTokens:40000}});
+function win(){return 200000}
+function eff(){let A=win(),q=Math.min(maxOut(A),RR);return A-q}
+function thr(){let A=eff(),q=A-AA,K=process.env.CLAUDE_AUTOCOMPACT_PCT_OVERRIDE;if(K){let Y=parseFloat(K);if(Y>0)return Math.min(Math.floor(A*Y/100),q)}return q}
+function on(){if(t(process.env.DISABLE_COMPACT))return!1;return s().autoCompactEnabled}
+function ws(A){let q=thr(),K=on()?q:eff(),z=K-BB,w=K-CC,H=A>=z,O=A>=w,$=on()&&A>=q;return{percentLeft:1,isAboveWarningThreshold:H,isAboveErrorThreshold:O,isAboveAutoCompactThreshold:$}}
+function tok(A){return Math.round(A.length/4)}
+function est(A){let q=0;for(let K of A)for(let Y of K.message.content)if(Y.type==="text")q+=tok(Y.text);else if(Y.type==="image")q+=II;return Math.ceil(q*1.3333333333333333)}
+async function mc(A,q,K){if(t(process.env.DISABLE_MICROCOMPACT))return{messages:A};let Y=q!==void 0,z=Y?q:TT,w=[];for(let M of A)for(let P of M.message.content)if(P.type==="tool_use"&&TOOLS.has(P.name))w.push(P.id);let O=w.slice(-KK),s=0,S=0;for(let M of w)if(s-S>z)S+=1;if(!Y){if(!ws(est(A)).isAboveWarningThreshold||S<MM)S=0}return{messages:A}}
+"tengu_sm_compact_done";
+"""
+
+
+def test_constants_resolve_through_identifiers_not_values() -> None:
+    """Four identifiers hold 20000; each role is read through its own identifier."""
+    rep = ib.inspect(SYNTH.encode())
+    got = {k: (c.value, c.via) for k, c in rep.constants.items()}
+    assert got["autocompact_offset"] == (13000, "AA")
+    assert got["warning_offset"] == (20000, "BB")
+    assert got["error_offset"] == (20000, "CC")
+    assert got["reserve_cap"] == (20000, "RR")
+    assert got["mc_min_saving"] == (20000, "MM")
+    assert got["mc_target"] == (40000, "TT")
+    assert got["mc_keep"] == (3, "KK")
+    assert got["image_tokens"] == (2000, "II")
+    assert rep.value("mc_tools") == ["Read", "Bash", "Grep"]  # spread of a filtered list
+    assert (rep.value("sm_min_tokens"), rep.value("sm_max_tokens")) == (10000, 40000)
+    assert rep.features["estimate_factor_4_3"] is True
+    assert rep.features["session_memory"] is True
+    assert rep.functions["threshold"] == "thr" and rep.functions["effective_window"] == "eff"
+
+
+def test_changing_one_20000_changes_only_its_role() -> None:
+    data = SYNTH.replace("CC=20000", "CC=25000").encode()
+    rep = ib.inspect(data)
+    assert (rep.value("warning_offset"), rep.value("error_offset")) == (20000, 25000)
+    assert rep.value("reserve_cap") == 20000 and rep.value("mc_min_saving") == 20000
+    assert [d.field for d in rep.drift if d.field.endswith("offset")] == ["error_offset"]
+
+
+def test_conflicting_declarations_are_not_guessed() -> None:
+    data = SYNTH.replace("function win(){", "function other(){let AA=12000;return AA}\nfunction win(){")
+    rep = ib.inspect(data.encode())
+    assert rep.value("autocompact_offset") is None
+    assert any("AA" in u and "different values" in u for u in rep.unresolved)
+
+
+def test_drift_is_reported_against_the_profile() -> None:
+    rep = ib.inspect(SYNTH.encode())
+    assert rep.profile == "2.0.60"  # 2.0.76 falls in 2.0.60..2.0.76
+    fields = {d.field: (d.file, d.profile) for d in rep.drift}
+    assert fields["reserve_cap"] == (20000, None)  # 2.0.x reserves the whole output
+    assert fields["mc_tools"] == (["Bash", "Grep", "Read"], sorted(LEGACY_8))
+    assert "autocompact_offset" not in fields and "autocompact_offset" in rep.compared
+
+
+def test_not_a_bundle_gives_an_empty_report() -> None:
+    rep = ib.inspect(b"console.log('hello')\n")
+    assert rep.version is None and rep.era == "none" and rep.shape is None
+    assert rep.profile is None and rep.drift == []
+
+
+# ------------------------------------------------------------------ the command
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    register(app)
+    return app
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(_app(), list(args))
+
+
+def test_cli_json_on_a_fixture(fixture_copy) -> None:
+    cli = fixture_copy("s6-2.1.112.js")
+    res = _invoke("inspect", str(cli), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert (doc["version"], doc["shape"], doc["profile"]) == ("2.1.112", "S6", "2.1.105")
+    assert doc["constants"]["autocompact_offset"]["value"] == 13000
+    assert doc["drift"] == [] and doc["exit_code"] == 0
+
+
+def test_cli_drift_exits_1(tmp_path: Path) -> None:
+    cli = tmp_path / "cli.js"
+    cli.write_text(SYNTH)
+    res = _invoke("inspect", str(cli))
+    assert res.exit_code == 1
+    assert "DRIFT" in res.stdout and "reserve_cap" in res.stdout
+
+
+def test_cli_reads_a_patched_file_through_its_original(fixture_copy) -> None:
+    cli = fixture_copy("s1p-2.1.7.js")
+    ops.apply_file(cli, node_check=False)
+    res = _invoke("inspect", str(cli), "--json")
+    doc = json.loads(res.stdout)
+    assert doc["shape"] == "S1'" and "original" in doc["note"]
+    assert doc["sha256"] == ib.sha256((FIXTURES / "s1p-2.1.7.js").read_bytes())
+
+
+def test_cli_refusals(tmp_path: Path) -> None:
+    empty = tmp_path / "cli.js"
+    empty.write_text("")
+    res = _invoke("inspect", str(empty))
+    assert res.exit_code == 3 and "empty" in res.output and "hint" in res.output
+    res = _invoke("inspect", str(tmp_path / "missing.js"), "--json")
+    assert res.exit_code == 3 and json.loads(res.stdout)["error"]["error"] == "file_access"
+    native = tmp_path / "native"
+    shutil.copytree(FIXTURES / "native-2.1.113", native)
+    res = _invoke("inspect", str(native))
+    assert res.exit_code == 4 and "no cli.js" in res.output
+
+
+def test_cli_usage_error() -> None:
+    assert _invoke("inspect", "--bogus").exit_code == 2
+
+
+# ------------------------------------------------------------------ real versions
+
+# versions.md §3 and the engine profiles: (package, version) -> expected reading
+REAL = {
+    ("cc", "1.0.60"): dict(shape="S0", era="ratio", mc="legacy", autocompact_ratio=0.92,
+                           mc_target=40000),
+    ("cc", "1.0.128"): dict(shape="S1", era="offset", mc="legacy", autocompact_offset=13000,
+                            reserve_cap=None),
+    ("cc", "2.0.76"): dict(shape="S1", era="offset", mc="legacy", autocompact_offset=13000,
+                           warning_offset=20000, error_offset=20000, reserve_cap=None,
+                           mc_target=40000, mc_keep=3, mc_min_saving=20000, mc_tools=LEGACY_8,
+                           image_tokens=2000, chars_per_token=4),
+    ("cc", "2.1.7"): dict(shape="S1'", era="offset", mc="legacy", blocking_offset=3000,
+                          reserve_cap=None, sm_min_tokens=10000, sm_max_tokens=40000),
+    ("cc", "2.1.30"): dict(shape="S1''", era="offset", mc="legacy", reserve_cap=20000,
+                           blocking_offset=3000, mc_target=40000, mc_tools=LEGACY_8),
+    ("cc", "2.1.50"): dict(shape="S3", era="offset", mc="legacy", reserve_cap=20000,
+                           mc_tools=LEGACY_8),
+    ("cc", "2.1.61"): dict(shape="S4", era="offset", mc="legacy", mc_target=40000),
+    ("cc", "2.1.68"): dict(shape="S5", era="offset", mc="legacy", mc_keep=3),
+    ("cc", "2.1.112"): dict(shape="S6", era="offset", mc="stub", reserve_cap=20000,
+                            autocompact_offset=13000, blocking_offset=3000),
+    ("sdk", "0.2.112"): dict(shape="S6", era="offset", mc="stub", reserve_cap=20000),
+}
+
+
+def _real(pkg: str, version: str) -> bytes:
+    need("npm", "real versions are downloaded with npm pack")
+    try:
+        return npmcache.cli_js(pkg, version).read_bytes()
+    except CtxpatchError as e:
+        if IN_CI:
+            raise
+        pytest.skip(f"cannot fetch {pkg}@{version}: {e.what}")
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(("pkg", "version"), sorted(REAL), ids=lambda v: str(v))
+def test_real_version_agrees_with_the_engine(pkg: str, version: str) -> None:
+    rep = ib.inspect(_real(pkg, version))
+    _check(rep, REAL[pkg, version])
+    assert rep.drift == [], [str(d) for d in rep.drift]
+    if rep.era == "offset":
+        assert rep.profile is not None and len(rep.compared) >= 14
+
+
+@pytest.mark.real
+def test_real_blocking_base_differs_between_versions() -> None:
+    """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
+    assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
+    assert ib.inspect(_real("cc", "2.1.30")).features["blocking_base"] == "window"
