@@ -151,7 +151,7 @@ def regress_cmd(
         typer.echo("error: no published version matches", err=True)
         raise typer.Exit(int(ExitCode.USAGE))
 
-    progress, on_done, close = _progress(len(selected))
+    on_done, close = _progress(len(selected))
     try:
         result = regress.run(selected, workers=jobs, prune=prune, node_check=not no_node_check,
                              json_path=json_file, resume=resume, on_done=on_done)
@@ -177,7 +177,13 @@ def _progress(total: int):
     """A rich progress bar on a terminal; one line per version otherwise (logs, CI)."""
     if sys.stderr.isatty():
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
         bar = Progress(TextColumn("regress"), BarColumn(), MofNCompleteColumn(),
                        TimeRemainingColumn(), TextColumn("{task.description}"),
@@ -188,10 +194,10 @@ def _progress(total: int):
         def on_done(o, done: int, _total: int) -> None:
             bar.update(task, completed=done, description=f"{o.key} {o.result}")
 
-        return bar, on_done, bar.stop
+        return on_done, bar.stop
 
     def on_line(o, done: int, _total: int) -> None:
         drift = f", {len(o.drift)} drift" if o.drift else ""
         typer.echo(f"[{done}/{_total}] {o.key}: {o.result}{drift} ({o.seconds:.1f}s)", err=True)
 
-    return None, on_line, lambda: None
+    return on_line, lambda: None

@@ -401,9 +401,11 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             continue
         op = _op(lim)
         if op == "-":
-            _set(rep, f"{key}_offset", lambda lim=lim: r.const(lim.child_by_field_name("right"), w, key))
+            _set(rep, f"{key}_offset",
+                 lambda lim=lim, key=key: r.const(lim.child_by_field_name("right"), w, key))
         elif op == "*":
-            _set(rep, f"{key}_ratio", lambda lim=lim: r.const(lim.child_by_field_name("right"), w, key))
+            _set(rep, f"{key}_ratio",
+                 lambda lim=lim, key=key: r.const(lim.child_by_field_name("right"), w, key))
         else:
             rep.unresolved.append(f"{key}: limit {_text(lim)[:60]!r} is neither base-offset nor base*ratio")
 
@@ -950,7 +952,7 @@ def _number(s: str) -> int | float:
     return _clean(float(s))
 
 
-def _clean(v: float | int) -> int | float:
+def _clean(v: float) -> int | float:
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
         return int(v)
     return v
@@ -1062,8 +1064,8 @@ def compare(rep: Report) -> None:
 def render(rep: Report) -> str:
     """A human-readable report (what ``ctxpatch inspect`` prints)."""
     lines = [
-        f"Claude Code {rep.version or '(unknown version)'}   sha256 {rep.sha256[:16]}…   "
-        f"{rep.size:,} bytes",
+        (f"Claude Code {rep.version or '(unknown version)'}   sha256 {rep.sha256[:16]}…   "
+         f"{rep.size:,} bytes"),
         f"call site:   {rep.shape or '-'}"
         + (f"  ({rep.call_site['callee']} in {rep.call_site['generator']}, byte "
            f"{rep.call_site['byte']})" if rep.call_site else f"  ({rep.locate_problem})"),
@@ -1085,7 +1087,7 @@ def render(rep: Report) -> str:
         lines += [
             f"  auto-compact offset   {c('autocompact_offset')}",
             f"  warning / error       {c('warning_offset')} / {c('error_offset')}",
-            f"  blocking offset       "
+            "  blocking offset       "
             + (c("blocking_offset") if "blocking_offset" in rep.constants else "none")
             + ({"window": " from the raw context window", "effective": " from the effective window"}
                .get(rep.features.get("blocking_base") or "", "")),

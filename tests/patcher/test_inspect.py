@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import FIXTURES, IN_CI, need
 from typer.testing import CliRunner
 
-from conftest import FIXTURES, IN_CI, need
 from patcher import inspect_bundle as ib
 from patcher import npmcache, ops
 from patcher.errors import CtxpatchError

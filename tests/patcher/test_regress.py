@@ -1,0 +1,217 @@
+"""``ctxpatch regress``: selection, the per-version cycle, resume, the matrix, the command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from conftest import FIXTURES, IN_CI, need
+from typer.testing import CliRunner
+
+from patcher import npmcache, regress
+from patcher.fidelity_cli import register
+from patcher.regress import Job, Outcome
+
+CC = ["1.0.50", "1.0.60", "1.0.61", "1.0.128", "2.0.0", "2.0.76", "2.1.7", "2.1.30", "2.1.68",
+      "2.1.112", "2.1.113"]
+SDK = ["0.0.4", "0.1.0", "0.1.76", "0.2.7", "0.2.30", "0.2.112", "0.2.113"]
+
+
+def lister(pkg: str) -> list[str]:
+    return CC if pkg == "cc" else SDK
+
+
+# ------------------------------------------------------------------ selection
+
+
+def test_default_is_the_ci_sample() -> None:
+    jobs = regress.select(["cc", "sdk"], lister=lister)
+    assert {(j.package, j.version) for j in jobs} == set(npmcache.CI_SAMPLE)
+    assert {j.package for j in regress.select(["sdk"], lister=lister)} == {"sdk"}
+
+
+def test_ranges_and_lists() -> None:
+    jobs = regress.select(["cc"], versions="2.0.76..2.1.68", lister=lister)
+    assert [j.version for j in jobs] == ["2.0.76", "2.1.7", "2.1.30", "2.1.68"]
+    jobs = regress.select(["cc", "sdk"], versions="2.1.7..2.1.112,1.0.128", lister=lister)
+    assert [j.key for j in jobs] == ["cc@1.0.128", "cc@2.1.7", "cc@2.1.30", "cc@2.1.68",
+                                     "cc@2.1.112", "sdk@0.0.4", "sdk@0.2.7", "sdk@0.2.30",
+                                     "sdk@0.2.112"]
+    # SDK numbers are accepted and mapped back for claude-code
+    assert [j.key for j in regress.select(["cc"], versions="0.2.7", lister=lister)] == ["cc@2.1.7"]
+
+
+def test_all_spans_the_patchable_versions_and_sample_spreads() -> None:
+    cc = [j.version for j in regress.select(["cc"], all_=True, lister=lister)]
+    assert cc == ["1.0.60", "1.0.61", "1.0.128", "2.0.0", "2.0.76", "2.1.7", "2.1.30", "2.1.68",
+                  "2.1.112"]
+    sample = [j.version for j in regress.select(["cc"], sample=3, lister=lister)]
+    assert sample == ["1.0.60", "2.0.76", "2.1.112"]
+    assert len(regress.select(["sdk"], sample=100, lister=lister)) == 6
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    (dict(versions="2.1.7", all_=True), "only one"),
+    (dict(sample=0), "positive"),
+    (dict(versions="latest"), "not a version"),
+    (dict(versions="2.1.68..2.1.7"), "empty"),
+])
+def test_usage_errors(kw: dict, match: str) -> None:
+    with pytest.raises(regress.UsageError, match=match):
+        regress.select(["cc"], lister=lister, **kw)
+
+
+def test_version_mapping() -> None:
+    assert regress.to_package("2.1.7", "sdk") == "0.2.7"
+    assert regress.to_package("2.0.76", "sdk") == "0.1.76"
+    assert regress.to_package("1.0.128", "sdk") == "0.0.4"
+    assert regress.to_package("1.0.60", "sdk") is None
+    assert regress.to_package("0.1.30", "cc") == "2.0.30"
+
+
+# ------------------------------------------------------------------ the cycle on a fake cache
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache holding fixtures as if npm pack had fetched them (no network)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("CTXPATCH_CACHE", str(root))
+
+    def put(pkg: str, version: str, fixture: str) -> None:
+        name = npmcache.SHORT[pkg]
+        folder = root / "npm" / npmcache._slug(name, version) / "package"
+        if (FIXTURES / fixture).is_dir():
+            shutil.copytree(FIXTURES / fixture, folder)
+            return
+        folder.mkdir(parents=True)
+        shutil.copyfile(FIXTURES / fixture, folder / "cli.js")
+        (folder / "package.json").write_text(json.dumps(
+            {"name": name, "version": version, "type": "module"}))
+
+    put("cc", "2.1.112", "s6-2.1.112.js")
+    put("cc", "2.1.7", "s1p-2.1.7.js")
+    put("cc", "1.0.50", "none-1.0.50.js")
+    put("cc", "2.1.113", "native-2.1.113")
+    put("cc", "2.0.76", "ambiguous-two-sites.js")
+    return root
+
+
+def test_cycle_passes_and_leaves_the_cache_untouched(cache: Path) -> None:
+    before = (cache / "npm" / "anthropic-ai-claude-code-2.1.112" / "package" / "cli.js").read_bytes()
+    o = regress.run_one(Job("cc", "2.1.112"))
+    assert (o.result, o.shape, o.microcompact, o.failed_step) == ("pass", "S6", "stub", None)
+    assert list(o.steps) == ["fetch", "locate", "apply", "check", "apply-again", "node-check",
+                             "revert", "inspect"]
+    assert o.drift == [] and o.profile == "2.1.105" and o.ok
+    after = (cache / "npm" / "anthropic-ai-claude-code-2.1.112" / "package" / "cli.js").read_bytes()
+    assert after == before and not list((cache / "npm").rglob("*.backup"))
+
+
+def test_refusals_and_failures_are_classified(cache: Path) -> None:
+    assert regress.run_one(Job("cc", "1.0.50")).result == "unsupported"
+    assert regress.run_one(Job("cc", "2.1.113")).result == "native"
+    amb = regress.run_one(Job("cc", "2.0.76"))
+    assert (amb.result, amb.failed_step) == ("fail", "locate") and "candidate" in amb.reason
+    drift = regress.run_one(Job("cc", "2.1.7"))  # a synthetic 2.1.7 differs from the real one
+    assert drift.result == "pass" and drift.drift and not drift.ok
+
+
+def test_run_writes_json_and_resumes(cache: Path, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "r.json"
+    jobs = [Job("cc", "2.1.112"), Job("cc", "1.0.50"), Job("cc", "2.0.76")]
+    first = regress.run(jobs, json_path=out)
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["results"]["pass"] == 1 and doc["summary"]["failed"] == ["cc@2.0.76"]
+    assert [r["version"] for r in doc["results"]] == ["1.0.50", "2.0.76", "2.1.112"]
+    assert not first.summary()["ok"]
+
+    ran: list[str] = []
+    real = regress.run_one
+
+    def spy(job: Job, **kw: object) -> Outcome:
+        ran.append(job.key)
+        return real(job, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(regress, "run_one", spy)
+    again = regress.run(jobs, json_path=out, resume=True)
+    assert ran == ["cc@2.0.76"]  # passed and refused versions are not run again
+    assert set(again.outcomes) == {j.key for j in jobs}
+
+
+def test_parallel_run(cache: Path) -> None:
+    jobs = [Job("cc", "2.1.112"), Job("cc", "1.0.50"), Job("cc", "2.1.113")]
+    seen: list[int] = []
+    res = regress.run(jobs, workers=2, on_done=lambda o, done, total: seen.append(done))
+    assert sorted(seen) == [1, 2, 3]
+    assert {o.result for o in res.outcomes.values()} == {"pass", "unsupported", "native"}
+    assert res.summary()["ok"]
+
+
+def test_matrix_and_details() -> None:
+    outs = [Outcome("cc", "2.1.7", result="pass", claude_code_version="2.1.7", shape="S1'",
+                    microcompact="legacy", drift=["mc_keep: file 4 != profile 3"]),
+            Outcome("sdk", "0.2.7", result="fail", failed_step="apply", reason="boom")]
+    text = regress.matrix(outs)
+    assert text.splitlines()[0].split() == ["package", "version", "claude-code", "shape", "mc",
+                                            "result", "drift", "seconds"]
+    assert "fail (apply)" in text and "S1'" in text
+    assert "sdk@0.2.7: fail at apply: boom" in regress.details(outs)
+    assert "cc@2.1.7: drift mc_keep" in regress.details(outs)
+
+
+# ------------------------------------------------------------------ the command
+
+
+def _invoke(*args: str):
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    register(app)
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_on_the_fake_cache(cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = _invoke("regress", "--versions", "2.1.112,1.0.50,2.1.113", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    assert "2.1.112" in res.stdout and "pass" in res.stdout and "native" in res.stdout
+    assert json.loads(out.read_text())["summary"]["ok"] is True
+    res = _invoke("regress", "--versions", "2.1.7")  # drift: exit 1
+    assert res.exit_code == 1 and "drift" in res.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["regress", "--all", "--sample", "3"],
+    ["regress", "--jobs", "0"],
+    ["regress", "--resume"],
+    ["regress", "--versions", "nope"],
+    ["regress", "--package", "npm"],
+])
+def test_cli_usage_errors(args: list[str]) -> None:
+    assert _invoke(*args).exit_code == 2
+
+
+@pytest.mark.real
+def test_cli_on_two_real_versions(tmp_path: Path) -> None:
+    need("npm", "real versions are downloaded with npm pack")
+    need("node", "the ESM check of the patched file")
+    out = tmp_path / "regress.json"
+    res = _invoke("regress", "--versions", "1.0.60,1.0.128", "--json", str(out), "--jobs", "2")
+    if res.exit_code != 0 and not IN_CI and "fetch-failed" in res.output:
+        pytest.skip("cannot fetch the real versions")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    rows = {r["version"]: r for r in doc["results"]}
+    assert (rows["1.0.60"]["shape"], rows["1.0.128"]["shape"]) == ("S0", "S1")
+    assert all(r["result"] == "pass" and r["drift"] == [] for r in rows.values())
+    assert all(r["steps"]["revert"] == "ok" and r["steps"]["node-check"] == "ok"
+               for r in rows.values())
+    assert rows["1.0.128"]["profile"] == "1.0.128"
