@@ -1,0 +1,519 @@
+"""Pure-Python twin of the injected ``_aggressiveTextPrune`` (``patcher/snippets/text_prune.js``).
+
+The JavaScript snippet runs inside Claude Code on every API request; this module computes
+exactly the same result so the pruning can be simulated offline. ``tests/differential`` runs
+both on the same generated inputs and compares the results as parsed JSON.
+
+Input
+    The list the query loop is about to send: Claude Code message objects
+    ``{type, message: {role, content}, isMeta?, isCompactSummary?, uuid, ...}``. Only
+    ``type == "user"`` / ``"assistant"`` messages are looked at; ``content`` is a string or a
+    list of blocks (``text``, ``tool_use``, ``tool_result``, ``thinking``,
+    ``redacted_thinking``, ``image``, ``document``, anything else).
+
+Settings (:class:`PruneSettings`, read from the environment on every call)
+    A valid value is a string of 1 to 9 ASCII digits, nothing else (no trimming, no sign),
+    whose integer value is at least the minimum; anything else means the default.
+
+    - ``CLAUDE_TEXT_PRUNE_KEEP`` (default 4, min 1): most recent turns kept intact.
+    - ``CLAUDE_TEXT_PRUNE_THRESHOLD`` (default 20000, min 0): do nothing while the estimate of
+      the whole list is below this many tokens.
+    - ``CLAUDE_TEXT_PRUNE_MAX_CHARS`` (default 80, min 1): longest text (UTF-16 units) kept.
+    - ``CLAUDE_TEXT_PRUNE_STEP`` (default 4, min 1): the cutoff moves by this many turns.
+    - ``CLAUDE_TEXT_PRUNE_DISABLE``: exactly ``"1"`` turns pruning off.
+
+    ``CLAUDE_TEXT_PRUNE_DEBUG`` (the JavaScript side appends a JSON line per pruning call to
+    that file) is ignored here: this module does no I/O.
+
+Turns and cutoff
+    A turn starts at a message a person typed: ``type == "user"``, ``isMeta`` and
+    ``isCompactSummary`` not truthy (JavaScript truthiness, see :func:`js_truthy`), and a
+    ``message`` object whose ``content`` is a string or a list holding at least one block whose
+    type is not ``"tool_result"`` (an empty list, or a list of tool results only, does not
+    start a turn; a block that is not an object counts as "not a tool_result").
+    With ``n`` turn starts at indices ``starts``: ``P = n - KEEP``; ``P' = floor(P / STEP) *
+    STEP``; when ``P' <= 0`` nothing is pruned, else ``cutoff = starts[P']``. Messages before
+    ``cutoff`` are *older*; nothing at or after ``cutoff`` is ever touched.
+
+Token estimate (:func:`estimate_tokens`, Claude Code 2.x's rough count)
+    Sum over user/assistant messages with an object ``message``: string content ``round(len
+    / 4)``; list content per block: ``text`` ``round(len(text) / 4)``; ``thinking``
+    ``round(len(thinking) / 4)``; ``image``/``document`` 2000; ``tool_result`` its content
+    (string ``round(len / 4)``, list: text ``round(len / 4)``, image/document 2000, other 0;
+    anything else 0); any other block ``round(len(JSON.stringify(block)) / 4)``. Lengths are
+    UTF-16 code units, ``round`` is JavaScript's ``Math.round`` (``(L + 2) // 4``), a missing or
+    non-string text counts as length 0. Total ``ceil(sum * 1.3333333333333333)``.
+
+Pruning
+    Nothing happens when disabled, when ``P' <= 0``, when no older block qualifies, or when the
+    estimate of the whole input is below ``THRESHOLD``. Otherwise, in older user/assistant
+    messages that are neither meta nor compact summaries: every ``text`` block with a string
+    ``text`` longer than ``MAX_CHARS`` UTF-16 units gets ``text = cut(first line) +
+    "\\n[earlier context pruned]"`` (a new block, other fields copied). The first line ends at
+    the first ``"\\n"`` or ``"\\r"``; the cut keeps ``MAX_CHARS`` units, or ``MAX_CHARS - 1``
+    when that would split a surrogate pair. The string content of an older typed user message
+    (a turn start) is shortened the same way; assistant string content is not. A text whose
+    shortened form equals itself (already pruned) is left alone, so ``prune(prune(x)) ==
+    prune(x)`` and the second call returns its input object.
+
+Result
+    The input is never mutated. The same list object is returned when nothing changed;
+    otherwise a new list in which each changed message is a shallow copy with a new
+    ``message`` dict and a new ``content`` (list or string), and every untouched message and
+    block is the same object as in the input. Errors never escape: any exception returns the
+    input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MARKER",
+    "TOKEN_FACTOR",
+    "PruneOutcome",
+    "PruneSettings",
+    "estimate_tokens",
+    "find_cutoff",
+    "is_turn_start",
+    "js_json_stringify",
+    "js_truthy",
+    "message_tokens",
+    "prune",
+    "prune_detailed",
+    "pruned_text",
+    "turn_starts",
+    "utf16_len",
+]
+
+#: Appended to every shortened text.
+MARKER = "\n[earlier context pruned]"
+#: Claude Code's factor from the rough character count to the reported estimate.
+TOKEN_FACTOR = 1.3333333333333333
+
+ENV_KEEP = "CLAUDE_TEXT_PRUNE_KEEP"
+ENV_THRESHOLD = "CLAUDE_TEXT_PRUNE_THRESHOLD"
+ENV_MAX_CHARS = "CLAUDE_TEXT_PRUNE_MAX_CHARS"
+ENV_STEP = "CLAUDE_TEXT_PRUNE_STEP"
+ENV_DISABLE = "CLAUDE_TEXT_PRUNE_DISABLE"
+ENV_DEBUG = "CLAUDE_TEXT_PRUNE_DEBUG"
+
+_VALID_SETTING = re.compile(r"[0-9]{1,9}")  # used with fullmatch: no "$"-before-newline leniency
+
+
+# --------------------------------------------------------------------------- JavaScript helpers
+
+
+def utf16_len(s: str) -> int:
+    """JavaScript's ``s.length``: the number of UTF-16 code units.
+
+    Code points above U+FFFF count twice; lone surrogates (possible in strings from
+    ``json.loads``) count once.
+    """
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _utf16_units(s: str) -> bytes:
+    return s.encode("utf-16-le", "surrogatepass")
+
+
+def js_truthy(value: object) -> bool:
+    """JavaScript truthiness of a JSON value (``[]`` and ``{}`` are truthy, NaN is not)."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return value != 0
+    if isinstance(value, float):
+        return not (value == 0 or math.isnan(value))
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+_SURROGATES = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")
+_MAX_ARRAY_INDEX = 2**32 - 2
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    text = match.group()
+    if len(text) == 2:  # a well-formed pair written as two code points: one character in JS
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    return f"\\u{ord(text):04x}"
+
+
+def _js_quote(s: str) -> str:
+    # Python's escaping with ensure_ascii=False equals JSON.stringify's (\" \\ \b \f \n \r \t,
+    # other controls as lowercase \u00XX, everything else literal) except for surrogates.
+    quoted = json.dumps(s, ensure_ascii=False)
+    if _SURROGATES.search(quoted) is None:
+        return quoted
+    return _SURROGATES.sub(_escape_surrogate, quoted)
+
+
+def _js_number(value: float) -> str:
+    """ECMAScript ``Number::toString`` for a finite double (NaN and infinities are JSON null)."""
+    if math.isnan(value) or math.isinf(value):
+        return "null"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exp = repr(abs(value)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    if frac == "0":
+        frac = ""
+    digits = (whole + frac).lstrip("0")
+    # position of the decimal point relative to the start of `digits` (ECMAScript's n)
+    n = len(whole.lstrip("0")) if whole.strip("0") else -(len(frac) - len(frac.lstrip("0")))
+    n += int(exp or 0)
+    digits = digits.rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        esign = "+" if e >= 0 else "-"
+        head = digits if k == 1 else digits[0] + "." + digits[1:]
+        text = f"{head}e{esign}{abs(e)}"
+    return sign + text
+
+
+def _js_key_order(keys: list[str]) -> list[str]:
+    # OrdinaryOwnPropertyKeys: array indices ascending first, then the rest in insertion order.
+    indices = [k for k in keys if _ARRAY_INDEX.fullmatch(k) and int(k) <= _MAX_ARRAY_INDEX]
+    if not indices:
+        return keys
+    index_set = set(indices)
+    return sorted(indices, key=int) + [k for k in keys if k not in index_set]
+
+
+def js_json_stringify(obj: Any) -> str:
+    """``JSON.stringify(obj)`` for JSON data, byte for byte as node produces it.
+
+    Handles what ``json.loads`` can return (``dict``, ``list``, ``str``, ``int``, ``float``,
+    ``bool``, ``None``; tuples are arrays): no spaces, JavaScript key order (integer-like keys
+    first, ascending), JavaScript number formatting (integers beyond 2**53 as the double
+    ``JSON.parse`` would make of them), and lone surrogates escaped as ``\\udXXX`` (well-formed
+    ``JSON.stringify``). Raises ``TypeError`` for anything else.
+    """
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if isinstance(obj, str):
+        return _js_quote(obj)
+    if isinstance(obj, int):
+        if -(2**53) <= obj <= 2**53:
+            return str(obj)
+        try:
+            return _js_number(float(obj))
+        except OverflowError:
+            return "null"
+    if isinstance(obj, float):
+        return _js_number(obj)
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(js_json_stringify(item) for item in obj) + "]"
+    if isinstance(obj, dict):
+        keys = list(obj)
+        for key in keys:
+            if not isinstance(key, str):
+                raise TypeError(f"object key {key!r} is not a string")
+        return (
+            "{"
+            + ",".join(_js_quote(k) + ":" + js_json_stringify(obj[k]) for k in _js_key_order(keys))
+            + "}"
+        )
+    raise TypeError(f"not JSON data: {type(obj).__name__}")
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _setting(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name)
+    if not isinstance(raw, str) or _VALID_SETTING.fullmatch(raw) is None:
+        return default
+    value = int(raw)
+    return value if value >= minimum else default
+
+
+@dataclass(frozen=True)
+class PruneSettings:
+    """The settings of one call, as the snippet reads them from ``process.env``."""
+
+    keep: int = 4
+    threshold: int = 20000
+    max_chars: int = 80
+    step: int = 4
+    disabled: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PruneSettings:
+        """Read the ``CLAUDE_TEXT_PRUNE_*`` variables; invalid values fall back to defaults.
+
+        ``env`` defaults to ``os.environ``.
+        """
+        if env is None:
+            env = os.environ
+        return cls(
+            keep=_setting(env, ENV_KEEP, 4, 1),
+            threshold=_setting(env, ENV_THRESHOLD, 20000, 0),
+            max_chars=_setting(env, ENV_MAX_CHARS, 80, 1),
+            step=_setting(env, ENV_STEP, 4, 1),
+            disabled=env.get(ENV_DISABLE) == "1",
+        )
+
+
+# --------------------------------------------------------------------------- estimate
+
+
+def _type_of(block: object) -> object:
+    return block.get("type") if isinstance(block, dict) else None
+
+
+def _quarter_len(value: object) -> int:
+    """``Math.round(length / 4)`` of a string's UTF-16 length; non-strings count 0."""
+    if not isinstance(value, str):
+        return 0
+    return (utf16_len(value) + 2) // 4
+
+
+def _tool_result_tokens(content: object) -> int:
+    if isinstance(content, str):
+        return _quarter_len(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            total += _quarter_len(block.get("text"))
+        elif kind == "image" or kind == "document":
+            total += 2000
+    return total
+
+
+def _block_tokens(block: object) -> int:
+    if isinstance(block, dict):
+        kind = block.get("type")
+        if kind == "text":
+            return _quarter_len(block.get("text"))
+        if kind == "thinking":
+            return _quarter_len(block.get("thinking"))
+        if kind == "image" or kind == "document":
+            return 2000
+        if kind == "tool_result":
+            return _tool_result_tokens(block.get("content"))
+    return (utf16_len(js_json_stringify(block)) + 2) // 4
+
+
+def message_tokens(msg: object) -> int:
+    """The rough (unscaled) token count of one message; 0 for anything not user/assistant."""
+    if not isinstance(msg, dict) or msg.get("type") not in ("user", "assistant"):
+        return 0
+    message = msg.get("message")
+    if not isinstance(message, dict):
+        return 0
+    content = message.get("content")
+    if isinstance(content, str):
+        return _quarter_len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(_block_tokens(block) for block in content)
+
+
+def estimate_tokens(messages: Sequence[object]) -> int:
+    """Claude Code's rough token estimate of a message list: ``ceil(sum * 1.3333333333333333)``."""
+    total = sum(message_tokens(msg) for msg in messages)
+    return math.ceil(total * TOKEN_FACTOR)
+
+
+# --------------------------------------------------------------------------- turns
+
+
+def is_turn_start(msg: object) -> bool:
+    """Whether ``msg`` is a user message a person typed (see the module docstring)."""
+    if not isinstance(msg, dict) or msg.get("type") != "user":
+        return False
+    if js_truthy(msg.get("isMeta")) or js_truthy(msg.get("isCompactSummary")):
+        return False
+    message = msg.get("message")
+    if not isinstance(message, dict):
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        return True
+    if not isinstance(content, list):
+        return False
+    return any(_type_of(block) != "tool_result" for block in content)
+
+
+def turn_starts(messages: Sequence[object]) -> list[int]:
+    """Indices of the messages that start a turn."""
+    return [i for i, msg in enumerate(messages) if is_turn_start(msg)]
+
+
+def find_cutoff(starts: Sequence[int], keep: int, step: int) -> int | None:
+    """The index of the first message kept intact, or ``None`` when nothing may be pruned.
+
+    ``P = len(starts) - keep``; ``P' = floor(P / step) * step``; ``starts[P']`` if ``P' > 0``.
+    """
+    prunable = len(starts) - keep
+    if prunable <= 0:
+        return None
+    prunable = prunable // step * step
+    if prunable == 0:
+        return None
+    return starts[prunable]
+
+
+# --------------------------------------------------------------------------- pruning
+
+
+def pruned_text(text: str, max_chars: int) -> str:
+    """The shortened form of ``text``, or ``text`` itself when it is short enough.
+
+    Longer than ``max_chars`` UTF-16 units: the first line (up to the first ``"\\n"`` or
+    ``"\\r"``), cut to ``max_chars`` units (``max_chars - 1`` rather than splitting a surrogate
+    pair), plus :data:`MARKER`. A result equal to ``text`` returns ``text``.
+    """
+    if utf16_len(text) <= max_chars:
+        return text
+    ends = [i for i in (text.find("\n"), text.find("\r")) if i != -1]
+    first_line = text[: min(ends)] if ends else text
+    units = _utf16_units(first_line)
+    if len(units) // 2 > max_chars:
+        end = max_chars
+        high = int.from_bytes(units[2 * end - 2 : 2 * end], "little")
+        low = int.from_bytes(units[2 * end : 2 * end + 2], "little")
+        if 0xD800 <= high <= 0xDBFF and 0xDC00 <= low <= 0xDFFF:
+            end -= 1
+        first_line = units[: 2 * end].decode("utf-16-le", "surrogatepass")
+    result = first_line + MARKER
+    if result == text or (
+        len(text) <= 2 * len(result) and _utf16_units(result) == _utf16_units(text)
+    ):
+        return text
+    return result
+
+
+@dataclass(frozen=True)
+class PruneOutcome:
+    """What one call did (the Python side of the JavaScript debug line, minus the I/O).
+
+    ``reason`` is one of ``"disabled"``, ``"not-a-list"``, ``"few-turns"`` (``n <= KEEP``),
+    ``"step"`` (``P' == 0``), ``"nothing-to-prune"``, ``"below-threshold"``, ``"pruned"``,
+    ``"error"``. ``cutoff`` is ``None`` unless a cutoff was found; ``messages`` is the input
+    object itself unless ``reason == "pruned"``.
+    """
+
+    messages: list[Any]
+    reason: str
+    settings: PruneSettings | None = None
+    turns: int = 0
+    cutoff: int | None = None
+    messages_changed: int = 0
+    blocks_pruned: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return self.reason == "pruned"
+
+
+def prune_detailed(messages: list[Any], env: Mapping[str, str] | None = None) -> PruneOutcome:
+    """:func:`prune` with the bookkeeping: turns, cutoff, counts and why nothing happened."""
+    try:
+        return _prune(messages, PruneSettings.from_env(env))
+    except Exception:  # noqa: BLE001 - the snippet never throws; neither does its twin
+        return PruneOutcome(messages, "error")
+
+
+def prune(messages: list[Any], env: Mapping[str, str] | None = None) -> list[Any]:
+    """Exactly what ``_aggressiveTextPrune(messages)`` returns under ``env`` (default ``os.environ``).
+
+    The input is never mutated; the same list object comes back when nothing changed.
+    """
+    return prune_detailed(messages, env).messages
+
+
+def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
+    if not isinstance(messages, list):
+        return PruneOutcome(messages, "not-a-list", settings)
+    if settings.disabled:
+        return PruneOutcome(messages, "disabled", settings)
+    starts = turn_starts(messages)
+    turns = len(starts)
+    if turns <= settings.keep:
+        return PruneOutcome(messages, "few-turns", settings, turns)
+    cutoff = find_cutoff(starts, settings.keep, settings.step)
+    if cutoff is None:
+        return PruneOutcome(messages, "step", settings, turns)
+
+    out: list[Any] | None = None
+    blocks_pruned = 0
+    messages_changed = 0
+    for index in range(cutoff):
+        msg = messages[index]
+        if not isinstance(msg, dict) or msg.get("type") not in ("user", "assistant"):
+            continue
+        if js_truthy(msg.get("isMeta")) or js_truthy(msg.get("isCompactSummary")):
+            continue
+        message = msg.get("message")
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        new_content: str | list[Any] | None = None
+        if isinstance(content, str):
+            if msg["type"] != "user":  # assistant strings stay
+                continue
+            text = pruned_text(content, settings.max_chars)
+            if text is content:
+                continue
+            new_content = text
+            blocks_pruned += 1
+        elif isinstance(content, list):
+            copied: list[Any] | None = None
+            for b, block in enumerate(content):
+                if not isinstance(block, dict) or block.get("type") != "text":
+                    continue
+                old_text = block.get("text")
+                if not isinstance(old_text, str):
+                    continue
+                shortened = pruned_text(old_text, settings.max_chars)
+                if shortened is old_text:
+                    continue
+                if copied is None:
+                    copied = list(content)
+                copied[b] = {**block, "text": shortened}
+                blocks_pruned += 1
+            new_content = copied
+            if new_content is None:
+                continue
+        else:
+            continue
+        if out is None:
+            out = list(messages)
+        out[index] = {**msg, "message": {**message, "content": new_content}}
+        messages_changed += 1
+
+    if out is None:
+        return PruneOutcome(messages, "nothing-to-prune", settings, turns, cutoff)
+    if settings.threshold > 0 and estimate_tokens(messages) < settings.threshold:
+        return PruneOutcome(messages, "below-threshold", settings, turns, cutoff)
+    return PruneOutcome(out, "pruned", settings, turns, cutoff, messages_changed, blocks_pruned)

@@ -1,0 +1,651 @@
+"""Differential tests: the injected JavaScript against its Python twin, under node.
+
+node is the ground truth for JavaScript. Every generated case is run through
+``_aggressiveTextPrune`` (by ``harness.mjs``) and through ``engine.textprune.prune``; the
+results must be identical: the same ``JSON.stringify`` text, the same "returned the input
+itself" answer, and the JavaScript side must not mutate, throw or print, and must share every
+unchanged message and block.
+
+One node process serves a whole hypothesis run (``harness.mjs --serve``: one JSON document
+per line), so shrinking still works and the run stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import esprima
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.textprune import (
+    MARKER,
+    estimate_tokens,
+    js_json_stringify,
+    prune_detailed,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SNIPPET_PATH = ROOT / "patcher" / "snippets" / "text_prune.js"
+HARNESS = Path(__file__).resolve().with_name("harness.mjs")
+NODE = shutil.which("node")
+NODE_MISSING = "node not on PATH: differential tests need it"
+MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
+ENV_PREFIX = "CLAUDE_TEXT_PRUNE_"
+
+BEGIN_MARKER = re.compile(r"/\*ctxpatch:begin\b.*?\*/", re.DOTALL)
+END_MARKER = "/*ctxpatch:end*/"
+DECLARATION = "function _aggressiveTextPrune("
+
+
+# --------------------------------------------------------------------------- the JavaScript
+
+
+def load_snippet() -> str:
+    """The JavaScript under test (for now: the snippet file itself)."""
+    return SNIPPET_PATH.read_text(encoding="utf-8").strip()
+
+
+def load_snippet_from_patched(path: str | os.PathLike[str]) -> str:
+    """The ``_aggressiveTextPrune`` declaration as injected into a patched cli.js.
+
+    Looks inside the regions between ``/*ctxpatch:begin ...*/`` and ``/*ctxpatch:end*/`` for
+    the declaration and returns it, from ``function`` to its closing brace (found with
+    esprima's tokenizer, so braces in strings, regexes and comments do not confuse it).
+    Raises ``ValueError`` when there is no such region or declaration.
+    """
+    source = Path(path).read_text(encoding="utf-8")
+    position = 0
+    while True:
+        begin = BEGIN_MARKER.search(source, position)
+        if begin is None:
+            raise ValueError(f"{path}: no ctxpatch region holds {DECLARATION}...")
+        end = source.find(END_MARKER, begin.end())
+        if end == -1:
+            raise ValueError(f"{path}: ctxpatch region at offset {begin.start()} is not closed")
+        region = source[begin.end() : end]
+        start = region.find(DECLARATION)
+        if start != -1:
+            return _function_at(region[start:], path)
+        position = end + len(END_MARKER)
+
+
+def _function_at(text: str, path: object) -> str:
+    depth = 0
+    for token in esprima.tokenize(text, {"range": True, "tolerant": True}):
+        if token.type != "Punctuator":
+            continue
+        if token.value == "{":
+            depth += 1
+        elif token.value == "}":
+            depth -= 1
+            if depth == 0:
+                return text[: token.range[1]]
+    raise ValueError(f"{path}: unbalanced braces after {DECLARATION}...")
+
+
+def test_snippet_is_one_es2017_function_declaration() -> None:
+    source = load_snippet()
+    program = esprima.parseScript(source)  # ES2017 only: raises on ?. ?? {...x} catch {}
+    assert len(program.body) == 1
+    declaration = program.body[0]
+    assert declaration.type == "FunctionDeclaration"
+    assert declaration.id.name == "_aggressiveTextPrune"
+    assert [p.name for p in declaration.params] == ["messages"]
+    assert source.startswith("function _aggressiveTextPrune(messages) {")
+    assert source.endswith("}")
+    # shown to users and run on every request: no printing, no minified one-liners
+    assert "console." not in source and "process.stdout" not in source
+    assert max(len(line) for line in source.splitlines()) <= 100
+
+
+def test_load_snippet_from_patched(tmp_path: Path) -> None:
+    snippet = load_snippet()
+    patched = tmp_path / "cli.js"
+    patched.write_text(
+        "var a = 1; /*ctxpatch:begin call v1*/x = y;/*ctxpatch:end*/\n"
+        f"/*ctxpatch:begin snippet v1 sha=abc*/{snippet}/*ctxpatch:end*/\nfunction z() {{}}\n",
+        encoding="utf-8",
+    )
+    assert load_snippet_from_patched(patched) == snippet
+    (tmp_path / "plain.js").write_text("function _aggressiveTextPrune(m) { return m; }")
+    with pytest.raises(ValueError):
+        load_snippet_from_patched(tmp_path / "plain.js")
+
+
+# --------------------------------------------------------------------------- running node
+
+
+def require_node() -> str:
+    """node's path; a skip without node, but a failure on CI (where CI is set)."""
+    if NODE is None:
+        if "CI" in os.environ:
+            pytest.fail(NODE_MISSING)
+        pytest.skip(NODE_MISSING)
+    return NODE
+
+
+def run_once(cases: list[dict[str, Any]], snippet: str | None = None) -> list[dict[str, Any]]:
+    """One node process for a batch of cases (the harness's one-shot mode)."""
+    node = require_node()
+    document = json.dumps({"snippet": snippet or load_snippet(), "cases": cases})
+    done = subprocess.run(
+        [node, str(HARNESS)],
+        input=document.encode("ascii"),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    return json.loads(done.stdout.decode("utf-8"))["results"]
+
+
+class NodeServer:
+    """``node harness.mjs --serve``: one process, one JSON line per batch of cases."""
+
+    def __init__(self, node: str, snippet: str) -> None:
+        self.snippet = snippet
+        self.process = subprocess.Popen(
+            [node, str(HARNESS), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def run(self, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        line = json.dumps({"snippet": self.snippet, "cases": cases}) + "\n"
+        self.process.stdin.write(line.encode("ascii"))
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        assert answer, "node harness died: " + self.stderr()
+        document = json.loads(answer.decode("utf-8"))
+        assert "fatal" not in document, document.get("fatal")
+        return document["results"]
+
+    def stderr(self) -> str:
+        if self.process.poll() is None or self.process.stderr is None:
+            return ""
+        return self.process.stderr.read().decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture(scope="module")
+def node_server() -> Iterator[NodeServer]:
+    server = NodeServer(require_node(), load_snippet())
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.node
+def test_node_accepts_the_snippet_as_module_code() -> None:
+    done = subprocess.run(
+        [require_node(), "--input-type=module", "--check"],
+        input=load_snippet().encode("utf-8"),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def normalized(value: Any) -> Any:
+    """What the value becomes in JavaScript and back (surrogate pairs joined, etc.)."""
+    return json.loads(json.dumps(value))
+
+
+def canonical(value: Any) -> str:
+    """Order-insensitive, type-exact text of JSON data (True and 1 differ)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=True)
+
+
+def compare(case: dict[str, Any], result: dict[str, Any]) -> str:
+    """Assert node and Python agree on one case; returns Python's reason."""
+    messages = case["messages"]
+    environ = {k: v for k, v in case["env"].items() if k != ENV_PREFIX + "DEBUG"}
+    outcome = prune_detailed(messages, environ)
+    context = f"env={case['env']!r} reason={outcome.reason}"
+    assert outcome.reason != "error", context
+    assert not result["threw"], result["error"]
+    assert not result["wrote"], "the snippet wrote to stdout/stderr/console: " + context
+    assert not result["mutated"], "the snippet mutated its input: " + context
+    assert result["lengthKept"], context
+    assert result["sameWhenUnchanged"], "an unchanged result must be the input array: " + context
+    assert result["sharedUnchanged"], "unchanged messages/blocks must be shared: " + context
+    assert result["freshChanged"], "changed messages must be new objects: " + context
+    # the same data, as parsed JSON and byte for byte as JSON.stringify writes it
+    assert canonical(result["output"]) == canonical(outcome.messages), context
+    assert js_json_stringify(result["output"]) == js_json_stringify(outcome.messages), context
+    assert result["same"] == (outcome.messages is messages), context
+    return outcome.reason
+
+
+def user(content: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "user", "message": {"role": "user", "content": content}, **extra}
+
+
+def assistant(content: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"role": "assistant", "content": content}, **extra}
+
+
+def text(t: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "text", "text": t, **extra}
+
+
+EAGER = {
+    "CLAUDE_TEXT_PRUNE_KEEP": "1",
+    "CLAUDE_TEXT_PRUNE_STEP": "1",
+    "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
+    "CLAUDE_TEXT_PRUNE_MAX_CHARS": "10",
+}
+
+
+def fixed_cases() -> list[dict[str, Any]]:
+    long = "0123456789ABCDEF"
+    convo = [user(long + "\r\nmore"), assistant([text(long)]), user([text("x" * 40)])]
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": long}}
+    tool_result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [text(long)]}
+    varied = [
+        user("012345678😀 pair at the cut"),
+        assistant(
+            [
+                text("01234567😀9 fits"),
+                {"type": "thinking", "thinking": long, "signature": "s"},
+                tool_use,
+            ]
+        ),
+        user([tool_result]),
+        assistant(
+            [text("\ud83d lone high then text" * 3), {"type": "redacted_thinking", "data": long}]
+        ),
+        user(long, isMeta=[]),
+        user(long, isCompactSummary=True),
+        {"type": "system", "message": {"content": [text(long)]}},
+        user([{"type": "image", "source": {"type": "base64", "data": "AAAA"}}, text(long)]),
+        user([]),
+        assistant(long * 2),  # assistant string content stays
+        user("ab\rcdefghijklmnop"),  # a lone CR ends the first line too
+        user([{**tool_result, "content": [{"type": "document", "source": {}}, text("abcdef")]}]),
+        user("last"),
+    ]
+    cases = [
+        {"env": EAGER, "messages": convo},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_DISABLE": "1"}, "messages": convo},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_DISABLE": "true"}, "messages": convo},
+        {"env": {}, "messages": convo},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_KEEP": " 1"}, "messages": convo},
+        {"env": EAGER, "messages": varied},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_MAX_CHARS": "1"}, "messages": varied},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_STEP": "2"}, "messages": varied},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_STEP": "4"}, "messages": varied},  # P = 3 -> 0
+        {"env": EAGER, "messages": []},
+        {"env": EAGER, "messages": [None, 3, "x", [], {}, {"type": "user", "message": None}]},
+    ]
+    for case in list(cases[:1] + cases[5:6]):
+        est = estimate_tokens(normalized(case["messages"]))
+        for delta in (-1, 0, 1):
+            threshold = {"CLAUDE_TEXT_PRUNE_THRESHOLD": str(max(0, est + delta))}
+            cases.append({"env": {**case["env"], **threshold}, "messages": case["messages"]})
+    return normalized(cases)
+
+
+@pytest.mark.node
+def test_fixed_cases_one_shot() -> None:
+    cases = fixed_cases()
+    results = run_once(cases)
+    assert len(results) == len(cases)
+    reasons = Counter(compare(case, result) for case, result in zip(cases, results, strict=True))
+    assert reasons["pruned"] >= 6, reasons
+    assert {"disabled", "few-turns", "below-threshold", "step"} <= set(reasons), reasons
+    # the exact-boundary cases: prunes at the estimate, not one token above it
+    assert [r["same"] for r in results[-6:]] == [False, False, True, False, False, True]
+    # idempotent in JavaScript too: pruning a pruned result gives back that very array
+    again = [
+        {"env": case["env"], "messages": result["output"]}
+        for case, result in zip(cases, results, strict=True)
+        if not result["same"]
+    ]
+    assert again
+    for case, result in zip(again, run_once(again), strict=True):
+        assert compare(case, result) != "pruned"
+        assert result["same"]
+
+
+@pytest.mark.node
+def test_debug_line(tmp_path: Path) -> None:
+    log = tmp_path / "prune.jsonl"
+    convo = normalized(fixed_cases()[5]["messages"])
+    debug = {**EAGER, "CLAUDE_TEXT_PRUNE_DEBUG": str(log)}
+    cases = [
+        {"env": debug, "messages": convo},  # prunes: one line
+        {"env": {**debug, "CLAUDE_TEXT_PRUNE_THRESHOLD": "999999"}, "messages": convo},  # no line
+        {"env": {**debug, "CLAUDE_TEXT_PRUNE_DEBUG": ""}, "messages": convo},  # off: no line
+        {"env": {**debug, "CLAUDE_TEXT_PRUNE_DEBUG": str(tmp_path)}, "messages": convo},  # a dir
+        {
+            "env": {**debug, "CLAUDE_TEXT_PRUNE_DEBUG": str(tmp_path / "no" / "such")},
+            "messages": convo,
+        },
+    ]
+    results = run_once(cases)
+    for case, result in zip(cases, results, strict=True):
+        compare(case, result)  # a failing debug write changes nothing
+    assert [r["same"] for r in results] == [False, True, False, False, False]
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1
+    entry = json.loads(lines[0])
+    outcome = prune_detailed(convo, EAGER)
+    assert entry["turns"] == outcome.turns
+    assert entry["cutoff"] == outcome.cutoff
+    assert entry["blocksPruned"] == outcome.blocks_pruned
+    assert entry["messagesChanged"] == outcome.messages_changed
+    assert entry["tokensBefore"] == estimate_tokens(convo)
+    assert entry["tokensAfter"] == estimate_tokens(outcome.messages)
+    assert not (tmp_path / "no").exists()
+
+
+# --------------------------------------------------------------------------- generated cases
+
+# Crafted texts (cheap to draw): emoji and surrogate pairs around typical cut positions, lone
+# surrogates, CR/LF/CRLF first lines, characters JSON escapes, already pruned texts.
+PIECES = [
+    "",
+    " ",
+    "\n",
+    "\r",
+    "\r\n",
+    "\t",
+    "é",
+    "中",
+    "😀",
+    "👍🏽",
+    "🇫🇷",
+    "\ud83d",
+    "\ude00",
+    "\udbff",
+    '"',
+    "\\",
+    "\x00",
+    "\x1f",
+    "\x7f",
+    "\u2028",
+    "\ufeff",
+    "[earlier context pruned]",
+    MARKER,
+]
+TEXT_POOL = sorted(  # longest first: hypothesis favours the first elements
+    {
+        *PIECES,
+        *(
+            "a" * k + tail
+            for k in (0, 1, 2, 4, 7, 9, 19, 79)
+            for tail in ("😀😀😀", "\ud83dxyz", "\nz")
+        ),
+        *("a" * k for k in (1, 3, 5, 8, 10, 11, 20, 21, 40, 80, 81, 120)),
+        "😀" * 50,
+        "first line\r\nsecond line, which is long enough to be pruned",
+        "x" * 80 + "\n" + "y" * 30,
+        "\n" + "z" * 30,
+        "0123456789" + MARKER,
+        "a" * 80 + MARKER,
+    },
+    key=lambda t: (-len(t), t),
+)
+pool_text = st.sampled_from(TEXT_POOL)
+texts = st.one_of(
+    pool_text,
+    pool_text,
+    st.tuples(pool_text, pool_text, pool_text).map("".join),
+    st.text(max_size=6),
+)
+ids = st.sampled_from(["toolu_01", "toolu_02", "toolu_03"])
+keys = st.sampled_from(["command", "path", "description", "a", "ü", "😀", "x-y", "_"])
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(10**9), 10**9), texts),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(keys, inner, max_size=3)),
+    max_leaves=6,
+)
+text_blocks = st.one_of(
+    st.builds(text, texts),
+    st.builds(lambda t: {"type": "text", "text": t, "citations": None}, texts),
+    st.builds(lambda t: {"cache_control": {"type": "ephemeral"}, "text": t, "type": "text"}, texts),
+    st.sampled_from(
+        [
+            {"type": "text"},
+            {"type": "text", "text": None},
+            {"type": "text", "text": 7},
+            {"type": "text", "text": ["x" * 90]},
+        ]
+    ),
+)
+media = st.sampled_from(
+    [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}},
+    ]
+)
+tool_result = st.builds(
+    lambda i, c, e: {"type": "tool_result", "tool_use_id": i, "content": c, **e},
+    ids,
+    st.one_of(
+        texts,
+        st.lists(
+            st.one_of(text_blocks, media, st.just({"type": "mystery"}), st.none()), max_size=3
+        ),
+        st.none(),
+        st.just({"text": "not a list"}),
+    ),
+    st.sampled_from([{}, {"is_error": True}, {"is_error": False}]),
+)
+tool_use = st.builds(
+    lambda i, n, inp: {"type": "tool_use", "id": i, "name": n, "input": inp},
+    ids,
+    st.sampled_from(["Bash", "Read", "Edit"]),
+    json_values,
+)
+odd_blocks = st.one_of(
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "EqQB"}, texts),
+    st.just({"type": "thinking"}),
+    st.builds(lambda t: {"type": "redacted_thinking", "data": t}, texts),
+    st.builds(
+        lambda k, t: {"type": k, "text": t, "id": "srvtoolu_1"},
+        st.sampled_from(["server_tool_use", "web_search_tool_result", "mystery", "Text"]),
+        texts,
+    ),
+    st.sampled_from([None, 0, "a loose string", [], {}, {"type": None}, {"type": ["text"]}]),
+)
+user_blocks = st.lists(st.one_of(text_blocks, text_blocks, media, tool_result), max_size=4)
+assistant_blocks = st.lists(st.one_of(text_blocks, text_blocks, tool_use, odd_blocks), max_size=4)
+flag_values = st.sampled_from([True, False, None, 0, 1, "", "yes", [], {}])
+flags = st.one_of(
+    st.just({}),
+    st.just({}),
+    st.just({}),
+    st.builds(lambda v: {"isMeta": v}, flag_values),
+    st.builds(lambda v: {"isCompactSummary": v}, flag_values),
+)
+uuids = st.uuids().map(str)
+
+
+def _msg(kind: str, content: Any, flags: dict[str, Any], uuid: str) -> dict[str, Any]:
+    return {
+        "parentUuid": None,
+        "type": kind,
+        "message": {"role": "assistant" if kind == "assistant" else "user", "content": content},
+        **flags,
+        "uuid": uuid,
+    }
+
+
+typed_user = st.builds(
+    _msg,
+    st.just("user"),
+    st.one_of(texts, st.lists(st.one_of(text_blocks, media, tool_result), min_size=1, max_size=3)),
+    st.just({}),
+    uuids,
+)
+other_message = st.one_of(
+    st.builds(
+        _msg,
+        st.just("assistant"),
+        st.one_of(assistant_blocks, assistant_blocks, texts),
+        flags,
+        uuids,
+    ),
+    st.builds(_msg, st.just("user"), st.lists(tool_result, min_size=1, max_size=2), flags, uuids),
+    st.builds(_msg, st.just("user"), st.one_of(texts, user_blocks, st.just([])), flags, uuids),
+    st.builds(
+        _msg,
+        st.sampled_from(["system", "attachment", "progress"]),
+        st.one_of(texts, user_blocks),
+        flags,
+        uuids,
+    ),
+    st.sampled_from(
+        [
+            {"type": "user"},
+            {"type": "user", "message": None},
+            {"type": "assistant", "message": "text"},
+            {"type": "user", "message": {"content": None}},
+            {"type": "user", "message": {"content": 12}},
+            None,
+            "loose",
+        ]
+    ),
+)
+# conversations: a typed user message followed by a few others, repeated
+conversations = st.lists(
+    st.tuples(typed_user, st.lists(other_message, max_size=3)), min_size=5, max_size=12
+).map(lambda exchanges: [m for first, rest in exchanges for m in (first, *rest)])
+
+
+def setting(valid: list[str]) -> st.SearchStrategy[str | None]:
+    invalid = ["", "0", " 1", "1 ", "2\n", "+1", "-1", "1.0", "1e1", "0x2", "x", "٢", "1234567890"]
+    return st.one_of(*[st.sampled_from(valid)] * 4, st.none(), st.sampled_from(invalid))
+
+
+# weighted towards thresholds that let pruning happen (absent/invalid mean 20000: never here)
+THRESHOLD_WEIGHTS = ["absent", "invalid", "huge", "at+1"] + ["zero", "small", "at-1", "at"] * 3
+environments = st.fixed_dictionaries(
+    {
+        "KEEP": setting(["1", "1", "1", "2", "3", "4", "01", "12"]),
+        "STEP": setting(["1", "1", "1", "2", "3", "4"]),
+        "MAX_CHARS": setting(["5", "1", "2", "3", "8", "10", "20", "80"]),
+        "DISABLE": st.sampled_from([None] * 12 + ["1", "0", "true", " 1", ""]),
+        "threshold": st.sampled_from(THRESHOLD_WEIGHTS),
+        "small": st.integers(0, 100),
+    }
+)
+
+
+def make_cases(messages: list[Any], specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One conversation under several environments (a threshold mode picks THRESHOLD)."""
+    messages = normalized(messages)  # what JavaScript will see
+    estimate = estimate_tokens(messages)
+    cases = []
+    for spec in specs:
+        env = {ENV_PREFIX + k: v for k, v in spec.items() if k.isupper() and v is not None}
+        threshold = {
+            "absent": None,
+            "zero": "0",
+            "small": str(spec["small"]),
+            "invalid": " 0",
+            "at-1": str(max(0, estimate - 1)),
+            "at": str(estimate),
+            "at+1": str(estimate + 1),
+            "huge": "999999999",
+        }[spec["threshold"]]
+        if threshold is not None:
+            env[ENV_PREFIX + "THRESHOLD"] = threshold
+        cases.append({"env": env, "messages": messages, "mode": spec["threshold"]})
+    return cases
+
+
+cases_strategy = st.builds(
+    make_cases, conversations, st.lists(environments, min_size=4, max_size=8)
+)
+
+
+@pytest.mark.node
+def test_generated_cases_agree_with_node(node_server: NodeServer, tmp_path: Path) -> None:
+    reasons: Counter[str] = Counter()
+    boundary: Counter[str] = Counter()
+    checked_debug_lines = 0
+    log = tmp_path / "prune.jsonl"
+
+    @settings(
+        derandomize=True,
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(cases=cases_strategy, debug=st.booleans())
+    def run(cases: list[dict[str, Any]], debug: bool) -> None:
+        nonlocal checked_debug_lines
+        sent = [
+            {
+                "env": {**c["env"], **({ENV_PREFIX + "DEBUG": str(log)} if debug else {})},
+                "messages": c["messages"],
+            }
+            for c in cases
+        ]
+        log.write_text("", encoding="utf-8")
+        results = node_server.run(sent)
+        assert len(results) == len(cases)
+        pruned = []
+        for case, result in zip(cases, results, strict=True):
+            reason = compare(case, result)
+            reasons[reason] += 1
+            if case["mode"].startswith("at"):
+                boundary[f"{case['mode']}:{reason}"] += 1
+            if reason == "pruned":
+                pruned.append(case)
+        # the debug line of every pruning call: JavaScript's own estimate, before and after
+        lines = log.read_text(encoding="utf-8").splitlines()
+        assert len(lines) == (len(pruned) if debug else 0)
+        for case, line in zip(pruned if debug else [], lines, strict=True):
+            entry = json.loads(line)
+            outcome = prune_detailed(case["messages"], case["env"])
+            assert entry["tokensBefore"] == estimate_tokens(case["messages"])
+            assert entry["tokensAfter"] == estimate_tokens(outcome.messages)
+            assert (entry["turns"], entry["cutoff"], entry["blocksPruned"]) == (
+                outcome.turns,
+                outcome.cutoff,
+                outcome.blocks_pruned,
+            )
+            checked_debug_lines += 1
+
+    run()
+    total = sum(reasons.values())
+    # not vacuous: a good share prunes, and every gate is exercised
+    assert reasons["pruned"] >= 0.3 * total, reasons
+    for reason in ("disabled", "few-turns", "step", "nothing-to-prune", "below-threshold"):
+        assert reasons[reason] > 0, reasons
+    # the threshold gate right at JavaScript's estimate: prunes at it, not one above it
+    assert boundary["at:pruned"] > 0 and boundary["at-1:pruned"] > 0, boundary
+    assert boundary["at+1:below-threshold"] > 0 and boundary["at+1:pruned"] == 0, boundary
+    assert checked_debug_lines > 0

@@ -1,0 +1,739 @@
+"""Unit and property tests of engine.textprune (the Python twin of the injected snippet)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.textprune import (
+    MARKER,
+    PruneSettings,
+    estimate_tokens,
+    find_cutoff,
+    is_turn_start,
+    js_json_stringify,
+    js_truthy,
+    message_tokens,
+    prune,
+    prune_detailed,
+    pruned_text,
+    turn_starts,
+    utf16_len,
+)
+
+MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
+PROPERTY_SETTINGS = settings(
+    derandomize=True,
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# Prune everything it can: one turn kept, cutoff moves turn by turn, no threshold.
+EAGER = {
+    "CLAUDE_TEXT_PRUNE_KEEP": "1",
+    "CLAUDE_TEXT_PRUNE_STEP": "1",
+    "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
+    "CLAUDE_TEXT_PRUNE_MAX_CHARS": "10",
+}
+LONG = "0123456789abcdefghij"  # 20 units, longer than MAX_CHARS=10
+
+
+def env(**overrides: str) -> dict[str, str]:
+    out = dict(EAGER)
+    for key, value in overrides.items():
+        out["CLAUDE_TEXT_PRUNE_" + key.upper()] = value
+    return out
+
+
+def user(content: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "user", "message": {"role": "user", "content": content}, **extra}
+
+
+def assistant(content: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"role": "assistant", "content": content}, **extra}
+
+
+def text(t: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "text", "text": t, **extra}
+
+
+def tool_result(content: Any, tool_use_id: str = "toolu_1") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+
+
+def conversation(turns: int, body: str = LONG) -> list[dict[str, Any]]:
+    """`turns` typed user messages, each answered by an assistant text block."""
+    out: list[dict[str, Any]] = []
+    for i in range(turns):
+        out.append(user(f"question {i}: {body}", uuid=f"u{i}"))
+        out.append(assistant([text(f"answer {i}: {body}")], uuid=f"a{i}"))
+    return out
+
+
+def changed_indices(before: list[Any], after: list[Any]) -> list[int]:
+    return [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
+
+
+# --------------------------------------------------------------------------- JS helpers
+
+
+@pytest.mark.parametrize(
+    ("s", "units"),
+    [("", 0), ("abc", 3), ("é", 1), ("😀", 2), ("\ud83d", 1), ("\ud83d\ude00", 2), ("a😀b", 4)],
+)
+def test_utf16_len(s: str, units: int) -> None:
+    assert utf16_len(s) == units
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, "null"),
+        (True, "true"),
+        (1, "1"),
+        (1.0, "1"),
+        (-0.0, "0"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1.5e-7, "1.5e-7"),
+        (0.000001, "0.000001"),
+        (float("nan"), "null"),
+        (2**64, "18446744073709552000"),
+        ('a"\\\n\r\t\b\f\x00\x1f\x7f\u2028', '"a\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\x7f\u2028"'),
+        ("\ud800x\udfff", '"\\ud800x\\udfff"'),
+        ("😀\ud83d\ude00", '"😀😀"'),
+        ({"b": 1, "2": [], "a": {}, "10": None, "01": 0}, '{"2":[],"10":null,"b":1,"a":{},"01":0}'),
+        ([1, "x", [None]], '[1,"x",[null]]'),
+    ],
+)
+def test_js_json_stringify(value: Any, expected: str) -> None:
+    assert js_json_stringify(value) == expected
+
+
+def test_js_json_stringify_rejects_non_json() -> None:
+    with pytest.raises(TypeError):
+        js_json_stringify({1: 2})
+    with pytest.raises(TypeError):
+        js_json_stringify(object())
+
+
+@pytest.mark.parametrize(
+    ("value", "truthy"),
+    [
+        (None, False),
+        (False, False),
+        (0, False),
+        (0.0, False),
+        ("", False),
+        (float("nan"), False),
+        (True, True),
+        (1, True),
+        (-1, True),
+        ("0", True),
+        ("false", True),
+        ([], True),
+        ({}, True),
+    ],
+)
+def test_js_truthy(value: object, truthy: bool) -> None:
+    assert js_truthy(value) is truthy
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_settings_defaults() -> None:
+    s = PruneSettings.from_env({})
+    assert s == PruneSettings(keep=4, threshold=20000, max_chars=80, step=4, disabled=False)
+
+
+def test_settings_valid_values() -> None:
+    s = PruneSettings.from_env(
+        {
+            "CLAUDE_TEXT_PRUNE_KEEP": "000000007",
+            "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
+            "CLAUDE_TEXT_PRUNE_MAX_CHARS": "1",
+            "CLAUDE_TEXT_PRUNE_STEP": "999999999",
+            "CLAUDE_TEXT_PRUNE_DISABLE": "1",
+        }
+    )
+    assert s == PruneSettings(keep=7, threshold=0, max_chars=1, step=999999999, disabled=True)
+
+
+# no trimming, no sign, no decimals, ASCII digits only, at most 9 of them
+INVALID_NUMBERS = [
+    *("", " 5", "5 ", "5\n", "\n5", "+5", "-5", "5.0", "1e3", "0x5", "five"),
+    *("1234567890", "٥", "５", "5\x00"),
+]
+
+
+@pytest.mark.parametrize("raw", INVALID_NUMBERS)
+@pytest.mark.parametrize(
+    ("name", "default"),
+    [("KEEP", 4), ("THRESHOLD", 20000), ("MAX_CHARS", 80), ("STEP", 4)],
+)
+def test_invalid_settings_fall_back(raw: str, name: str, default: int) -> None:
+    s = PruneSettings.from_env({"CLAUDE_TEXT_PRUNE_" + name: raw})
+    assert getattr(s, name.lower()) == default
+
+
+@pytest.mark.parametrize(("name", "default"), [("KEEP", 4), ("MAX_CHARS", 80), ("STEP", 4)])
+def test_zero_is_below_the_minimum(name: str, default: int) -> None:
+    s = PruneSettings.from_env({"CLAUDE_TEXT_PRUNE_" + name: "0"})
+    assert getattr(s, name.lower()) == default
+
+
+@pytest.mark.parametrize("raw", ["0", "true", "yes", " 1", "1 ", "01", ""])
+def test_disable_needs_exactly_1(raw: str) -> None:
+    assert not PruneSettings.from_env({"CLAUDE_TEXT_PRUNE_DISABLE": raw}).disabled
+    msgs = conversation(3)
+    assert prune(msgs, env(disable=raw)) is not msgs
+
+
+def test_disable() -> None:
+    msgs = conversation(5)
+    assert prune(msgs, env(disable="1")) is msgs
+    assert prune_detailed(msgs, env(disable="1")).reason == "disabled"
+
+
+def test_env_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("CLAUDE_TEXT_PRUNE_"):
+            monkeypatch.delenv(key)
+    msgs = conversation(3)
+    assert prune(msgs) is msgs  # defaults: KEEP=4, threshold 20000
+    for key, value in EAGER.items():
+        monkeypatch.setenv(key, value)
+    assert prune(msgs) is not msgs
+    monkeypatch.setenv("CLAUDE_TEXT_PRUNE_DISABLE", "1")
+    assert prune(msgs) is msgs
+
+
+def test_debug_is_ignored(tmp_path: Any) -> None:
+    msgs = conversation(3)
+    log = tmp_path / "debug.jsonl"
+    assert prune(msgs, {**EAGER, "CLAUDE_TEXT_PRUNE_DEBUG": str(log)}) == prune(msgs, EAGER)
+    assert not log.exists()
+
+
+# --------------------------------------------------------------------------- turns
+
+
+@pytest.mark.parametrize(
+    ("msg", "starts"),
+    [
+        (user("hi"), True),
+        (user(""), True),
+        (user([text("hi")]), True),
+        (user([{"type": "image", "source": {}}]), True),
+        (user([tool_result("out"), text("and a remark")]), True),
+        (user([None]), True),  # a non-object block is not a tool_result
+        (user([]), False),
+        (user([tool_result("out")]), False),
+        (user([tool_result("out"), tool_result("more", "toolu_2")]), False),
+        (user(None), False),
+        (user(42), False),
+        ({"type": "user"}, False),
+        ({"type": "user", "message": None}, False),
+        ({"type": "user", "message": ["hi"]}, False),
+        (assistant("hi"), False),
+        (assistant([text("hi")]), False),
+        ({"type": "system", "message": {"content": "hi"}}, False),
+        (user("hi", isMeta=True), False),
+        (user("hi", isMeta=1), False),
+        (user("hi", isMeta="yes"), False),
+        (user("hi", isMeta=[]), False),  # truthy in JavaScript
+        (user("hi", isMeta={}), False),
+        (user("hi", isMeta=False), True),
+        (user("hi", isMeta=0), True),
+        (user("hi", isMeta=""), True),
+        (user("hi", isMeta=None), True),
+        (user("hi", isCompactSummary=True), False),
+        (user([text("summary")], isCompactSummary=True), False),
+        (user("hi", isCompactSummary=False), True),
+        ("not a message", False),
+        (None, False),
+    ],
+)
+def test_turn_start(msg: Any, starts: bool) -> None:
+    assert is_turn_start(msg) is starts
+
+
+def test_tool_result_carriers_do_not_start_turns() -> None:
+    msgs = [
+        user("do it"),  # 0: turn
+        assistant([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]),
+        user([tool_result("done")]),  # carrier
+        assistant([text("ok")]),
+        user("next", isMeta=True),  # meta
+        user("again"),  # 5: turn
+        user([]),  # empty
+        user("summary", isCompactSummary=True),
+        user([text("last")]),  # 8: turn
+    ]
+    assert turn_starts(msgs) == [0, 5, 8]
+
+
+# --------------------------------------------------------------------------- cutoff / STEP
+
+
+@pytest.mark.parametrize(
+    ("n", "keep", "step", "expected"),
+    [
+        (4, 4, 4, None),  # P = 0
+        (3, 4, 4, None),  # P < 0
+        (7, 4, 4, None),  # P = 3 -> P' = 0
+        (8, 4, 4, 4),  # P = 4 -> P' = 4
+        (11, 4, 4, 4),  # P = 7 -> P' = 4: 7 turns kept
+        (12, 4, 4, 8),  # P = 8 -> P' = 8: the cutoff jumps by STEP turns
+        (7, 2, 3, 3),  # P = 5 -> P' = 3
+        (5, 4, 1, 1),  # STEP=1: the KEEP-th last turn start
+        (10, 1, 1, 9),
+        (10, 1, 20, None),
+    ],
+)
+def test_find_cutoff(n: int, keep: int, step: int, expected: int | None) -> None:
+    starts = [10 * i + 3 for i in range(n)]  # turn start positions are not their ordinals
+    cutoff = find_cutoff(starts, keep, step)
+    assert cutoff == (None if expected is None else starts[expected])
+
+
+@pytest.mark.parametrize(
+    ("turns", "keep", "step", "pruned_turns"),
+    [(8, 4, 4, 4), (9, 4, 4, 4), (11, 4, 4, 4), (12, 4, 4, 8), (7, 4, 4, 0), (5, 2, 1, 3)],
+)
+def test_step_moves_the_cutoff(turns: int, keep: int, step: int, pruned_turns: int) -> None:
+    msgs = conversation(turns)
+    outcome = prune_detailed(msgs, env(keep=str(keep), step=str(step)))
+    # each turn is two messages and both are long enough to prune
+    assert changed_indices(msgs, outcome.messages) == list(range(2 * pruned_turns))
+    if pruned_turns:
+        assert outcome.reason == "pruned"
+        assert outcome.cutoff == 2 * pruned_turns
+        assert outcome.turns == turns
+        assert outcome.blocks_pruned == outcome.messages_changed == 2 * pruned_turns
+    else:
+        assert outcome.messages is msgs
+        assert outcome.reason == "step"
+
+
+def test_few_turns() -> None:
+    msgs = conversation(1)
+    assert prune_detailed(msgs, env()).reason == "few-turns"
+    assert prune(msgs, env()) is msgs
+    assert prune([], env()) == []
+
+
+# --------------------------------------------------------------------------- threshold
+
+
+def test_threshold_boundary() -> None:
+    msgs = conversation(3)
+    est = estimate_tokens(msgs)
+    assert est > 0
+    at = prune_detailed(msgs, env(threshold=str(est)))
+    assert at.reason == "pruned"
+    above = prune_detailed(msgs, env(threshold=str(est + 1)))
+    assert above.reason == "below-threshold"
+    assert above.messages is msgs
+    assert prune(msgs, env(threshold="0")) is not msgs
+
+
+def test_default_threshold_gates_small_conversations() -> None:
+    msgs = conversation(10)
+    assert estimate_tokens(msgs) < 20000
+    assert prune(msgs, {"CLAUDE_TEXT_PRUNE_KEEP": "1", "CLAUDE_TEXT_PRUNE_STEP": "1"}) is msgs
+    big = conversation(10, body="x" * 8000)
+    assert estimate_tokens(big) >= 20000
+    assert prune(big, {"CLAUDE_TEXT_PRUNE_KEEP": "1", "CLAUDE_TEXT_PRUNE_STEP": "1"}) is not big
+
+
+# --------------------------------------------------------------------------- estimate
+
+
+@pytest.mark.parametrize(
+    ("content", "rough"),
+    [
+        ("", 0),
+        ("a", 0),  # round(0.25)
+        ("ab", 1),  # round(0.5) rounds up
+        ("abcdef", 2),  # round(1.5)
+        ("abcdefghij", 3),  # round(2.5)
+        ("😀😀😀", 2),  # 6 UTF-16 units
+        ([text("ab"), text("ab")], 2),  # rounded per block
+        ([text("abcdef"), {"type": "text"}, {"type": "text", "text": 7}], 2),
+        ([{"type": "image", "source": {"data": "x" * 9999}}], 2000),
+        ([{"type": "document", "source": {}}], 2000),
+        ([{"type": "thinking", "thinking": "abcdefgh", "signature": "s" * 400}], 2),
+        ([{"type": "thinking"}], 0),
+        ([tool_result("abcdefgh")], 2),
+        (
+            [
+                tool_result(
+                    [text("abcdefgh"), {"type": "image"}, {"type": "mystery", "x": "y" * 99}]
+                )
+            ],
+            2002,
+        ),
+        ([tool_result(None)], 0),
+        ([tool_result({"text": "abcdefgh"})], 0),
+        ([{"type": "tool_result"}], 0),
+        # anything else: its JSON.stringify length
+        ([{"type": "tool_use", "id": "t", "name": "B", "input": {}}], 13),  # 50 chars
+        ([{"type": "redacted_thinking", "data": "abc"}], 10),  # 41 chars
+        ([{"type": "mystery"}], 5),  # 18 chars
+        ([None], 1),  # "null"
+        (["abcdef"], 2),  # '"abcdef"'
+        ([{"type": "tool_use", "input": {"k": "\ud800"}}], 11),  # 42: lone surrogate -> \ud800
+        (None, 0),
+        (7, 0),
+    ],
+)
+def test_message_tokens(content: Any, rough: int) -> None:
+    assert message_tokens(user(content)) == rough
+    assert message_tokens(assistant(content)) == rough
+
+
+def test_json_length_of_blocks() -> None:
+    block = {"type": "tool_use", "id": "t", "name": "B", "input": {}}
+    assert len(js_json_stringify(block)) == 50
+    assert len(js_json_stringify({"type": "redacted_thinking", "data": "abc"})) == 41
+    assert len(js_json_stringify({"type": "tool_use", "input": {"k": "\ud800"}})) == 42
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        {"type": "system", "message": {"content": "x" * 400}},
+        {"type": "attachment", "message": {"content": [text("x" * 400)]}},
+        {"type": "user", "message": None},
+        {"type": "user"},
+        {"type": "assistant", "message": "x" * 400},
+        None,
+        "x" * 400,
+    ],
+)
+def test_messages_that_count_nothing(msg: Any) -> None:
+    assert message_tokens(msg) == 0
+
+
+@pytest.mark.parametrize(("rough", "total"), [(0, 0), (1, 2), (3, 4), (6, 8), (4, 6)])
+def test_estimate_scaling(rough: int, total: int) -> None:
+    # 3 * 1.3333333333333333 == 3.9999999999999996 -> 4; 6 * ... == 8.0 exactly
+    assert estimate_tokens([user("x" * (4 * rough))]) == total
+
+
+def test_estimate_counts_meta_and_summaries() -> None:
+    msgs = [user("x" * 40, isMeta=True), user("x" * 40, isCompactSummary=True)]
+    assert estimate_tokens(msgs) == 27  # ceil(20 * 4/3)
+
+
+# --------------------------------------------------------------------------- the cut
+
+
+@pytest.mark.parametrize(
+    ("original", "max_chars", "expected"),
+    [
+        ("short", 10, "short"),
+        ("exactly10!", 10, "exactly10!"),
+        ("0123456789X", 10, "0123456789" + MARKER),
+        ("first\nsecond line that is long", 10, "first" + MARKER),
+        ("first\r\nsecond line that is long", 10, "first" + MARKER),
+        ("first\rsecond line that is long", 10, "first" + MARKER),
+        ("a\r\nb\nc", 4, "a" + MARKER),
+        ("\nleading newline", 5, MARKER),
+        ("0123456789\nrest", 10, "0123456789" + MARKER),  # first line exactly MAX_CHARS
+        ("0123456789ABCDEF\nrest", 10, "0123456789" + MARKER),
+        # surrogate pairs: never split
+        ("012345678😀xyz", 10, "012345678" + MARKER),
+        ("01234567😀xyz", 10, "01234567😀" + MARKER),
+        ("012345678\ud83d\ude00xyz", 10, "012345678" + MARKER),  # pair as two code points
+        ("😀😀😀😀😀😀", 5, "😀😀" + MARKER),
+        ("😀😀", 1, MARKER),
+        # lone surrogates are single units
+        ("012345678" + chr(0xD83D) + "xyz", 10, "012345678" + chr(0xD83D) + MARKER),
+        ("012345678" + chr(0xDE00) + "xyz", 10, "012345678" + chr(0xDE00) + MARKER),
+        ("0123456789" + chr(0xDE00) + "xyz", 10, "0123456789" + MARKER),
+    ],
+)
+def test_pruned_text(original: str, max_chars: int, expected: str) -> None:
+    assert pruned_text(original, max_chars) == expected
+    again = pruned_text(expected, max_chars)
+    assert again == expected
+
+
+def test_pruned_text_returns_the_same_object_when_already_pruned() -> None:
+    once = pruned_text("0123456789ABCDEF\nrest", 10)
+    assert pruned_text(once, 10) is once
+
+
+# --------------------------------------------------------------------------- pruning
+
+
+def test_what_is_pruned_and_what_is_not() -> None:
+    long = "L" * 30
+    old = [
+        user(long + "\nmore", uuid="typed"),  # 0 string content of a typed user message
+        assistant(long),  # 1 assistant string: untouched
+        assistant(
+            [
+                text(long, citations=None),
+                {"type": "thinking", "thinking": long, "signature": "sig"},
+                {"type": "redacted_thinking", "data": long},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": long}},
+                {"type": "text", "text": 12345678901234},  # not a string
+                {"type": "text"},
+                text("short"),
+            ]
+        ),  # 2
+        user(
+            [
+                tool_result(long),
+                tool_result([text(long)]),
+                {"type": "image", "source": {"data": long}},
+                {"type": "document", "source": {"data": long}},
+                {"type": "mystery", "text": long},
+                text(long),
+            ]
+        ),  # 3 (a turn: it has non-tool_result blocks)
+        user(long, isMeta=True),  # 4
+        user([text(long)], isMeta=True),  # 5
+        user(long, isCompactSummary=True),  # 6
+        assistant([text(long)], isCompactSummary=True),  # 7
+        {"type": "system", "message": {"content": [text(long)]}, "content": long},  # 8
+        {"type": "attachment", "message": {"content": long}},  # 9
+        {"type": "user", "message": {"content": [text(long)]}, "isMeta": []},  # 10 [] is truthy
+    ]
+    recent = [user(long, uuid="recent"), assistant([text(long)])]
+    msgs = old + recent
+    snapshot = copy.deepcopy(msgs)
+    out = prune(msgs, env(max_chars="10"))
+    assert msgs == snapshot
+    assert changed_indices(msgs, out) == [0, 2, 3]
+    cut = "L" * 10 + MARKER
+    assert out[0] == {**msgs[0], "message": {"role": "user", "content": cut}}
+    assert out[2]["message"]["content"][0] == {"type": "text", "text": cut, "citations": None}
+    assert out[2]["message"]["content"][1:] == msgs[2]["message"]["content"][1:]
+    assert all(
+        a is b for a, b in zip(out[2]["message"]["content"][1:], msgs[2]["message"]["content"][1:])
+    )
+    assert out[3]["message"]["content"][-1] == text(cut)
+    assert all(
+        a is b
+        for a, b in zip(out[3]["message"]["content"][:-1], msgs[3]["message"]["content"][:-1])
+    )
+    # new objects all the way down for changed messages
+    for i in (0, 2, 3):
+        assert out[i] is not msgs[i]
+        assert out[i]["message"] is not msgs[i]["message"]
+        assert {k: v for k, v in out[i].items() if k != "message"} == {
+            k: v for k, v in msgs[i].items() if k != "message"
+        }
+
+
+def test_key_order_of_new_objects_follows_the_input() -> None:
+    msgs = [
+        {
+            "uuid": "1",
+            "message": {"content": [{"text": "x" * 20, "type": "text", "z": 1}]},
+            "type": "user",
+        },
+        user("next"),
+    ]
+    out = prune(msgs, env())
+    assert list(out[0]) == ["uuid", "message", "type"]
+    assert list(out[0]["message"]["content"][0]) == ["text", "type", "z"]
+
+
+def test_nothing_qualifies_returns_the_input() -> None:
+    msgs = conversation(6, body="")
+    outcome = prune_detailed(msgs, env(max_chars="80"))
+    assert outcome.reason == "nothing-to-prune"
+    assert outcome.messages is msgs
+
+
+def test_idempotent_with_first_line_exactly_max_chars() -> None:
+    msgs = [user("A" * 10 + "\n" + "B" * 50), assistant([text("C" * 10 + "\r\nD")]), user("go")]
+    once = prune(msgs, env(max_chars="10"))
+    assert once[0]["message"]["content"] == "A" * 10 + MARKER
+    assert once[1]["message"]["content"][0]["text"] == "C" * 10 + MARKER
+    assert prune(once, env(max_chars="10")) is once
+
+
+def test_never_throws() -> None:
+    weird: list[Any] = [
+        None,
+        1,
+        "x",
+        [],
+        {},
+        {"type": "user", "message": {"content": [None, 1, []]}},
+    ]
+    assert prune(weird, env()) is weird
+    not_a_list: Any = "messages"
+    assert prune(not_a_list, env()) is not_a_list
+    assert prune_detailed(not_a_list, env()).reason == "not-a-list"
+    cyclic: dict[str, Any] = {"type": "tool_use"}
+    cyclic["input"] = cyclic
+    msgs = [user([text("x" * 50)]), assistant([cyclic]), user("b")]
+    assert prune(msgs, env(threshold="5")) is msgs  # the estimate fails: input comes back
+    assert prune_detailed(msgs, env(threshold="5")).reason == "error"
+
+
+# --------------------------------------------------------------------------- properties
+
+PIECES = ["\n", "\r", "\r\n", "😀", "\ud83d", "\ude00", "é", " ", "ab", "[earlier context pruned]"]
+texts = st.lists(
+    st.one_of(
+        st.sampled_from(PIECES), st.integers(1, 40).map(lambda k: "x" * k), st.text(max_size=3)
+    ),
+    max_size=6,
+).map("".join)
+flags = st.one_of(
+    st.just(None),
+    st.just(None),
+    st.just(None),
+    st.sampled_from([True, False, 0, 1, "", "y", [], {}]),
+)
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), texts)
+block = st.one_of(
+    st.builds(text, texts),
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, texts),
+    st.builds(lambda t: {"type": "redacted_thinking", "data": t}, texts),
+    st.builds(lambda t: {"type": "tool_use", "id": "t", "name": "n", "input": {"c": t}}, texts),
+    st.builds(tool_result, st.one_of(texts, st.lists(st.builds(text, texts), max_size=2))),
+    st.just({"type": "image", "source": {"type": "base64", "data": "AAAA"}}),
+    st.just({"type": "document", "source": {"type": "text", "data": "x"}}),
+    st.builds(lambda t: {"type": "mystery", "text": t}, texts),
+    json_leaf,
+)
+
+
+def _message(kind: str, content: Any, meta: Any, summary: Any) -> dict[str, Any]:
+    msg: dict[str, Any] = {"type": kind, "message": {"role": kind, "content": content}}
+    if meta is not None:
+        msg["isMeta"] = meta
+    if summary is not None:
+        msg["isCompactSummary"] = summary
+    return msg
+
+
+any_message = st.builds(
+    _message,
+    st.sampled_from(["user", "user", "assistant", "assistant", "system"]),
+    st.one_of(texts, st.lists(block, max_size=4), st.lists(block, max_size=4), st.none()),
+    flags,
+    flags,
+)
+# a message a person typed (flags, carriers and all the odd shapes come from any_message)
+typed_user = st.builds(
+    _message,
+    st.just("user"),
+    st.one_of(texts, texts, st.lists(block, min_size=1, max_size=3)),
+    st.none(),
+    st.none(),
+)
+# exchanges: a (usually) typed user message followed by a few arbitrary messages
+messages_st = st.lists(
+    st.tuples(typed_user, st.lists(any_message, max_size=2)), min_size=2, max_size=7
+).map(lambda exchanges: [m for first, rest in exchanges for m in (first, *rest)])
+env_st = st.fixed_dictionaries(
+    {
+        "CLAUDE_TEXT_PRUNE_KEEP": st.sampled_from(["1", "1", "2", "2", "3", "0", "x"]),
+        "CLAUDE_TEXT_PRUNE_STEP": st.sampled_from(["1", "1", "2", "3", "0"]),
+        "CLAUDE_TEXT_PRUNE_MAX_CHARS": st.sampled_from(["1", "2", "5", "5", "10", "0"]),
+        "CLAUDE_TEXT_PRUNE_THRESHOLD": st.sampled_from(["0", "10", "100", "500"]),
+    }
+)
+
+
+def test_property_strategies_actually_prune() -> None:
+    """Guard against vacuous properties: a good share of generated inputs must prune."""
+    reasons: Counter[str] = Counter()
+
+    @settings(
+        derandomize=True,
+        max_examples=max(MAX_EXAMPLES, 100),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(messages_st, env_st)
+    def run(msgs: list[Any], environ: dict[str, str]) -> None:
+        reasons[prune_detailed(msgs, environ).reason] += 1
+
+    run()
+    total = sum(reasons.values())
+    assert reasons["pruned"] >= 0.25 * total, reasons
+    assert reasons["error"] == 0, reasons
+
+
+UNTOUCHED_TYPES = {"thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document"}
+
+
+@PROPERTY_SETTINGS
+@given(messages_st, env_st)
+def test_property_no_mutation_and_identity(msgs: list[Any], environ: dict[str, str]) -> None:
+    snapshot = copy.deepcopy(msgs)
+    outcome = prune_detailed(msgs, environ)
+    out = outcome.messages
+    assert msgs == snapshot
+    assert outcome.reason != "error"
+    assert len(out) == len(msgs)
+    if out is msgs:
+        return
+    assert outcome.reason == "pruned"
+    assert outcome.cutoff is not None
+    for i, (a, b) in enumerate(zip(msgs, out, strict=True)):
+        if i >= outcome.cutoff:
+            assert a is b  # messages at or after the cutoff are shared untouched
+        if a is b:
+            continue
+        assert a["type"] in ("user", "assistant")
+        assert not js_truthy(a.get("isMeta")) and not js_truthy(a.get("isCompactSummary"))
+        old, new = a["message"]["content"], b["message"]["content"]
+        if isinstance(old, str):
+            assert a["type"] == "user" and new.endswith(MARKER)
+            continue
+        assert len(old) == len(new)
+        for x, y in zip(old, new, strict=True):
+            if x is not y:
+                assert x["type"] == "text" and y["text"].endswith(MARKER)
+                assert {k: v for k, v in x.items() if k != "text"} == {
+                    k: v for k, v in y.items() if k != "text"
+                }
+    json.dumps(out)  # still plain JSON data
+
+
+@PROPERTY_SETTINGS
+@given(messages_st, env_st)
+def test_property_idempotent(msgs: list[Any], environ: dict[str, str]) -> None:
+    once = prune(msgs, environ)
+    twice = prune(once, environ)
+    assert twice == once
+    assert twice is once
+
+
+@PROPERTY_SETTINGS
+@given(messages_st, env_st)
+def test_property_untouched_block_types(msgs: list[Any], environ: dict[str, str]) -> None:
+    out = prune(msgs, environ)
+    max_chars = PruneSettings.from_env(environ).max_chars
+    for a, b in zip(msgs, out, strict=True):
+        if a is b or not isinstance(a["message"]["content"], list):
+            continue
+        for x, y in zip(a["message"]["content"], b["message"]["content"], strict=True):
+            kind = x.get("type") if isinstance(x, dict) else None
+            if kind != "text":
+                assert x is y
+            if kind in UNTOUCHED_TYPES:
+                assert x is y
+            if x is not y:
+                assert utf16_len(y["text"]) <= max_chars + len(MARKER)
