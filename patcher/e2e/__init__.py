@@ -1,0 +1,14 @@
+"""End-to-end harness: the real ``cli.js`` against a loopback mock of the Messages API.
+
+* :mod:`patcher.e2e.mock`: ``POST /v1/messages`` on 127.0.0.1 (SSE and plain JSON), scripted
+  replies and usage, a request log, request classification (main loop / compaction / side).
+* :mod:`patcher.e2e.sandbox`: a throwaway ``HOME``/``TMPDIR``/project folder, a copy of
+  ``cli.js``, the environment that stops every other kind of traffic and a node preload that
+  makes any non-loopback connection fail at once.
+* :mod:`patcher.e2e.session`: writes session transcripts that ``--resume`` loads.
+* :mod:`patcher.e2e.predict`: what the engine says the main-loop request must carry, and a
+  byte-for-byte comparison that names the first differing message and block.
+* :mod:`patcher.e2e.verify`: ``ctxpatch verify`` (proof on the user's own install).
+
+Nothing here touches the network beyond 127.0.0.1, nor the user's real ``~/.claude``.
+"""

@@ -1,0 +1,100 @@
+"""Generated sessions that make the compaction mechanisms (and the text prune) fire on purpose.
+
+:func:`rounds_session`: one prompt then ``n`` Read/Bash rounds of ``result_chars`` each, then a
+short reply: the classic micro-compaction probe (e2e.md §6).
+
+:func:`turns_session`: ``turns`` typed prompts, each followed by assistant text, tool rounds and a
+long multi-line reply: what the text prune works on (turn boundaries, STEP, untouched blocks).
+Prompts alternate between string content and a list of text blocks, and some texts are short
+enough (<= MAX_CHARS) to stay untouched, so every branch of the prune is visible in a request.
+"""
+
+from __future__ import annotations
+
+from patcher.e2e.session import SessionWriter, filler
+
+LONG_PROMPT = (
+    "Turn {t}: please look at module m{t} and explain what it does in detail.\n"
+    "Context for turn {t}: " + "the quick brown fox jumps over the lazy dog " * 4
+)
+SHORT_PROMPT = "ok, go on ({t})"
+LONG_REPLY = (
+    "Summary of step {t}: the module m{t} reads its configuration, validates it and "
+    "starts the workers.\n" + "Detail line for the reader. " * 12
+)
+SHORT_REPLY = "Done ({t})."
+
+
+def rounds_session(
+    cwd: str,
+    n: int = 20,
+    result_chars: int = 16000,
+    last_usage: int = 135000,
+    seed: int = 1,
+    version: str = "2.0.76",
+    model: str | None = None,
+    sizes: list[int] | None = None,
+) -> SessionWriter:
+    """A prompt, ``n`` tool rounds (Read/Bash alternating), a reply with ``last_usage``."""
+    s = SessionWriter(cwd=cwd, seed=seed, version=version, **({"model": model} if model else {}))
+    s.prompt("Please investigate the repository.")
+    for i in range(n):
+        size = sizes[i] if sizes else result_chars
+        if i % 2 == 0:
+            s.tool_round(
+                "Read",
+                {"file_path": f"{cwd}/src/f{i}.py"},
+                filler(size, f"r{i}"),
+                usage_total=7000 + 100 * i,
+            )
+        else:
+            s.tool_round(
+                "Bash",
+                {"command": f"cat src/f{i}.py", "description": "show file"},
+                filler(size, f"r{i}"),
+                usage_total=7000 + 100 * i,
+            )
+    s.reply("Ready for the next step.", usage_total=last_usage)
+    return s
+
+
+def turns_session(
+    cwd: str,
+    turns: int = 9,
+    tools_per_turn: int = 2,
+    result_chars: int = 16000,
+    last_usage: int = 60000,
+    seed: int = 2,
+    version: str = "2.0.76",
+    model: str | None = None,
+) -> SessionWriter:
+    """``turns`` typed prompts with text, tool rounds and replies (see the module docstring)."""
+    s = SessionWriter(cwd=cwd, seed=seed, version=version, **({"model": model} if model else {}))
+    for t in range(turns):
+        if t % 3 == 2:
+            s.prompt(SHORT_PROMPT.format(t=t))
+        elif t % 2 == 1:
+            s.prompt([{"type": "text", "text": LONG_PROMPT.format(t=t)}])
+        else:
+            s.prompt(LONG_PROMPT.format(t=t))
+        for k in range(tools_per_turn):
+            text = (
+                (
+                    f"Let me read part {k} of m{t}.\nI will then summarise it for you in "
+                    "the reply that follows this tool call, as usual."
+                )
+                if k == 0
+                else None
+            )
+            s.tool_round(
+                "Read",
+                {"file_path": f"{cwd}/src/m{t}_{k}.py"},
+                filler(result_chars, f"t{t}k{k}", seed),
+                usage_total=5000 + 1000 * t,
+                text=text,
+            )
+        s.reply(
+            (SHORT_REPLY if t % 4 == 3 else LONG_REPLY).format(t=t), usage_total=6000 + 1000 * t
+        )
+    s.set_last_usage(last_usage)
+    return s
