@@ -421,8 +421,14 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
         en = r.function(enabled)
         if en is not None:
             body = r.data[en.start : en.end]
-            rep.features["disable_compact_in_enabled"] = b"process.env.DISABLE_COMPACT" in body
-            rep.features["disable_auto_compact_in_enabled"] = b"process.env.DISABLE_AUTO_COMPACT" in body
+            rep.features["disable_compact_in_enabled"] = _env_read(body, "DISABLE_COMPACT")
+            rep.features["disable_auto_compact_in_enabled"] = _env_read(body, "DISABLE_AUTO_COMPACT")
+    # DISABLE_COMPACT may also (2.0.20-2.0.64: only) be read by the auto-compact dispatcher, the
+    # function that returns {wasCompacted} / {compactionResult}
+    dispatcher = _dispatcher_reading(r, "DISABLE_COMPACT", exclude=enabled)
+    if dispatcher:
+        rep.functions["autocompact_dispatcher"] = dispatcher
+    rep.features["disable_compact_in_dispatcher"] = dispatcher is not None
     lim = _limit(scope, ac)
     threshold_fn = None
     if lim is None:
@@ -747,6 +753,23 @@ def _last_return(fn: ParsedFunction) -> Node | None:
     return None
 
 
+def _dispatcher_reading(r: _Reader, env: str, exclude: str | None) -> str | None:
+    """The function that reads ``process.env.<env>`` and returns ``{compactionResult}`` or
+    ``{wasCompacted}`` (the auto-compact dispatcher), if any."""
+    needle = b"process.env." + env.encode()
+    for hit in jsparse.iter_find(r.data, needle):
+        after = hit + len(needle)
+        if after < len(r.data) and jsparse.is_ident_byte(r.data[after]):
+            continue
+        fn = r.enclosing(hit)
+        if fn is None or _name(fn) == exclude:
+            continue
+        body = r.data[fn.start : fn.end]
+        if b"compactionResult:" in body or b"wasCompacted:" in body:
+            return _name(fn)
+    return None
+
+
 def _deps_factory(r: _Reader) -> tuple[str | None, str | None]:
     """``function F(){return{callModel:…,microcompact:MC,autocompact:…}}`` → (F, MC)."""
     for hit in jsparse.iter_find(r.data, b"microcompact:"):
@@ -1022,7 +1045,8 @@ def compare(rep: Report) -> None:
         check("has_pct_override", bool(rep.features.get("pct_override_in_threshold")),
               p.has_pct_override)
     if rep.functions.get("autocompact_enabled"):
-        check("has_disable_compact", bool(rep.features.get("disable_compact_in_enabled")),
+        check("has_disable_compact", bool(rep.features.get("disable_compact_in_enabled")
+                                          or rep.features.get("disable_compact_in_dispatcher")),
               p.has_disable_compact)
         check("has_disable_auto_compact",
               bool(rep.features.get("disable_auto_compact_in_enabled")), p.has_disable_auto_compact)

@@ -215,3 +215,34 @@ def test_cli_on_two_real_versions(tmp_path: Path) -> None:
     assert all(r["steps"]["revert"] == "ok" and r["steps"]["node-check"] == "ok"
                for r in rows.values())
     assert rows["1.0.128"]["profile"] == "1.0.128"
+
+
+# ------------------------------------------------------------------ the generated matrix
+
+
+def test_support_matrix_is_generated_from_a_regress_json(cache: Path, tmp_path: Path) -> None:
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("support_matrix",
+                                                  ROOT / "scripts" / "support_matrix.py")
+    sm = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(sm)  # type: ignore[union-attr]
+    out = tmp_path / "r.json"
+    regress.run([Job("cc", "2.1.112"), Job("cc", "1.0.50"), Job("cc", "2.0.76"),
+                 Job("cc", "2.1.113"), Job("cc", "2.1.7")], json_path=out)
+    md = tmp_path / "m.md"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{sm.BEGIN}\nold\n{sm.END}\nrest\n")
+    assert sm.main([str(out), "-o", str(md), "--readme", str(readme)]) == 0
+    text = md.read_text()
+    assert "Do not edit by hand" in text and "| cc | 2.1.112 | same | 1 | S6 | stub | pass |" in text
+    assert "**FAIL** at locate" in text and "refused (native binary" in text
+    assert "## Failures" in text and "cc@2.0.76" in text and "## Drift" in text
+    assert sm.main([str(out), "-o", str(md)]) == 0 and md.read_text() == text  # reproducible
+    body = readme.read_text()
+    assert body.startswith("intro\n") and "old" not in body and "| cc | 2.1.112 |" in body
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert sm.main([str(bad), "-o", str(md)]) == 3
