@@ -15,8 +15,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-import esprima
-
 from patcher import jsparse, markers
 from patcher.errors import VerificationFailed
 from patcher.markers import State
@@ -47,6 +45,8 @@ def _check_snippet(snippet: bytes) -> None:
 
 def es2017_error(js: str) -> str | None:
     """None when ``js`` parses as an ES2017 script with esprima 4, else the error."""
+    import esprima  # imported here: it costs ~0.25 s, and `check` never needs it
+
     try:
         program = esprima.parseScript(js)
     except esprima.Error as e:
