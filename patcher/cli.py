@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from engine.cli import register as register_engine
+from patcher.fidelity_cli import register as register_fidelity
 from patcher import __version__, ops
 from patcher.discover import Install, all_installs, environ, targets
 from patcher.errors import CtxpatchError, ExitCode, NotFound, Unsupported
@@ -290,9 +291,10 @@ def _fail(err: CtxpatchError, as_json: bool) -> None:
     raise typer.Exit(int(err.exit_code))
 
 
-register_engine(
-    app
-)  # `simulate` and `thresholds`, after the patch commands (engine never imports patcher)
+# After the patch commands: `simulate` and `thresholds` (engine never imports patcher), then
+# `inspect` and `regress`.
+register_engine(app)
+register_fidelity(app)
 
 
 def main() -> None:
