@@ -12,6 +12,19 @@ real file disagreed, the real file won and the disagreement is noted on the fiel
   last usage plus a chars/4 estimate of the newer messages from 2.1.2 on (that estimate has no
   x4/3 and counts ``tool_use``/``thinking`` blocks as 0; images 1334 up to 2.1.21, 2000 in 2.1.39).
 * ``reserve_cap``: the 20000 cap on the output reserve first appears in 2.1.21 (2.1.20 has none).
+
+The full sweep of ``ctxpatch inspect`` over every published version (cc 1.0.60-2.1.112, sdk
+0.0.4-0.2.112; ``docs/support-matrix.md``) pinned the first version of each change, and the
+profiles were split there (versions.md had bisected only a sample):
+
+* ``mc_tools``: MultiEdit joins the compactable tools in 1.0.91 (1.0.90 has none) and LS leaves
+  in 1.0.98 (1.0.96 has it; 1.0.97 was never published).
+* ``has_pct_override``: ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`` is read from 2.0.20 (2.0.19: not).
+* ``disable_compact_scope``: ``DISABLE_COMPACT`` (2.0.30 on) is read only by the auto-compact
+  dispatcher up to 2.0.64, and also by the "auto-compact enabled" function from 2.0.65.
+* ``estimate_factor_4_3`` and ``session_memory``: both first in 2.0.47 (2.0.46: neither).
+* ``mc_remote_kill_switch``: ``tengu_cache_plum_violet`` is read by MC from 2.1.19 (2.1.18: not).
+* ``blocking_base``: effective window again from 2.1.75 (2.1.74: raw window), through 2.1.112.
 """
 
 from __future__ import annotations
@@ -22,6 +35,9 @@ from typing import Literal
 
 LEGACY_TOOLS_1_0_80 = (
     "Read", "Bash", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "Edit", "Write",
+)
+LEGACY_TOOLS_1_0_91 = (
+    "Read", "Bash", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "Edit", "MultiEdit", "Write",
 )
 LEGACY_TOOLS_1_0_128 = (
     "Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "MultiEdit", "Write",
@@ -57,6 +73,10 @@ class Profile:
     blocking_base: Literal["window", "effective"] = "window"
     has_pct_override: bool = False  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, 2.0.30+
     has_disable_compact: bool = False  # DISABLE_COMPACT, 2.0.30+
+    # "dispatcher" (2.0.30-2.0.64): only the auto-compact dispatcher reads DISABLE_COMPACT, so it
+    # stops auto-compaction but the warning/error thresholds still count from the auto-compact
+    # threshold; "enabled" (2.0.65+): the "auto-compact enabled" function reads it too.
+    disable_compact_scope: Literal["enabled", "dispatcher"] = "enabled"
     has_disable_auto_compact: bool = False  # DISABLE_AUTO_COMPACT, 2.0.77+
     has_blocking_override: bool = False  # CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE, 2.0.77+
     # --- token counting --------------------------------------------------------------------
@@ -102,12 +122,22 @@ _2_0_77 = dict(
 )
 
 PROFILES: tuple[Profile, ...] = (
-    _p("1.0.80", "1.0.80", "1.0.127", ("1.0.80",), mc_tools=LEGACY_TOOLS_1_0_80),
+    _p("1.0.80", "1.0.80", "1.0.90", ("1.0.80", "1.0.90"), mc_tools=LEGACY_TOOLS_1_0_80),
+    _p("1.0.91", "1.0.91", "1.0.97", ("1.0.91", "1.0.96"), mc_tools=LEGACY_TOOLS_1_0_91),
+    _p("1.0.98", "1.0.98", "1.0.127", ("1.0.98", "1.0.127"), mc_tools=LEGACY_TOOLS_1_0_128),
     _p("1.0.128", "1.0.128", "1.0.999", ("1.0.128",), mc_tools=LEGACY_TOOLS_1_0_128),
-    _p("2.0.0", "2.0.0", "2.0.29", ("2.0.0",)),
-    _p("2.0.30", "2.0.30", "2.0.59", ("2.0.30",), has_pct_override=True, has_disable_compact=True,
-       notes=("the x4/3 factor appears somewhere in 2.0.31..2.0.60; modelled from 2.0.60",)),
-    _p("2.0.60", "2.0.60", "2.0.76", ("2.0.60", "2.0.76"), has_pct_override=True,
+    _p("2.0.0", "2.0.0", "2.0.19", ("2.0.0", "2.0.19")),
+    _p("2.0.20", "2.0.20", "2.0.29", ("2.0.20", "2.0.29"), has_pct_override=True),
+    _p("2.0.30", "2.0.30", "2.0.46", ("2.0.30", "2.0.46"), has_pct_override=True,
+       has_disable_compact=True, disable_compact_scope="dispatcher"),
+    _p("2.0.47", "2.0.47", "2.0.59", ("2.0.47", "2.0.59"), has_pct_override=True,
+       has_disable_compact=True, disable_compact_scope="dispatcher", estimate_factor_4_3=True,
+       session_memory=True,
+       notes=("session-memory numbers before 2.1.7 (no config object) are assumed as in 2.1.7",)),
+    _p("2.0.60", "2.0.60", "2.0.64", ("2.0.60", "2.0.64"), has_pct_override=True,
+       has_disable_compact=True, disable_compact_scope="dispatcher", estimate_factor_4_3=True,
+       session_memory=True),
+    _p("2.0.65", "2.0.65", "2.0.76", ("2.0.65", "2.0.76"), has_pct_override=True,
        has_disable_compact=True, estimate_factor_4_3=True, session_memory=True),
     _p("2.0.77", "2.0.77", "2.0.999", ("2.0.77",), **_2_0_77,
        notes=("the persisted-output pointer is behind the flag tengu_compact_mc_files (off)",)),
@@ -117,10 +147,12 @@ PROFILES: tuple[Profile, ...] = (
     _p("2.1.7", "2.1.7", "2.1.13", ("2.1.7", "2.1.9"), count_mode="usage+newer",
        mc_replacement="persisted", **{**_2_0_77, "blocking_offset": 3000},
        blocking_base="effective"),
-    _p("2.1.14", "2.1.14", "2.1.20", ("2.1.14", "2.1.20"), count_mode="usage+newer",
+    _p("2.1.14", "2.1.14", "2.1.18", ("2.1.14", "2.1.18"), count_mode="usage+newer",
        mc_replacement="persisted", **_2_0_77),
-    _p("2.1.21", "2.1.21", "2.1.29", ("2.1.21",), count_mode="usage+newer", reserve_cap=20_000,
-       mc_replacement="persisted", **_2_0_77),
+    _p("2.1.19", "2.1.19", "2.1.20", ("2.1.19", "2.1.20"), count_mode="usage+newer",
+       mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77),
+    _p("2.1.21", "2.1.21", "2.1.29", ("2.1.21", "2.1.29"), count_mode="usage+newer",
+       reserve_cap=20_000, mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77),
     _p("2.1.30", "2.1.30", "2.1.38", ("2.1.30",), count_mode="usage+newer", reserve_cap=20_000,
        mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77,
        notes=("images 1334 or 2000 in the newer-messages estimate: unchecked in this range",)),
@@ -134,13 +166,17 @@ PROFILES: tuple[Profile, ...] = (
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77,
        notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",)),
-    _p("2.1.69", "2.1.69", "2.1.80", ("2.1.69", "2.1.71"), count_mode="usage+newer",
+    _p("2.1.69", "2.1.69", "2.1.74", ("2.1.69", "2.1.71", "2.1.74"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+    _p("2.1.75", "2.1.75", "2.1.80", ("2.1.75", "2.1.80"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       microcompact="stub", mc_has_env_gate=False, **_2_0_77, blocking_base="effective"),
     _p("2.1.81", "2.1.81", "2.1.104", ("2.1.90", "2.1.104"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        microcompact="time-based", mc_has_env_gate=False, mc_tools=TOOLS_2_1_90, mc_keep=5,
-       **_2_0_77, notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),
+       **_2_0_77, blocking_base="effective",
+       notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),
     _p("2.1.105", "2.1.105", "2.1.112", ("2.1.112",), count_mode="usage+newer",
        newer_from_message_start=True, reserve_cap=20_000, newer_image_tokens=2000,
        newer_counts_attachments=True, microcompact="stub", mc_has_env_gate=False,

@@ -1048,6 +1048,10 @@ def compare(rep: Report) -> None:
         check("has_disable_compact", bool(rep.features.get("disable_compact_in_enabled")
                                           or rep.features.get("disable_compact_in_dispatcher")),
               p.has_disable_compact)
+        if rep.features.get("disable_compact_in_dispatcher") or rep.features.get(
+                "disable_compact_in_enabled"):
+            scope = "enabled" if rep.features.get("disable_compact_in_enabled") else "dispatcher"
+            check("disable_compact_scope", scope, p.disable_compact_scope)
         check("has_disable_auto_compact",
               bool(rep.features.get("disable_auto_compact_in_enabled")), p.has_disable_auto_compact)
     if rep.functions.get("warning_state"):

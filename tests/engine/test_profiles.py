@@ -85,3 +85,43 @@ def test_model_max_output_table_2_1_39():
 
 def test_cleared_text_literal():
     assert CLEARED_TEXT == "[Old tool result content cleared]"
+
+
+# Boundaries pinned by `ctxpatch inspect` over every published cli.js (docs/support-matrix.md).
+# Each pair: the last version without the change and the first with it, both read from the file.
+
+def test_sweep_mc_tools_boundaries():
+    """1.0.90: 9 tools with LS; 1.0.91-1.0.96: + MultiEdit; 1.0.98-1.0.127 and 1.0.128: no LS."""
+    assert "MultiEdit" not in profile_for("1.0.90").mc_tools
+    assert {"LS", "MultiEdit"} <= set(profile_for("1.0.91").mc_tools)
+    assert {"LS", "MultiEdit"} <= set(profile_for("1.0.96").mc_tools)
+    assert "LS" not in profile_for("1.0.98").mc_tools
+    assert profile_for("1.0.127").mc_tools == profile_for("1.0.128").mc_tools
+
+
+def test_sweep_env_var_boundaries():
+    """PCT override read from 2.0.20 (not 2.0.19); DISABLE_COMPACT from 2.0.30, only in the
+    auto-compact dispatcher until 2.0.64, also in the enabled function from 2.0.65."""
+    assert not profile_for("2.0.19").has_pct_override and profile_for("2.0.20").has_pct_override
+    assert not profile_for("2.0.29").has_disable_compact
+    for v in ("2.0.30", "2.0.46", "2.0.47", "2.0.64"):
+        p = profile_for(v)
+        assert p.has_disable_compact and p.disable_compact_scope == "dispatcher", v
+    assert profile_for("2.0.65").disable_compact_scope == "enabled"
+    assert profile_for("2.1.112").disable_compact_scope == "enabled"
+
+
+def test_sweep_estimate_and_session_memory_from_2_0_47():
+    """Both the x4/3 factor and session-memory compaction appear in 2.0.47 (2.0.46: neither)."""
+    assert not profile_for("2.0.46").estimate_factor_4_3 and not profile_for("2.0.46").session_memory
+    assert profile_for("2.0.47").estimate_factor_4_3 and profile_for("2.0.47").session_memory
+
+
+def test_sweep_kill_switch_and_blocking_base():
+    """tengu_cache_plum_violet in MC from 2.1.19 (2.1.18: not); blocking off the effective
+    window in 2.1.7-2.1.13 and again from 2.1.75 (2.1.74: raw window)."""
+    assert not profile_for("2.1.18").mc_remote_kill_switch
+    assert profile_for("2.1.19").mc_remote_kill_switch and profile_for("2.1.21").mc_remote_kill_switch
+    assert profile_for("2.1.74").blocking_base == "window"
+    for v in ("2.1.75", "2.1.80", "2.1.90", "2.1.104", "2.1.112"):
+        assert profile_for(v).blocking_base == "effective", v

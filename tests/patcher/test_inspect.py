@@ -124,7 +124,7 @@ def test_conflicting_declarations_are_not_guessed() -> None:
 
 def test_drift_is_reported_against_the_profile() -> None:
     rep = ib.inspect(SYNTH.encode())
-    assert rep.profile == "2.0.60"  # 2.0.76 falls in 2.0.60..2.0.76
+    assert rep.profile == "2.0.65"  # 2.0.76 falls in 2.0.65..2.0.76
     fields = {d.field: (d.file, d.profile) for d in rep.drift}
     assert fields["reserve_cap"] == (20000, None)  # 2.0.x reserves the whole output
     assert fields["mc_tools"] == (["Bash", "Grep", "Read"], sorted(LEGACY_8))
