@@ -22,6 +22,7 @@ from engine.thresholds import Thresholds, compute_thresholds
 from patcher.e2e.mock import Logged, MockConfig, MockServer
 from patcher.e2e.predict import (
     Prediction,
+    compaction_runs_the_loop,
     expected_messages,
     first_difference,
     prompt_record,
@@ -233,6 +234,7 @@ def run_case(
         reminders_last=bool(api) and len(api) - 1 in positions,
         style=api_style(version),
         compact_prompt=compact is not None,
+        compaction_through_loop=compaction_runs_the_loop(version),
     )
     appended = appended_records(sandbox, case.session)
     # the count runs on the micro-compacted (and pruned) list; the CLI's own records (prompt as
@@ -269,3 +271,30 @@ def run_case(
         else first_difference(expected, out.sent)
     )
     return out
+
+
+@dataclass(frozen=True)
+class Boundaries:
+    """The last-usage values at which the engine says each mechanism starts to fire."""
+
+    microcompact: int | None  # the warning threshold (None: no live micro-compaction)
+    autocompact: int | None  # threshold minus what the count adds after the last usage
+    newer: int  # what the count adds after the last usage (the new prompt, 2.1.2+)
+    thresholds: Thresholds
+
+
+def engine_boundaries(
+    session: SessionWriter,
+    version: str,
+    env: Mapping[str, str] | None = None,
+    model: str = MODEL,
+    prompt: str = "continue",
+) -> Boundaries:
+    """Where the engine puts the micro- and auto-compaction boundaries for ``session``."""
+    profile = profile_for(version)
+    th = compute_thresholds(profile, model, dict(env or {}))
+    msgs = session.copy() + [prompt_record(prompt)]
+    newer = autocompact_tokens(msgs, profile) - last_usage_tokens(msgs)
+    mc = th.warning if th.microcompact_enabled else None
+    ac = th.auto_compact - newer if th.auto_compact_enabled else None
+    return Boundaries(mc, ac, newer, th)

@@ -12,7 +12,9 @@ Prediction (:func:`expected_messages`), in the order ``cli.js`` does it before t
 
 VOLATILE (what the comparison ignores, on both sides, and nothing else):
 
-* ``cache_control`` keys of content blocks: the CLI's prompt-caching placement, not content;
+* ``cache_control`` keys of content blocks: the CLI's prompt-caching placement, not content.
+  The CLI puts one on the last block of the last message, which turns that message's string
+  content into a text block: the prediction models that conversion, it does not ignore it;
 * user text blocks whose text starts with ``<system-reminder>``: context the CLI injects (date,
   CLAUDE.md, skills list, TodoWrite nudge). They may only sit at the start of the first message
   and in the new prompt's message; one anywhere else is a difference. Where the captured request
@@ -120,6 +122,7 @@ def expected_messages(
     reminders_last: bool = True,
     style: Mapping[str, bool] | None = None,
     compact_prompt: bool = False,
+    compaction_through_loop: bool = False,
 ) -> Prediction:
     """The engine's prediction of the first main-loop request after ``--resume`` + ``prompt``."""
     msgs = [dict(r) for r in records] + [prompt_record(prompt)]
@@ -142,12 +145,36 @@ def expected_messages(
                 },
             }
         )
+        if prune_env is not None and compaction_through_loop:
+            from engine.textprune import prune_detailed
+
+            # the summary prompt is one more turn start: the cutoff can move on
+            with_meta = list(prune_detailed(with_meta, prune_env).messages)
     if reminders_last:
         with_meta.insert(len(sent) - 1, reminder_record())
     if reminders_first:
         with_meta.insert(0, reminder_record())
-    api = strip_volatile(flatten(with_meta, **dict(style or {})))
+    flat = flatten(with_meta, **dict(style or {}))
+    if flat and isinstance(flat[-1]["content"], str):  # cache_control needs a block to sit on
+        flat[-1] = {**flat[-1], "content": [{"type": "text", "text": flat[-1]["content"]}]}
+    api = strip_volatile(flat)
     return Prediction(api, mc, outcome, list(sent))
+
+
+COMPACTION_LOOP_FIRST = (2, 1, 69)
+
+
+def compaction_runs_the_loop(version: str) -> bool:
+    """Whether the summarisation request is made by a forked query loop (so a patched cli.js
+    prunes again, with the summary prompt as one more turn).
+
+    Seen in the real 2.1.112 (the summarisation request of a patched run is pruned with the
+    cutoff one turn further on); 2.0.76, 2.1.7, 2.1.30, 2.1.50 and 2.1.68 call the model
+    directly (pruned once). 2.1.69-2.1.111 are assumed to behave like 2.1.112 (not checked).
+    """
+    from engine.profiles import parse_version
+
+    return parse_version(version) >= COMPACTION_LOOP_FIRST
 
 
 def canonical(obj: Any) -> str:
