@@ -116,8 +116,9 @@ def regress_cmd(
                      "version).", show_default=False),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Versions run in parallel.")] = 1,
-    resume: Annotated[bool, typer.Option("--resume", help="Skip versions that already passed in "
-                                         "the --json FILE of an earlier run.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Skip the patch cycle of versions that "
+                                         "already passed (or were rightly refused) in the --json "
+                                         "FILE of an earlier run; their drift is read again.")] = False,
     prune: Annotated[bool, typer.Option("--prune", help="Keep only cli.js and package.json of "
                                         "the versions this run downloads (saves disk).")] = False,
     no_node_check: Annotated[bool, typer.Option("--no-node-check", help="Skip node's ESM check "

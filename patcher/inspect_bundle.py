@@ -60,6 +60,8 @@ ENV_VARS = (
 _DECL = frozenset({"function_declaration", "generator_function_declaration"})
 _MAX_FOLLOW = 12
 _MAX_EXPR = 4096
+_MAX_DECLARATIONS = 24  # more `NAME=` than this: a local name, not a module constant
+_MAX_VISITS = 48  # functions parsed while looking for an image constant / chars divisor
 _NUMBER = re.compile(r"^(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)$")
 
 
@@ -191,12 +193,20 @@ class _Reader:
         values: list[Any] = []
         problems: list[str] = []
         needle = ident.encode() + b"="
+        hits = []
         for hit in jsparse.iter_find(self.data, needle):
             if hit > 0 and (jsparse.is_ident_byte(self.data[hit - 1]) or self.data[hit - 1] in b".#"):
                 continue
             after = hit + len(needle)
             if self.data[after : after + 1] in (b"=", b">"):
                 continue
+            hits.append(after)
+            if len(hits) > _MAX_DECLARATIONS:
+                break
+        if len(hits) > _MAX_DECLARATIONS:  # a local name reused everywhere, not a module constant
+            self._globals[ident] = Unresolved(f"{ident}: assigned in many places (a local name)")
+            raise self._globals[ident]
+        for after in hits:
             expr = _expression_at(self.data, after)
             if expr is None:
                 problems.append("an expression too long to read")
@@ -364,7 +374,7 @@ def inspect(data: bytes, version: str | None = None) -> Report:
             "no micro-compaction function" if not found.mc_functions and not found.deps_calls
             else "micro-compaction found but no query-loop call of it")
     rep.env_vars = {v: _env_read(data, v) for v in ENV_VARS}
-    for step in (_warning_state, _micro_compaction, _estimator, _session_memory):
+    for step in (_warning_state, _counter, _micro_compaction, _estimator, _session_memory):
         try:
             step(r, rep, found)
         except Unresolved as e:  # a step that cannot start: recorded, the others go on
@@ -504,6 +514,74 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             rep.unresolved.append("blocking: the isAtBlockingLimit value is not `tokens >= base - offset`")
     else:
         rep.features["blocking_base"] = None
+
+
+def _counter(r: _Reader, rep: Report, found: site.Search) -> None:
+    """The auto-compact token count: ``{isAboveAutoCompactThreshold:x}=warningState(COUNT(m))``
+    in the should-auto-compact function. Usage only, or usage plus an estimate of the newer
+    messages (its image constant is the profile's ``newer_image_tokens``)."""
+    wname = rep.functions.get("warning_state")
+    if not wname:
+        return
+    for hit in jsparse.iter_find(r.data, b"{isAboveAutoCompactThreshold:"):
+        fn = r.enclosing(hit)
+        if fn is None or _name(fn) == wname:
+            continue
+        node = fn.node_at(hit, hit + 1)
+        while node is not None and node.type not in ("variable_declarator", "assignment_expression"):
+            node = node.parent
+        value = None
+        if node is not None:
+            value = node.child_by_field_name("value") or node.child_by_field_name("right")
+        if value is None or value.type != "call_expression" or _callee(value) != wname:
+            continue
+        args = value.child_by_field_name("arguments").named_children  # type: ignore[union-attr]
+        if not args:
+            continue
+        scope = r.scope(fn)
+        count = scope.follow(args[0])
+        if _op(count) == "-":  # tokens - already-freed
+            count = scope.follow(count.child_by_field_name("left"))  # type: ignore[arg-type]
+        name = _callee(count)
+        if name is None:
+            continue
+        rep.functions["should_autocompact"] = _name(fn)
+        rep.functions["autocompact_counter"] = name
+        counter = r.function(name)
+        if counter is None:
+            rep.unresolved.append(f"count_mode: counter {name} not found")
+            return
+        newer = _newer_estimate(counter)
+        rep.features["count_mode"] = "usage+newer" if newer else "usage"
+        if newer is None:
+            return
+        rep.functions["newer_estimate"] = newer
+        est = r.function(newer)
+        if est is None:
+            rep.unresolved.append(f"newer_image_tokens: estimator {newer} not found")
+            return
+        img, div = _image_and_divisor(r, est, depth=4)
+        if img is not None:
+            rep.constants["newer_image_tokens"] = img
+        if div is not None:
+            rep.constants["newer_chars_per_token"] = div
+        return
+
+
+def _newer_estimate(counter: ParsedFunction) -> str | None:
+    """``usage(last) + ESTIMATE(messages.slice(i+1))``: the estimator of the newer messages."""
+    for node in _walk(counter.node):
+        if node.type != "call_expression":
+            continue
+        args = node.child_by_field_name("arguments")
+        first = args.named_children[0] if args is not None and args.named_child_count else None
+        if first is None or first.type != "call_expression":
+            continue
+        f = first.child_by_field_name("function")
+        if f is not None and f.type == "member_expression" and _text(
+                f.child_by_field_name("property")) == "slice":
+            return _callee(node)
+    return None
 
 
 def _reserve_cap(r: _Reader, rep: Report, e: ParsedFunction) -> None:
@@ -821,7 +899,7 @@ def _image_and_divisor(
     div: Constant | None = None
     queue = [(start, 0)]
     seen = {start.start}
-    while queue and (img is None or div is None):
+    while queue and (img is None or div is None) and len(seen) <= _MAX_VISITS:
         fn, level = queue.pop(0)
         scope = r.scope(fn)
         callees: list[str] = []
@@ -867,7 +945,10 @@ def _image_branch(r: _Reader, fn: ParsedFunction, cmp: Node) -> Constant | None:
         candidates: list[Node | None] = []
         if node.type in ("number", "identifier") and node == branch:
             candidates = [node]
-        elif node.type == "augmented_assignment_expression" or (node.type == "binary_expression" and _op(node) == "+"):
+        elif node.type == "return_statement" and node.named_child_count == 1:
+            candidates = [node.named_children[0]]
+        elif node.type == "augmented_assignment_expression" or (
+                node.type == "binary_expression" and _op(node) == "+"):
             candidates = [node.child_by_field_name("right")]
         for c in candidates:
             try:
@@ -1063,10 +1144,15 @@ def compare(rep: Report) -> None:
     for key in ("sm_min_tokens", "sm_min_text_messages", "sm_max_tokens"):
         if key in rep.constants:
             check(key, rep.constants[key].value, getattr(p, key))
+    if rep.features.get("count_mode"):
+        check("count_mode", rep.features["count_mode"], p.count_mode)
+        if rep.features["count_mode"] == "usage+newer" and "newer_image_tokens" in rep.constants:
+            check("newer_image_tokens", rep.value("newer_image_tokens"), p.newer_image_tokens)
     kind = rep.features.get("microcompact")
     check("microcompact", kind, p.microcompact)
-    if "chars_per_token" in rep.constants:
-        check("chars_per_token", rep.constants["chars_per_token"].value, 4)
+    for key in ("chars_per_token", "mc_chars_per_token", "newer_chars_per_token"):
+        if key in rep.constants:  # the engine counts chars/4 everywhere (engine/tokens.py)
+            check(key, rep.constants[key].value, 4)
     if kind == "legacy" and p.microcompact == "legacy":
         check("mc_has_env_gate", bool(rep.features.get("mc_env_gate")), p.mc_has_env_gate)
         check("mc_remote_kill_switch", bool(rep.features.get("mc_remote_kill_switch")),
@@ -1087,6 +1173,10 @@ def compare(rep: Report) -> None:
 
 
 # ------------------------------------------------------------------------------ rendering
+
+
+def _first(rep: Report, *keys: str) -> str:
+    return next((k for k in keys if k in rep.constants), keys[0])
 
 
 def render(rep: Report) -> str:
@@ -1125,8 +1215,12 @@ def render(rep: Report) -> str:
         "token estimate:",
         f"  x4/3 factor           {'yes' if rep.features.get('estimate_factor_4_3') else 'no'}"
         + (f" ({rep.functions['estimator']})" if rep.functions.get("estimator") else ""),
-        f"  chars per token       {c('chars_per_token') if 'chars_per_token' in rep.constants else c('mc_chars_per_token')}",
-        f"  image tokens          {c('image_tokens') if 'image_tokens' in rep.constants else c('mc_image_tokens')}",
+        f"  chars per token       {c(_first(rep, 'chars_per_token', 'mc_chars_per_token', 'newer_chars_per_token'))}",
+        f"  image tokens          {c(_first(rep, 'image_tokens', 'mc_image_tokens'))}",
+        f"  auto-compact count    {rep.features.get('count_mode') or '?'}"
+        + (f" (newer messages: images {c('newer_image_tokens')}, chars/"
+           f"{c('newer_chars_per_token')})" if rep.features.get("count_mode") == "usage+newer"
+           else ""),
         f"micro-compaction: {rep.features.get('microcompact') or 'none'}"
         + (f" ({rep.functions['microcompact']})" if rep.functions.get("microcompact") else ""),
     ]

@@ -137,10 +137,21 @@ def test_run_writes_json_and_resumes(cache: Path, tmp_path: Path,
         ran.append(job.key)
         return real(job, **kw)  # type: ignore[arg-type]
 
+    refreshed: list[str] = []
+    real_refresh = regress.refresh_inspect
+
+    def spy_refresh(o: Outcome) -> Outcome:
+        refreshed.append(o.key)
+        return real_refresh(o)
+
     monkeypatch.setattr(regress, "run_one", spy)
+    monkeypatch.setattr(regress, "refresh_inspect", spy_refresh)
     again = regress.run(jobs, json_path=out, resume=True)
     assert ran == ["cc@2.0.76"]  # passed and refused versions are not run again
+    assert sorted(refreshed) == ["cc@1.0.50", "cc@2.1.112"]  # but their drift is read again
     assert set(again.outcomes) == {j.key for j in jobs}
+    assert again.outcomes["cc@2.1.112"].steps["inspect"] == "ok"
+    assert json.loads(out.read_text())["summary"]["versions"] == 3
 
 
 def test_parallel_run(cache: Path) -> None:
