@@ -245,6 +245,19 @@ def test_real_version_agrees_with_the_engine(pkg: str, version: str) -> None:
 
 
 @pytest.mark.real
+def test_real_auto_compact_count() -> None:
+    """Usage only up to 2.1.1; usage + a chars/4 estimate of newer messages from 2.1.2, whose
+    images count 1334 up to 2.1.21 and 2000 from 2.1.39 (engine/profiles.py)."""
+    old = ib.inspect(_real("cc", "2.0.76"))
+    assert old.features["count_mode"] == "usage" and "newer_image_tokens" not in old.constants
+    mid = ib.inspect(_real("cc", "2.1.7"))
+    assert mid.features["count_mode"] == "usage+newer" and mid.value("newer_image_tokens") == 1334
+    new = ib.inspect(_real("cc", "2.1.112"))
+    assert new.value("newer_image_tokens") == 2000 and new.value("newer_chars_per_token") == 4
+    assert "count_mode" in new.compared and "newer_image_tokens" in new.compared
+
+
+@pytest.mark.real
 def test_real_blocking_base_differs_between_versions() -> None:
     """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
     assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
