@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from engine.cli import register as register_engine
+from patcher.e2e.cli import register as register_verify
 from patcher.fidelity_cli import register as register_fidelity
 from patcher import __version__, ops
 from patcher.discover import Install, all_installs, environ, targets
@@ -291,8 +292,9 @@ def _fail(err: CtxpatchError, as_json: bool) -> None:
     raise typer.Exit(int(err.exit_code))
 
 
-# After the patch commands: `simulate` and `thresholds` (engine never imports patcher), then
-# `inspect` and `regress`.
+# After the patch commands: `verify`, `simulate` and `thresholds` (engine never imports
+# patcher), then `inspect` and `regress`.
+register_verify(app)
 register_engine(app)
 register_fidelity(app)
 
