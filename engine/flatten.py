@@ -8,9 +8,9 @@ assistant lines sharing one ``message.id`` become one assistant message; only ``
 ``tool_result`` without its ``tool_use`` (or the reverse).
 
 User string content: checked against the real program (``tests/e2e``, requests captured from
-the published ``cli.js``), 2.0.76 and 2.1.7 send *every* user message's string content as one
-text block (``"hi"`` → ``[{"type": "text", "text": "hi"}]``), while 2.1.30, 2.1.50, 2.1.68 and
-2.1.112 send it as the string (unless merged). ``flatten(..., user_string_blocks=True)`` models
+the published ``cli.js``), 1.0.128, 2.0.30, 2.0.76, 2.1.7, 2.1.9 and 2.1.29 send *every* user
+message's string content as one text block (``"hi"`` → ``[{"type": "text", "text": "hi"}]``),
+while 2.1.30, 2.1.50, 2.1.68 and 2.1.112 send it as the string (unless merged). ``flatten(..., user_string_blocks=True)`` models
 the former; :func:`user_strings_as_blocks` says which a version does.
 
 Merging consecutive user messages: in 2.1.90, 2.1.105 and 2.1.112 (``Zn8``/``MNY``/``nCK`` in
@@ -33,17 +33,18 @@ def _as_blocks(content: Any) -> list:
     return list(content or [])
 
 
-USER_STRING_BLOCKS_LAST = (2, 1, 7)
-"""The newest version seen sending user string content as a text block (2.1.30 does not)."""
+USER_STRING_BLOCKS_LAST = (2, 1, 29)
+"""The last version sending user string content as a text block (2.1.30 does not)."""
 
 
 def user_strings_as_blocks(version: str) -> bool:
     """Whether ``version`` sends a user message's string content as ``[text block]``.
 
-    Seen in the real 2.0.76 and 2.1.7 (yes) and 2.1.30, 2.1.50, 2.1.68, 2.1.112 (no); the
-    switch lies in 2.1.8..2.1.30 (see ``USER_STRING_BLOCKS_LAST``).
+    Seen in the real 1.0.128, 2.0.30, 2.0.76, 2.1.7, 2.1.9, 2.1.14, 2.1.20, 2.1.25, 2.1.29 (yes)
+    and 2.1.30, 2.1.50, 2.1.68, 2.1.112 (no): the switch is 2.1.30.
     """
     from engine.profiles import parse_version
+
     return parse_version(version) <= USER_STRING_BLOCKS_LAST
 
 
@@ -55,28 +56,42 @@ checked)."""
 def api_style(version: str) -> dict[str, bool]:
     """The ``flatten`` keyword arguments that reproduce ``version``'s request (module docstring)."""
     from engine.profiles import parse_version
+
     v = parse_version(version)
-    return {"user_string_blocks": v <= USER_STRING_BLOCKS_LAST,
-            "merge_seam_newline": v >= MERGE_SEAM_FIRST}
+    return {
+        "user_string_blocks": v <= USER_STRING_BLOCKS_LAST,
+        "merge_seam_newline": v >= MERGE_SEAM_FIRST,
+    }
 
 
 def _merge_user(prev: list, new: list, seam_newline: bool) -> list:
     if not seam_newline:
         return prev + new
-    if prev and new and isinstance(prev[-1], Mapping) and isinstance(new[0], Mapping) \
-            and prev[-1].get("type") == "text" and new[0].get("type") == "text":
+    if (
+        prev
+        and new
+        and isinstance(prev[-1], Mapping)
+        and isinstance(new[0], Mapping)
+        and prev[-1].get("type") == "text"
+        and new[0].get("type") == "text"
+    ):
         prev = prev[:-1] + [{**prev[-1], "text": (prev[-1].get("text") or "") + "\n"}]
     joined = prev + new
     results = [b for b in joined if isinstance(b, Mapping) and b.get("type") == "tool_result"]
-    return results + [b for b in joined
-                      if not (isinstance(b, Mapping) and b.get("type") == "tool_result")]
+    return results + [
+        b for b in joined if not (isinstance(b, Mapping) and b.get("type") == "tool_result")
+    ]
 
 
-def flatten(messages: Sequence[Mapping[str, Any]], *, user_string_blocks: bool = False,
-            merge_seam_newline: bool = False) -> list[dict]:
+def flatten(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    user_string_blocks: bool = False,
+    merge_seam_newline: bool = False,
+) -> list[dict]:
     """API messages of ``messages``.
 
-    ``user_string_blocks``: 2.0.76-2.1.7; ``merge_seam_newline``: the 2.1.90+ user merge (see the
+    ``user_string_blocks``: up to 2.1.29; ``merge_seam_newline``: the 2.1.90+ user merge (see the
     module docstring; :func:`api_style` picks both for a version).
     """
     out: list[dict] = []
@@ -90,13 +105,18 @@ def flatten(messages: Sequence[Mapping[str, Any]], *, user_string_blocks: bool =
         if out and out[-1]["role"] == role:
             prev = out[-1]
             if role == "user":
-                prev["content"] = _merge_user(_as_blocks(prev["content"]), _as_blocks(content),
-                                              merge_seam_newline)
+                prev["content"] = _merge_user(
+                    _as_blocks(prev["content"]), _as_blocks(content), merge_seam_newline
+                )
             else:
                 prev["content"] = _as_blocks(prev["content"]) + _as_blocks(content)
         else:
-            out.append({"role": role, "content": content if isinstance(content, str)
-                        else list(content or [])})
+            out.append(
+                {
+                    "role": role,
+                    "content": content if isinstance(content, str) else list(content or []),
+                }
+            )
     if user_string_blocks:
         for m in out:
             if m["role"] == "user" and isinstance(m["content"], str):
@@ -117,7 +137,8 @@ def validate_tool_pairs(api_messages: Sequence[Mapping[str, Any]]) -> list[str]:
             elif b.get("type") == "tool_result":
                 if str(b.get("tool_use_id")) not in open_uses:
                     problems.append(
-                        f"message {i}: tool_result {b.get('tool_use_id')} has no tool_use")
+                        f"message {i}: tool_result {b.get('tool_use_id')} has no tool_use"
+                    )
                 else:
                     open_uses.pop(str(b.get("tool_use_id")))
     problems += [f"message {i}: tool_use {u} has no tool_result" for u, i in open_uses.items()]
