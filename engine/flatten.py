@@ -48,7 +48,7 @@ def user_strings_as_blocks(version: str) -> bool:
     return parse_version(version) <= USER_STRING_BLOCKS_LAST
 
 
-MERGE_SEAM_FIRST = (2, 1, 90)
+MERGE_SEAM_FIRST = (2, 1, 78)
 """The oldest version seen with the 2.1.112 user merge (2.1.68 joins as is; 2.1.69-2.1.89 not
 checked)."""
 

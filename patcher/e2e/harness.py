@@ -29,6 +29,7 @@ from patcher.e2e.predict import (
     reminder_positions,
     strip_volatile,
     tool_results,
+    without_deferred_tools,
 )
 from patcher.e2e.sandbox import RunResult, Sandbox
 from patcher.e2e.session import SessionWriter
@@ -221,7 +222,7 @@ def run_case(
     records = case.session.copy()
     with_prompt = records + [prompt_record(case.prompt)]
     captured = (compact.body if compact else main.body if main else {}) or {}
-    api = captured.get("messages") or []
+    api = without_deferred_tools(captured.get("messages") or [])
     positions = reminder_positions(api)
     prediction = expected_messages(
         records,

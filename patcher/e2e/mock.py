@@ -58,7 +58,8 @@ def classify(path: str, body: Mapping[str, Any] | None) -> Kind:
 
     * compact: the summarisation request (:func:`is_compaction_request`), checked first because
       it also carries a tool list in some versions.
-    * main: the query loop's request; it carries the full tool list (``len(tools) > 1``).
+    * main: the query loop's request; it carries the full tool list (``len(tools) > 1``), or
+      only ``ToolSearch`` when the tools are deferred (2.1.69).
       Side requests (2.0.76 sub-agent ``Warmup`` with ``tools: []``, the Bash command-prefix and
       file-path helpers, title generation, haiku quota probes) carry no tools or a single one.
     * side: any other ``/v1/messages`` call.
@@ -73,6 +74,10 @@ def classify(path: str, body: Mapping[str, Any] | None) -> Kind:
     tools = body.get("tools") or []
     if isinstance(tools, list) and len(tools) > 1:
         return "main"
+    if isinstance(tools, list) and any(
+        isinstance(t, Mapping) and t.get("name") == "ToolSearch" for t in tools
+    ):
+        return "main"  # 2.1.69: tools deferred behind ToolSearch, the only tool sent
     return "side"
 
 

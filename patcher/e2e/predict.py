@@ -19,7 +19,9 @@ VOLATILE (what the comparison ignores, on both sides, and nothing else):
   CLAUDE.md, skills list, TodoWrite nudge). They may only sit at the start of the first message
   and in the new prompt's message; one anywhere else is a difference. Where the captured request
   has them, the prediction merges a placeholder meta message at the same place, so the string →
-  text-block conversion that merging causes is predicted, not ignored.
+  text-block conversion that merging causes is predicted, not ignored;
+* a first user message ``<available-deferred-tools>…`` (2.1.69 lists the tools it defers
+  behind ``ToolSearch`` there).
 
 Everything else (message count, roles, block order, every key and value, key order) must match
 exactly: :func:`first_difference` names the first differing message and block.
@@ -83,10 +85,24 @@ def reminder_positions(api_messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return out
 
 
+DEFERRED_TOOLS_PREFIX = "<available-deferred-tools>"
+
+
+def without_deferred_tools(api_messages: Sequence[Mapping[str, Any]]) -> list:
+    """The messages without a leading ``<available-deferred-tools>`` user message (2.1.69)."""
+    msgs = list(api_messages)
+    if msgs and msgs[0].get("role") == "user":
+        c0 = msgs[0].get("content")
+        if isinstance(c0, str) and c0.startswith(DEFERRED_TOOLS_PREFIX):
+            return msgs[1:]
+    return msgs
+
+
 def strip_volatile(api_messages: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """A deep copy without ``cache_control`` keys and without reminder blocks."""
+    """A deep copy without ``cache_control`` keys, reminder blocks and a leading deferred-tools
+    message."""
     out: list[dict] = []
-    for m in api_messages:
+    for m in without_deferred_tools(api_messages):
         m2 = copy.deepcopy(dict(m))
         c = m2.get("content")
         if isinstance(c, list):
@@ -161,16 +177,17 @@ def expected_messages(
     return Prediction(api, mc, outcome, list(sent))
 
 
-COMPACTION_LOOP_FIRST = (2, 1, 69)
+COMPACTION_LOOP_FIRST = (2, 1, 86)
 
 
 def compaction_runs_the_loop(version: str) -> bool:
     """Whether the summarisation request is made by a forked query loop (so a patched cli.js
     prunes again, with the summary prompt as one more turn).
 
-    Seen in the real 2.1.112 (the summarisation request of a patched run is pruned with the
-    cutoff one turn further on); 2.0.76, 2.1.7, 2.1.30, 2.1.50 and 2.1.68 call the model
-    directly (pruned once). 2.1.69-2.1.111 are assumed to behave like 2.1.112 (not checked).
+    Seen on real patched runs: 2.1.86, 2.1.88, 2.1.89, 2.1.90 and 2.1.112 summarise through the
+    loop (the summarised history is pruned with the cutoff one turn further on); 2.0.76, 2.1.7,
+    2.1.30, 2.1.50, 2.1.68, 2.1.77, 2.1.78, 2.1.81, 2.1.84 and 2.1.85 call the model directly
+    (pruned once).
     """
     from engine.profiles import parse_version
 

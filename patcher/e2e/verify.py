@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.profiles import profile_for
 from engine.textprune import MARKER
 from patcher import ops
 from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
@@ -167,6 +168,15 @@ def verify_install(cli_js: Path, *, timeout: float = 120) -> VerifyReport:
             why="the file has no version header",
             hint="verify needs a published cli.js (it picks the engine profile by version)",
         )
+    try:
+        profile_for(version)
+    except ValueError as e:
+        raise Unsupported(
+            f"verify cannot predict what Claude Code {version} sends",
+            why=str(e),
+            hint="the patch itself can still be checked with `ctxpatch check`; verify needs "
+            "Claude Code 1.0.80 or newer",
+        ) from None
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="ctxpatch-verify-"))
     try:
