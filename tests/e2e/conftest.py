@@ -21,13 +21,6 @@ from patcher.e2e.sandbox import Sandbox
 from patcher.errors import CtxpatchError
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # until pyproject.toml declares it (the main engineer owns it)
-    config.addinivalue_line(
-        "markers", "e2e: runs a real Claude Code cli.js against the loopback mock (node, npm cache)"
-    )
-
-
 @pytest.fixture(scope="session")
 def e2e_node() -> str:
     return need("node", "the e2e tests run the real cli.js")
