@@ -40,11 +40,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Prove on your install that the patched cli.js prunes exactly as predicted.
 
-        Copies cli.js into a throwaway sandbox (own HOME and TMPDIR, only 127.0.0.1 reachable),
-        resumes a generated 9-turn session against a local mock of the Messages API with the
-        prune knobs set low, and compares the request it sends with the engine's prediction
-        (micro-compaction, then the text prune) byte for byte. Never touches the network or
-        your ~/.claude. Exit 0 PASS, 1 FAIL, 3 node missing or the file not patched.
+        Copies cli.js into a throwaway sandbox (own HOME and TMPDIR, only 127.0.0.1 reachable), resumes a generated 9-turn session against a local mock of the Messages API with the prune knobs set low, and compares the request it sends with the engine's prediction (micro-compaction, then the text prune) byte for byte.
+
+        Never touches the network or your ~/.claude. Exit 0 PASS, 1 FAIL, 3 node missing or the file not patched.
 
         Example: ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js
         """
