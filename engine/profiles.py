@@ -25,6 +25,9 @@ profiles were split there (versions.md had bisected only a sample):
 * ``estimate_factor_4_3`` and ``session_memory``: both first in 2.0.47 (2.0.46: neither).
 * ``mc_remote_kill_switch``: ``tengu_cache_plum_violet`` is read by MC from 2.1.19 (2.1.18: not).
 * ``blocking_base``: effective window again from 2.1.75 (2.1.74: raw window), through 2.1.112.
+* ``newer_counts_attachments``: attachment records counted (as JSON, chars/4) in the
+  newer-messages estimate from 2.1.33 (2.1.32: not); ``newer_image_tokens`` 2000 and
+  ``mc_clears_images`` from 2.1.38 (2.1.37: 1334, and MC leaves images alone).
 """
 
 from __future__ import annotations
@@ -153,9 +156,14 @@ PROFILES: tuple[Profile, ...] = (
        mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77),
     _p("2.1.21", "2.1.21", "2.1.29", ("2.1.21", "2.1.29"), count_mode="usage+newer",
        reserve_cap=20_000, mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77),
-    _p("2.1.30", "2.1.30", "2.1.38", ("2.1.30",), count_mode="usage+newer", reserve_cap=20_000,
-       mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77,
-       notes=("images 1334 or 2000 in the newer-messages estimate: unchecked in this range",)),
+    _p("2.1.30", "2.1.30", "2.1.32", ("2.1.30", "2.1.32"), count_mode="usage+newer",
+       reserve_cap=20_000, mc_replacement="persisted", mc_remote_kill_switch=True, **_2_0_77),
+    _p("2.1.33", "2.1.33", "2.1.37", ("2.1.33", "2.1.37"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_counts_attachments=True, mc_replacement="persisted",
+       mc_remote_kill_switch=True, **_2_0_77),
+    _p("2.1.38", "2.1.38", "2.1.38", ("2.1.38",), count_mode="usage+newer", reserve_cap=20_000,
+       newer_image_tokens=2000, newer_counts_attachments=True, mc_replacement="persisted",
+       mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
     _p("2.1.39", "2.1.39", "2.1.63", ("2.1.39",), count_mode="usage+newer", reserve_cap=20_000,
        newer_image_tokens=2000, newer_counts_attachments=True, mc_replacement="persisted",
        mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),

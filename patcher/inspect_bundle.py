@@ -561,6 +561,7 @@ def _counter(r: _Reader, rep: Report, found: site.Search) -> None:
             rep.unresolved.append(f"newer_image_tokens: estimator {newer} not found")
             return
         img, div = _image_and_divisor(r, est, depth=4)
+        rep.features["newer_counts_attachments"] = _compares_type(r, est, "attachment", depth=1)
         if img is not None:
             rep.constants["newer_image_tokens"] = img
         if div is not None:
@@ -638,6 +639,7 @@ def _micro_compaction(r: _Reader, rep: Report, found: site.Search) -> None:
         kind = _stub_or_time_based(r, mc)
     rep.features["microcompact"] = kind
     if kind == "legacy":
+        rep.features["mc_clears_images"] = _compares_type(r, mc, "image", depth=0)
         rep.features["mc_replacement"] = (
             "persisted" if b"Tool result saved to" in body and b'"tengu_compact_mc_files"' not in body
             else "cleared")
@@ -929,6 +931,29 @@ def _image_and_divisor(
     return img, div
 
 
+def _compares_type(r: _Reader, fn: ParsedFunction, value: str, depth: int) -> bool:
+    """Whether ``fn`` (or a function it calls, ``depth`` levels) tests ``x.type==="<value>"``."""
+    needle = f'"{value}"'
+    queue, seen = [(fn, 0)], {fn.start}
+    while queue and len(seen) <= _MAX_VISITS:
+        cur, level = queue.pop(0)
+        scope = r.scope(cur)
+        for node in _walk(cur.node, nested=True):
+            if node.type == "binary_expression" and _op(node) == "===" and _text(
+                    node.child_by_field_name("right")) == needle:
+                left = node.child_by_field_name("left")
+                if left is not None and _text(left.child_by_field_name("property")) == "type":
+                    return True
+            if level < depth and node.type == "call_expression":
+                name = _callee(node)
+                if name and name not in scope.locals and name not in scope.params:
+                    f = r.function(name)
+                    if f is not None and f.start not in seen and f.end - f.start < 6000:
+                        seen.add(f.start)
+                        queue.append((f, level + 1))
+    return False
+
+
 def _image_branch(r: _Reader, fn: ParsedFunction, cmp: Node) -> Constant | None:
     """The constant counted when ``x.type==="image"``: in an if's consequence or a ternary."""
     cur: Node | None = cmp
@@ -1148,6 +1173,9 @@ def compare(rep: Report) -> None:
         check("count_mode", rep.features["count_mode"], p.count_mode)
         if rep.features["count_mode"] == "usage+newer" and "newer_image_tokens" in rep.constants:
             check("newer_image_tokens", rep.value("newer_image_tokens"), p.newer_image_tokens)
+        if rep.features["count_mode"] == "usage+newer" and "newer_counts_attachments" in rep.features:
+            check("newer_counts_attachments", rep.features["newer_counts_attachments"],
+                  p.newer_counts_attachments)
     kind = rep.features.get("microcompact")
     check("microcompact", kind, p.microcompact)
     for key in ("chars_per_token", "mc_chars_per_token", "newer_chars_per_token"):
@@ -1158,6 +1186,7 @@ def compare(rep: Report) -> None:
         check("mc_remote_kill_switch", bool(rep.features.get("mc_remote_kill_switch")),
               p.mc_remote_kill_switch)
         check("mc_replacement", rep.features.get("mc_replacement"), p.mc_replacement)
+        check("mc_clears_images", bool(rep.features.get("mc_clears_images")), p.mc_clears_images)
         for key, attr in (("mc_target", "mc_target"), ("mc_keep", "mc_keep"),
                           ("mc_min_saving", "mc_min_saving")):
             if key in rep.constants:

@@ -125,3 +125,14 @@ def test_sweep_kill_switch_and_blocking_base():
     assert profile_for("2.1.74").blocking_base == "window"
     for v in ("2.1.75", "2.1.80", "2.1.90", "2.1.104", "2.1.112"):
         assert profile_for(v).blocking_base == "effective", v
+
+
+def test_sweep_newer_estimate_boundaries():
+    """Attachments counted in the newer-messages estimate from 2.1.33 (2.1.32: not); its images
+    2000 and MC clearing answered images from 2.1.38 (2.1.37: 1334, no)."""
+    assert not profile_for("2.1.32").newer_counts_attachments
+    assert profile_for("2.1.33").newer_counts_attachments
+    assert profile_for("2.1.37").newer_image_tokens == 1334
+    assert not profile_for("2.1.37").mc_clears_images
+    p = profile_for("2.1.38")
+    assert p.newer_image_tokens == 2000 and p.mc_clears_images and p.newer_counts_attachments
