@@ -36,6 +36,15 @@ def vt(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v.split("-")[0])[:3])
 
 
+def _usual_cc(sdk_version: str) -> str | None:
+    v = vt(sdk_version)
+    if v == (0, 0, 4):
+        return "1.0.128"
+    if v[:2] in ((0, 1), (0, 2)):
+        return f"2.{v[1] - 1}.{v[2]}"
+    return None
+
+
 def _drift_fields(r: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(d.split(":", 1)[0] for d in r.get("drift", [])))
 
@@ -134,6 +143,13 @@ def render(doc: dict[str, Any], source: str) -> str:
         folded_table(results),
         "",
     ]
+    odd = [r for r in results if r["package"] == "sdk" and r.get("claude_code_version")
+           and r["claude_code_version"] != _usual_cc(r["version"])]
+    if odd:
+        out += ["SDK versions that bundle another Claude Code than the usual mapping (0.0.4 = "
+                "1.0.128, 0.1.N = 2.0.N, 0.2.N = 2.1.N): "
+                + ", ".join(f"{r['version']} bundles {r['claude_code_version']}" for r in odd)
+                + ".", ""]
     problems = [r for r in results if r["result"] in ("fail", "fetch-failed")]
     if problems:
         out += ["## Failures", ""]
