@@ -48,14 +48,12 @@ def inspect_cmd(
 ) -> None:
     """Show the compaction constants a cli.js really uses and compare them with the engine.
 
-    Reads the Claude Code version, sha256 and call-site shape, then follows the functions that
-    compute the thresholds, the micro-compaction and the token estimate to the constants they
-    use (never by searching for a value), and lists every difference from the engine's profile
-    for that version. A patched file is read through its recorded original.
-    Exit 0 = no drift, 1 = drift, 3 = not a cli.js, 4 = native build.
+    Reads the Claude Code version, sha256 and call-site shape, then follows the functions that compute the thresholds, the micro-compaction and the token estimate to the constants they use (never by searching for a value), and lists every difference from the engine's profile for that version (drift). A patched file is read through the original its markers record.
+
+    Exit 0 no drift, 1 drift, 3 not a cli.js (or none found), 4 native build.
 
     Example: ctxpatch inspect node_modules/@anthropic-ai/claude-code/cli.js --json
-    """
+    """  # noqa: E501
     from patcher import bundle, inspect_bundle, markers, snippet
     from patcher.discover import environ, targets
 
@@ -124,14 +122,14 @@ def regress_cmd(
     no_node_check: Annotated[bool, typer.Option("--no-node-check", help="Skip node's ESM check "
                                                 "of each patched file.")] = False,
 ) -> None:
-    """Run locate → apply → check → apply again → node ESM check → revert → inspect drift
-    on published versions (downloaded with npm pack into ~/.cache/ctxpatch, cached).
+    """Run the patch life cycle on published versions and report drift from the engine.
 
-    With no version option: the per-shape sample that CI uses. Prints a matrix; exit 0 when
-    every version passed (or was rightly refused) with no drift, 1 otherwise, 2 on bad options.
+    Each version is downloaded once with npm pack into ~/.cache/ctxpatch (CTXPATCH_CACHE overrides), copied to a scratch folder, then: locate → apply → check → apply again (no change) → node ESM check of the patched file → revert (byte-identical) → inspect drift. With no version option it runs the per-shape sample that CI uses. Prints a matrix on stdout and progress on stderr.
+
+    Exit 0 every version passed (or was rightly refused) with no drift, 1 a version failed or drifted, 2 bad options.
 
     Example: ctxpatch regress --versions 2.1.40..2.1.68 --package both --json out.json -j 2
-    """
+    """  # noqa: E501
     from patcher import regress
 
     if jobs < 1:
