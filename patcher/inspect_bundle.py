@@ -433,7 +433,7 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             body = r.data[en.start : en.end]
             rep.features["disable_compact_in_enabled"] = _env_read(body, "DISABLE_COMPACT")
             rep.features["disable_auto_compact_in_enabled"] = _env_read(body, "DISABLE_AUTO_COMPACT")
-    # DISABLE_COMPACT may also (2.0.20-2.0.64: only) be read by the auto-compact dispatcher, the
+    # DISABLE_COMPACT may also (2.0.30-2.0.64: only) be read by the auto-compact dispatcher, the
     # function that returns {wasCompacted} / {compactionResult}
     dispatcher = _dispatcher_reading(r, "DISABLE_COMPACT", exclude=enabled)
     if dispatcher:
