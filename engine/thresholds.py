@@ -118,12 +118,17 @@ def compute_thresholds(
             why.append(f"PCT override {raw_pct!r} ignored (must be in (0,100])")
     compact_off = profile.has_disable_compact and env_true(env.get("DISABLE_COMPACT"))
     auto_off = profile.has_disable_auto_compact and env_true(env.get("DISABLE_AUTO_COMPACT"))
-    enabled = auto_compact_setting and not compact_off and not auto_off
+    # "Auto-compact enabled" (the warning base) reads DISABLE_COMPACT only from 2.0.65; in
+    # 2.0.30-2.0.64 only the dispatcher does, so compaction stops but the base stays the
+    # threshold (profile.disable_compact_scope, found by the inspect sweep).
+    enabled_fn = auto_compact_setting and not auto_off and not (
+        compact_off and profile.disable_compact_scope == "enabled")
+    enabled = enabled_fn and not compact_off
     if not enabled:
         why.append("auto-compact disabled by "
                    + ("DISABLE_COMPACT" if compact_off else
                       "DISABLE_AUTO_COMPACT" if auto_off else "autoCompactEnabled=false"))
-    base = threshold if enabled else eff
+    base = threshold if enabled_fn else eff
     warning = base - profile.warning_offset
     error = base - profile.error_offset
     why.append(f"warning = error = {base} - {profile.warning_offset} = {warning}")

@@ -70,3 +70,17 @@ def test_blocking_override():
 def test_js_parsers():
     assert js_parse_int("123abc") == 123 and js_parse_int("x") is None
     assert js_parse_float("50%") == 50.0 and js_parse_float(".5") == 0.5
+
+
+def test_disable_compact_keeps_the_warning_base_where_only_the_dispatcher_reads_it() -> None:
+    """2.0.30-2.0.64: DISABLE_COMPACT is read by the auto-compact dispatcher only, so the
+    warning base stays the threshold; from 2.0.65 the enabled function reads it too."""
+    from engine.profiles import profile_for
+    from engine.thresholds import compute_thresholds as _ct
+
+    env = {"DISABLE_COMPACT": "1"}
+    old = _ct(profile_for("2.0.50"), model="claude-sonnet-4-5", env=env)
+    new = _ct(profile_for("2.0.76"), model="claude-sonnet-4-5", env=env)
+    assert not old.auto_compact_enabled and not new.auto_compact_enabled
+    assert old.warning == old.auto_compact - 20000
+    assert new.warning == new.effective_window - 20000
