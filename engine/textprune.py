@@ -49,12 +49,14 @@ Pruning
     estimate of the whole input is below ``THRESHOLD``. Otherwise, in older user/assistant
     messages that are neither meta nor compact summaries: every ``text`` block with a string
     ``text`` longer than ``MAX_CHARS`` UTF-16 units gets ``text = cut(first line) +
-    "\\n[earlier context pruned]"`` (a new block, other fields copied). The first line ends at
-    the first ``"\\n"`` or ``"\\r"``; the cut keeps ``MAX_CHARS`` units, or ``MAX_CHARS - 1``
-    when that would split a surrogate pair. The string content of an older typed user message
-    (a turn start) is shortened the same way; assistant string content is not. A text whose
-    shortened form equals itself (already pruned) is left alone, so ``prune(prune(x)) ==
-    prune(x)`` and the second call returns its input object.
+    "\\n[earlier context pruned]"`` (a new block, other fields copied), when that is shorter
+    (in UTF-16 units) than the text; otherwise the block is left alone, so a text only a few
+    units over ``MAX_CHARS`` is never made longer. The first line ends at the first ``"\\n"``
+    or ``"\\r"``; the cut keeps ``MAX_CHARS`` units, or ``MAX_CHARS - 1`` when that would
+    split a surrogate pair. The string content of an older typed user message (a turn start)
+    is shortened the same way; assistant string content is not. A shortened text re-prunes to
+    itself, which is not shorter, so it is left alone: ``prune(prune(x)) == prune(x)`` and the
+    second call returns its input object.
 
 Result
     The input is never mutated. The same list object is returned when nothing changed;
@@ -391,7 +393,8 @@ def pruned_text(text: str, max_chars: int) -> str:
 
     Longer than ``max_chars`` UTF-16 units: the first line (up to the first ``"\\n"`` or
     ``"\\r"``), cut to ``max_chars`` units (``max_chars - 1`` rather than splitting a surrogate
-    pair), plus :data:`MARKER`. A result equal to ``text`` returns ``text``.
+    pair), plus :data:`MARKER`. A result that is not shorter than ``text`` returns ``text``
+    (a text only a few units over ``max_chars`` is never made longer).
     """
     if utf16_len(text) <= max_chars:
         return text
@@ -406,11 +409,7 @@ def pruned_text(text: str, max_chars: int) -> str:
             end -= 1
         first_line = units[: 2 * end].decode("utf-16-le", "surrogatepass")
     result = first_line + MARKER
-    if result == text or (
-        len(text) <= 2 * len(result) and _utf16_units(result) == _utf16_units(text)
-    ):
-        return text
-    return result
+    return result if utf16_len(result) < utf16_len(text) else text
 
 
 @dataclass(frozen=True)
@@ -447,6 +446,8 @@ def prune_detailed(messages: list[Any], env: Mapping[str, str] | None = None) ->
 def prune(messages: list[Any], env: Mapping[str, str] | None = None) -> list[Any]:
     """Exactly what ``_aggressiveTextPrune(messages)`` returns under ``env`` (default ``os.environ``).
 
+    Older texts longer than ``MAX_CHARS`` become their cut first line plus :data:`MARKER` only
+    when that is shorter than the text (see :func:`pruned_text`): nothing is made longer.
     The input is never mutated; the same list object comes back when nothing changed.
     """
     return prune_detailed(messages, env).messages

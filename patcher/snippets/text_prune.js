@@ -26,8 +26,10 @@ function _aggressiveTextPrune(messages) {
   // In older user/assistant messages (never isMeta, never compact summaries), a
   // text block longer than MAX_CHARS becomes its first line, cut to MAX_CHARS
   // UTF-16 units (never between the two halves of a surrogate pair), followed by
-  // "\n[earlier context pruned]". The string content of an older typed user
-  // message is shortened the same way. Nothing else is ever touched.
+  // "\n[earlier context pruned]", when that is shorter than the text (a text only
+  // a few units over MAX_CHARS is left as is, never made longer). The string
+  // content of an older typed user message is shortened the same way. Nothing
+  // else is ever touched.
   //
   // The input is never mutated: changed messages are new objects, everything
   // else is shared, and the very same array comes back when nothing changed.
@@ -123,7 +125,8 @@ function _aggressiveTextPrune(messages) {
     return Math.ceil(sum * TOKENS_PER_ESTIMATE);
   }
 
-  // The shortened text, or the text itself when it is short enough.
+  // The shortened text, or the text itself when it is short enough or when
+  // shortening would not make it shorter (first line + marker >= the text).
   // Only looks at the first maxChars + 1 code units.
   function prunedText(text, maxChars) {
     if (text.length <= maxChars) return text;
@@ -140,7 +143,7 @@ function _aggressiveTextPrune(messages) {
       if (high >= 0xd800 && high <= 0xdbff && low >= 0xdc00 && low <= 0xdfff) end--;
     }
     var result = text.slice(0, end) + MARKER;
-    return result === text ? text : result;
+    return result.length < text.length ? result : text;
   }
 
   function writeDebugLine(file, entry) {

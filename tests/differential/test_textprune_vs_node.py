@@ -31,7 +31,9 @@ from engine.textprune import (
     MARKER,
     estimate_tokens,
     js_json_stringify,
+    js_truthy,
     prune_detailed,
+    utf16_len,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,15 +268,15 @@ EAGER = {
 
 
 def fixed_cases() -> list[dict[str, Any]]:
-    long = "0123456789ABCDEF"
+    long = "0123456789ABCDEF" * 3  # 48 units: at MAX_CHARS=10 pruned to 35
     convo = [user(long + "\r\nmore"), assistant([text(long)]), user([text("x" * 40)])]
     tool_use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": long}}
     tool_result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [text(long)]}
     varied = [
-        user("012345678😀 pair at the cut"),
+        user("012345678😀 pair at the cut, and enough text after it to prune"),
         assistant(
             [
-                text("01234567😀9 fits"),
+                text("01234567😀9 fits, and enough text after it to prune"),
                 {"type": "thinking", "thinking": long, "signature": "s"},
                 tool_use,
             ]
@@ -289,7 +291,17 @@ def fixed_cases() -> list[dict[str, Any]]:
         user([{"type": "image", "source": {"type": "base64", "data": "AAAA"}}, text(long)]),
         user([]),
         assistant(long * 2),  # assistant string content stays
-        user("ab\rcdefghijklmnop"),  # a lone CR ends the first line too
+        user("ab\rcdefghijklmnopqrstuvwxyz0123456789"),  # a lone CR ends the first line too
+        # never made longer (MAX_CHARS=10: a shortened form is 10 + 25 units)
+        assistant(
+            [
+                text("0123456789X"),  # just over MAX_CHARS: kept
+                text("0123456789" + "X" * 25),  # the shortened form as long: kept
+                text("0123456789" + "X" * 26),  # one unit shorter: pruned
+                text("first\r\nsecond line that is lon"),  # as long: kept
+                text("first\r\nsecond line that is long"),  # one unit shorter: pruned
+            ]
+        ),
         user([{**tool_result, "content": [{"type": "document", "source": {}}, text("abcdef")]}]),
         user("last"),
     ]
@@ -334,6 +346,59 @@ def test_fixed_cases_one_shot() -> None:
     for case, result in zip(again, run_once(again), strict=True):
         assert compare(case, result) != "pruned"
         assert result["same"]
+
+
+def boundary_texts(max_chars: int) -> list[tuple[str, str]]:
+    """(text, what pruning must make of it) around "shortened only when that is shorter"."""
+    head = "h" * max_chars  # the longest first line that is kept whole
+    pad = len(MARKER)  # a shortened text is its kept first line plus these 25 units
+    pairs = [
+        ("h" * (max_chars + 1), "h" * (max_chars + 1)),  # just over MAX_CHARS, no newline
+        (head + "t" * pad, head + "t" * pad),  # the shortened form is exactly as long
+        (head + "t" * (pad + 1), head + MARKER),  # one unit shorter
+        (head + "\n" + "t" * (pad - 1), head + "\n" + "t" * (pad - 1)),  # as long
+        (head + "\n" + "t" * pad, head + MARKER),  # one unit shorter
+        (head + "\r\n" + "t" * (pad - 2), head + "\r\n" + "t" * (pad - 2)),  # as long
+        (head + "\r\n" + "t" * (pad - 1), head + MARKER),  # one unit shorter
+    ]
+    if max_chars < pad:  # an empty first line (the text must still be over MAX_CHARS)
+        pairs += [("\r" + "t" * (pad - 1), "\r" + "t" * (pad - 1)), ("\r" + "t" * pad, MARKER)]
+    if max_chars > 1:  # a surrogate pair across the cut: the kept line is one unit shorter
+        cut = "h" * (max_chars - 1)
+        pairs += [
+            (cut + "😀" + "t" * (pad - 2), cut + "😀" + "t" * (pad - 2)),  # as long
+            (cut + "😀" + "t" * (pad - 1), cut + MARKER),  # one unit shorter
+        ]
+    return pairs
+
+
+@pytest.mark.node
+def test_never_longer_boundary_in_node() -> None:
+    cases = []
+    expected = []
+    for max_chars in (1, 2, 10, 80):
+        pairs = boundary_texts(max_chars)
+        messages = [
+            user([text(t) for t, _ in pairs]),
+            user(pairs[2][0]),  # string content of a typed message: pruned the same way
+            user(pairs[1][0]),
+            user("last"),
+        ]
+        env = {**EAGER, "CLAUDE_TEXT_PRUNE_MAX_CHARS": str(max_chars)}
+        cases.append({"env": env, "messages": messages})
+        expected.append([e for _, e in pairs] + [pairs[2][1], pairs[1][0]])
+    cases = normalized(cases)
+    results = run_once(cases)
+    for case, result, want in zip(cases, results, expected, strict=True):
+        assert compare(case, result) == "pruned"
+        out = result["output"]
+        got = [b["text"] for b in out[0]["message"]["content"]]
+        got += [out[1]["message"]["content"], out[2]["message"]["content"]]
+        assert got == normalized(want), case["env"]
+        assert out[2] == case["messages"][2]  # kept as is: the very same message, unchanged
+        blocks = case["messages"][0]["message"]["content"]
+        for before, after in zip(blocks, got[: len(blocks)], strict=True):
+            assert after == before["text"] or utf16_len(after) < utf16_len(before["text"])
 
 
 @pytest.mark.node
@@ -401,11 +466,37 @@ TEXT_POOL = sorted(  # longest first: hypothesis favours the first elements
     {
         *PIECES,
         *(
-            "a" * k + tail
+            "a" * k + tail + rest
             for k in (0, 1, 2, 4, 7, 9, 19, 79)
             for tail in ("😀😀😀", "\ud83dxyz", "\nz")
+            for rest in ("", "w" * 30)  # with the rest, the cut is short enough to be used
         ),
         *("a" * k for k in (1, 3, 5, 8, 10, 11, 20, 21, 40, 80, 81, 120)),
+        # a text is only shortened when first line (cut) + MARKER is shorter than the text:
+        # lengths right at that boundary for each MAX_CHARS drawn below, and longer texts
+        *("b" * (m + len(MARKER) + d) for m in (1, 2, 3, 5, 8, 10, 20, 80) for d in (0, 1)),
+        *("c" * k + "\n" + "d" * 40 for k in (0, 3, 10, 30)),
+        *("e" * k + "😀" + "f" * 60 for k in (0, 1, 4, 7, 9, 19, 79)),
+        "g" * 200,
+        *("j" * k for k in (150, 300, 1000)),
+        *("h" * k + "\n" + "i" * 120 for k in (5, 80, 81)),
+        *("a" * 79 + "😀" + "l" * k for k in (23, 24, 40)),  # at 80 the pair is not split
+        "中" * 110,
+        "👍🏽" * 30,
+        "\ud83d" + "k" * 110,
+        "```python\n" + "print('hello, world')\n" * 8 + "```",
+        "Sure! Here is the plan:\r\n" + "1. a step of the plan\r\n" * 6,
+        'a tab\t and a quote " and a backslash \\ ' * 4,
+        "\u2028".join(["not a line break for the cut"] * 5),
+        "é" * 130,
+        "\ufeff" + "text after a byte order mark " * 5,
+        "\x00\x1f\x7f" * 40,
+        (
+            "A paragraph of prose, long enough to be pruned at every MAX_CHARS drawn here: "
+            "it runs on past one hundred and five UTF-16 units before its first line ends.\n"
+            "Then a second line."
+        ),
+        "## Heading\n\n" + "Body text that goes on and on. " * 5,
         "😀" * 50,
         "first line\r\nsecond line, which is long enough to be pruned",
         "x" * 80 + "\n" + "y" * 30,
@@ -585,6 +676,41 @@ def make_cases(messages: list[Any], specs: list[dict[str, Any]]) -> list[dict[st
     return cases
 
 
+def long_texts(messages: list[Any], output: list[Any], cutoff: int, max_chars: int) -> Counter[str]:
+    """Older prunable texts over MAX_CHARS in node's output: "kept" (shortening would not
+    make them shorter) or "shortened" (then strictly shorter)."""
+    seen: Counter[str] = Counter()
+    for before, after in zip(messages[:cutoff], output[:cutoff], strict=True):
+        if not isinstance(before, dict) or before.get("type") not in ("user", "assistant"):
+            continue
+        if js_truthy(before.get("isMeta")) or js_truthy(before.get("isCompactSummary")):
+            continue
+        if not isinstance(before.get("message"), dict):
+            continue
+        old, new = before["message"].get("content"), after["message"]["content"]
+        if isinstance(old, str):
+            pairs = [(old, new)] if before["type"] == "user" else []
+        elif isinstance(old, list):
+            pairs = [
+                (x["text"], y["text"])
+                for x, y in zip(old, new, strict=True)
+                if isinstance(x, dict)
+                and x.get("type") == "text"
+                and isinstance(x.get("text"), str)
+            ]
+        else:
+            pairs = []
+        for x, y in pairs:
+            if utf16_len(x) <= max_chars:
+                continue
+            if y == x:
+                seen["kept"] += 1
+            else:
+                assert utf16_len(y) < utf16_len(x) and y.endswith(MARKER)
+                seen["shortened"] += 1
+    return seen
+
+
 cases_strategy = st.builds(
     make_cases, conversations, st.lists(environments, min_size=4, max_size=8)
 )
@@ -594,6 +720,7 @@ cases_strategy = st.builds(
 def test_generated_cases_agree_with_node(node_server: NodeServer, tmp_path: Path) -> None:
     reasons: Counter[str] = Counter()
     boundary: Counter[str] = Counter()
+    texts_seen: Counter[str] = Counter()
     checked_debug_lines = 0
     log = tmp_path / "prune.jsonl"
 
@@ -624,6 +751,16 @@ def test_generated_cases_agree_with_node(node_server: NodeServer, tmp_path: Path
                 boundary[f"{case['mode']}:{reason}"] += 1
             if reason == "pruned":
                 pruned.append(case)
+                outcome = prune_detailed(case["messages"], case["env"])
+                assert outcome.cutoff is not None and outcome.settings is not None
+                texts_seen.update(
+                    long_texts(
+                        case["messages"],
+                        result["output"],
+                        outcome.cutoff,
+                        outcome.settings.max_chars,
+                    )
+                )
         # the debug line of every pruning call: JavaScript's own estimate, before and after
         lines = log.read_text(encoding="utf-8").splitlines()
         assert len(lines) == (len(pruned) if debug else 0)
@@ -649,3 +786,5 @@ def test_generated_cases_agree_with_node(node_server: NodeServer, tmp_path: Path
     assert boundary["at:pruned"] > 0 and boundary["at-1:pruned"] > 0, boundary
     assert boundary["at+1:below-threshold"] > 0 and boundary["at+1:pruned"] == 0, boundary
     assert checked_debug_lines > 0
+    # both sides of "shortened only when that is shorter" reach node
+    assert texts_seen["kept"] > 0 and texts_seen["shortened"] > 0, texts_seen

@@ -43,7 +43,8 @@ EAGER = {
     "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
     "CLAUDE_TEXT_PRUNE_MAX_CHARS": "10",
 }
-LONG = "0123456789abcdefghij"  # 20 units, longer than MAX_CHARS=10
+# 40 units: at MAX_CHARS=10 its shortened form (10 units + MARKER, 35 units) is shorter
+LONG = "0123456789abcdefghij" * 2
 
 
 def env(**overrides: str) -> dict[str, str]:
@@ -444,34 +445,68 @@ def test_estimate_counts_meta_and_summaries() -> None:
     [
         ("short", 10, "short"),
         ("exactly10!", 10, "exactly10!"),
-        ("0123456789X", 10, "0123456789" + MARKER),
-        ("first\nsecond line that is long", 10, "first" + MARKER),
-        ("first\r\nsecond line that is long", 10, "first" + MARKER),
-        ("first\rsecond line that is long", 10, "first" + MARKER),
-        ("a\r\nb\nc", 4, "a" + MARKER),
-        ("\nleading newline", 5, MARKER),
-        ("0123456789\nrest", 10, "0123456789" + MARKER),  # first line exactly MAX_CHARS
-        ("0123456789ABCDEF\nrest", 10, "0123456789" + MARKER),
+        ("0123456789" + "X" * 26, 10, "0123456789" + MARKER),
+        ("first\nsecond line, long enough to be pruned", 10, "first" + MARKER),
+        ("first\r\nsecond line, long enough to be pruned", 10, "first" + MARKER),
+        ("first\rsecond line, long enough to be pruned", 10, "first" + MARKER),
+        ("a\r\nb\n" + "c" * 30, 4, "a" + MARKER),
+        ("\nleading newline, long enough to be pruned", 5, MARKER),
+        ("0123456789\nthe rest, long enough to be pruned", 10, "0123456789" + MARKER),  # == MAX
+        ("0123456789ABCDEF\nthe rest, long enough to be pruned", 10, "0123456789" + MARKER),
         # surrogate pairs: never split
-        ("012345678😀xyz", 10, "012345678" + MARKER),
-        ("01234567😀xyz", 10, "01234567😀" + MARKER),
-        ("012345678\ud83d\ude00xyz", 10, "012345678" + MARKER),  # pair as two code points
-        ("😀😀😀😀😀😀", 5, "😀😀" + MARKER),
-        ("😀😀", 1, MARKER),
+        ("012345678😀" + "xyz" * 10, 10, "012345678" + MARKER),
+        ("01234567😀" + "xyz" * 10, 10, "01234567😀" + MARKER),
+        ("012345678\ud83d\ude00" + "xyz" * 10, 10, "012345678" + MARKER),  # two code points
+        ("😀" * 20, 5, "😀😀" + MARKER),
+        ("😀" * 13, 1, MARKER),
         # lone surrogates are single units
-        ("012345678" + chr(0xD83D) + "xyz", 10, "012345678" + chr(0xD83D) + MARKER),
-        ("012345678" + chr(0xDE00) + "xyz", 10, "012345678" + chr(0xDE00) + MARKER),
-        ("0123456789" + chr(0xDE00) + "xyz", 10, "0123456789" + MARKER),
+        ("012345678" + chr(0xD83D) + "xyz" * 10, 10, "012345678" + chr(0xD83D) + MARKER),
+        ("012345678" + chr(0xDE00) + "xyz" * 10, 10, "012345678" + chr(0xDE00) + MARKER),
+        ("0123456789" + chr(0xDE00) + "xyz" * 10, 10, "0123456789" + MARKER),
+        # never made longer: the shortened form must be strictly shorter than the text
+        ("0123456789X", 10, "0123456789X"),  # just over MAX_CHARS, no newline
+        ("0123456789" + "X" * 25, 10, "0123456789" + "X" * 25),  # shortened form as long
+        ("first\nsecond line that is long", 10, "first\nsecond line that is long"),  # as long
+        ("first\nsecond line that is long!", 10, "first" + MARKER),  # one unit shorter
+        ("first\nsecond", 10, "first\nsecond"),
+        ("\nleading newline", 5, "\nleading newline"),
+        ("012345678😀xyz", 10, "012345678😀xyz"),  # would cut before the pair, still longer
+        ("😀😀", 1, "😀😀"),
+        ("😀" * 12 + "x", 1, "😀" * 12 + "x"),  # 25 units: MARKER alone is as long
+        ("😀" * 12 + "xy", 1, MARKER),  # 26 units: one shorter
     ],
 )
 def test_pruned_text(original: str, max_chars: int, expected: str) -> None:
-    assert pruned_text(original, max_chars) == expected
+    result = pruned_text(original, max_chars)
+    assert result == expected
+    if expected == original:
+        assert result is original
+    else:
+        assert utf16_len(result) < utf16_len(original)
     again = pruned_text(expected, max_chars)
     assert again == expected
 
 
+@pytest.mark.parametrize("max_chars", [1, 2, 5, 10, 80])
+@pytest.mark.parametrize("newline", ["", "\n", "\r", "\r\n"])
+def test_pruned_text_boundary(max_chars: int, newline: str) -> None:
+    """Pruned only when first line (cut) + MARKER is strictly shorter than the text."""
+    head = "h" * max_chars  # the kept first line
+    shortened = head + MARKER
+    size = utf16_len(shortened)
+    filler = size - max_chars - len(newline)  # makes the text exactly as long as `shortened`
+    equal = head + newline + "t" * filler
+    assert utf16_len(equal) == size
+    assert pruned_text(equal, max_chars) is equal
+    one_more = equal + "t"
+    assert pruned_text(one_more, max_chars) == shortened
+    just_over = "h" * (max_chars + 1)  # no newline, a single unit over MAX_CHARS
+    assert pruned_text(just_over, max_chars) is just_over
+
+
 def test_pruned_text_returns_the_same_object_when_already_pruned() -> None:
-    once = pruned_text("0123456789ABCDEF\nrest", 10)
+    once = pruned_text("0123456789ABCDEF\nthe rest, long enough to be pruned", 10)
+    assert once == "0123456789" + MARKER
     assert pruned_text(once, 10) is once
 
 
@@ -479,7 +514,7 @@ def test_pruned_text_returns_the_same_object_when_already_pruned() -> None:
 
 
 def test_what_is_pruned_and_what_is_not() -> None:
-    long = "L" * 30
+    long = "L" * 40  # pruned at MAX_CHARS=10 (10 + MARKER = 35 units)
     old = [
         user(long + "\nmore", uuid="typed"),  # 0 string content of a typed user message
         assistant(long),  # 1 assistant string: untouched
@@ -543,12 +578,13 @@ def test_key_order_of_new_objects_follows_the_input() -> None:
     msgs = [
         {
             "uuid": "1",
-            "message": {"content": [{"text": "x" * 20, "type": "text", "z": 1}]},
+            "message": {"content": [{"text": "x" * 40, "type": "text", "z": 1}]},
             "type": "user",
         },
         user("next"),
     ]
     out = prune(msgs, env())
+    assert out[0] is not msgs[0]
     assert list(out[0]) == ["uuid", "message", "type"]
     assert list(out[0]["message"]["content"][0]) == ["text", "type", "z"]
 
@@ -561,7 +597,11 @@ def test_nothing_qualifies_returns_the_input() -> None:
 
 
 def test_idempotent_with_first_line_exactly_max_chars() -> None:
-    msgs = [user("A" * 10 + "\n" + "B" * 50), assistant([text("C" * 10 + "\r\nD")]), user("go")]
+    msgs = [
+        user("A" * 10 + "\n" + "B" * 50),
+        assistant([text("C" * 10 + "\r\n" + "D" * 30)]),
+        user("go"),
+    ]
     once = prune(msgs, env(max_chars="10"))
     assert once[0]["message"]["content"] == "A" * 10 + MARKER
     assert once[1]["message"]["content"][0]["text"] == "C" * 10 + MARKER
@@ -591,12 +631,18 @@ def test_never_throws() -> None:
 # --------------------------------------------------------------------------- properties
 
 PIECES = ["\n", "\r", "\r\n", "😀", "\ud83d", "\ude00", "é", " ", "ab", "[earlier context pruned]"]
-texts = st.lists(
+pieces = st.lists(
     st.one_of(
         st.sampled_from(PIECES), st.integers(1, 40).map(lambda k: "x" * k), st.text(max_size=3)
     ),
     max_size=6,
 ).map("".join)
+# A text is only pruned when its first line (cut to MAX_CHARS) plus MARKER (25 units) is
+# shorter than the text: half the texts get a long run in the middle so many qualify.
+texts = st.one_of(
+    pieces,
+    st.tuples(pieces, st.integers(1, 120).map(lambda k: "x" * k), pieces).map("".join),
+)
 flags = st.one_of(
     st.just(None),
     st.just(None),
@@ -675,6 +721,31 @@ def test_property_strategies_actually_prune() -> None:
     assert reasons["error"] == 0, reasons
 
 
+def test_property_texts_reach_both_sides_of_the_boundary() -> None:
+    """Guard: generated texts over MAX_CHARS are both shortened and kept (not shorter)."""
+    kinds: Counter[str] = Counter()
+
+    @settings(
+        derandomize=True,
+        max_examples=max(MAX_EXAMPLES, 100),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(texts, st.sampled_from([1, 2, 5, 10, 80]))
+    def run(original: str, max_chars: int) -> None:
+        if utf16_len(original) <= max_chars:
+            kinds["short"] += 1
+        elif pruned_text(original, max_chars) is original:
+            kinds["kept"] += 1
+        else:
+            kinds["pruned"] += 1
+
+    run()
+    total = sum(kinds.values())
+    assert kinds["pruned"] >= 0.25 * total, kinds
+    assert kinds["kept"] > 0, kinds
+
+
 UNTOUCHED_TYPES = {"thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document"}
 
 
@@ -701,15 +772,33 @@ def test_property_no_mutation_and_identity(msgs: list[Any], environ: dict[str, s
         old, new = a["message"]["content"], b["message"]["content"]
         if isinstance(old, str):
             assert a["type"] == "user" and new.endswith(MARKER)
+            assert utf16_len(new) < utf16_len(old)  # never made longer
             continue
         assert len(old) == len(new)
         for x, y in zip(old, new, strict=True):
             if x is not y:
                 assert x["type"] == "text" and y["text"].endswith(MARKER)
+                assert utf16_len(y["text"]) < utf16_len(x["text"])  # never made longer
                 assert {k: v for k, v in x.items() if k != "text"} == {
                     k: v for k, v in y.items() if k != "text"
                 }
     json.dumps(out)  # still plain JSON data
+
+
+@PROPERTY_SETTINGS
+@given(texts, st.integers(1, 90))
+def test_property_pruned_text_never_grows(original: str, max_chars: int) -> None:
+    result = pruned_text(original, max_chars)
+    again = pruned_text(result, max_chars)
+    assert again is result
+    if result is original:
+        return
+    assert utf16_len(result) < utf16_len(original)
+    assert utf16_len(original) > max_chars
+    assert result.endswith(MARKER)
+    head = result[: -len(MARKER)]
+    assert original.startswith(head) and "\n" not in head and "\r" not in head
+    assert utf16_len(head) <= max_chars
 
 
 @PROPERTY_SETTINGS
