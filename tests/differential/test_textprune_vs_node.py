@@ -12,11 +12,13 @@ per line), so shrinking still works and the run stays fast.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +57,22 @@ DECLARATION = "function _aggressiveTextPrune("
 def load_snippet() -> str:
     """The JavaScript under test (for now: the snippet file itself)."""
     return SNIPPET_PATH.read_text(encoding="utf-8").strip()
+
+
+@functools.cache
+def injected_snippet() -> str:
+    """The JavaScript under test, taken out of a fixture patched by ctxpatch: what users run."""
+    from patcher import ops
+
+    with tempfile.TemporaryDirectory() as folder:
+        cli = Path(folder) / "cli.js"
+        shutil.copyfile(ROOT / "fixtures" / "cli_js" / "s6-2.1.112.js", cli)
+        ops.apply_file(cli, node_check=False)
+        return load_snippet_from_patched(cli)
+
+
+def test_injected_snippet_is_the_snippet_file() -> None:
+    assert injected_snippet() == load_snippet()
 
 
 def load_snippet_from_patched(path: str | os.PathLike[str]) -> str:
@@ -139,7 +157,7 @@ def require_node() -> str:
 def run_once(cases: list[dict[str, Any]], snippet: str | None = None) -> list[dict[str, Any]]:
     """One node process for a batch of cases (the harness's one-shot mode)."""
     node = require_node()
-    document = json.dumps({"snippet": snippet or load_snippet(), "cases": cases})
+    document = json.dumps({"snippet": snippet or injected_snippet(), "cases": cases})
     done = subprocess.run(
         [node, str(HARNESS)],
         input=document.encode("ascii"),
@@ -194,7 +212,7 @@ class NodeServer:
 
 @pytest.fixture(scope="module")
 def node_server() -> Iterator[NodeServer]:
-    server = NodeServer(require_node(), load_snippet())
+    server = NodeServer(require_node(), injected_snippet())
     try:
         yield server
     finally:
