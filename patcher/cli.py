@@ -19,7 +19,7 @@ from patcher.e2e.cli import register as register_verify
 from patcher.fidelity_cli import register as register_fidelity
 from patcher import __version__, ops
 from patcher.discover import Install, all_installs, environ, targets
-from patcher.errors import CtxpatchError, ExitCode, NotFound, Unsupported
+from patcher.errors import CtxpatchError, ExitCode, InternalError, NotFound
 from patcher.ops import Result
 
 app = typer.Typer(
@@ -171,40 +171,19 @@ def _one(inst: Install, action: Callable[[Path], Result]) -> Result:
     except KeyboardInterrupt:
         typer.echo("interrupted: nothing half-written (writes are atomic)", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    except Unsupported as e:
-        r = ops.unsupported_result(inst.path, e)
-        r.notes.append(e.hint)
-        return r
     except CtxpatchError as e:
-        r = Result(
-            path=str(inst.path),
-            action="refused" if e.exit_code != ExitCode.INTERNAL else "error",
-            state="ERROR",
-            exit_code=int(e.exit_code),
-            reason=e.render(),
-        )
-        r.backup = {}
-        r.notes = []
-        r.__dict__["error"] = e.to_json()
-        return r
+        return ops.error_result(inst.path, e)
     except Exception as e:  # the one guard that turns a bug into exit 5, never a traceback
         if os.environ.get("CTXPATCH_DEBUG"):
             raise
-        err = CtxpatchError(
-            f"internal error: {type(e).__name__}: {e}",
-            hint="this is a bug in ctxpatch; rerun with CTXPATCH_DEBUG=1 for a traceback and "
-            "report it",
+        return ops.error_result(
+            inst.path,
+            InternalError(
+                f"internal error: {type(e).__name__}: {e}",
+                hint="this is a bug in ctxpatch; rerun with CTXPATCH_DEBUG=1 for a traceback and "
+                "report it",
+            ),
         )
-        err.exit_code = ExitCode.INTERNAL
-        r = Result(
-            path=str(inst.path),
-            action="error",
-            state="ERROR",
-            exit_code=int(ExitCode.INTERNAL),
-            reason=err.render(),
-        )
-        r.__dict__["error"] = err.to_json()
-        return r
 
 
 def _combined(results: list[Result]) -> int:
@@ -220,10 +199,7 @@ def _emit_json(results: list[Result], code: int, *, chosen_by: str) -> None:
         "ctxpatch": __version__,
         "exit_code": code,
         "chosen_by": chosen_by,
-        "results": [
-            dict(r.to_json(), **({"error": r.__dict__["error"]} if "error" in r.__dict__ else {}))
-            for r in results
-        ],
+        "results": [r.to_json() for r in results],
     }
     typer.echo(json.dumps(doc, indent=2))
 

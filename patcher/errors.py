@@ -127,3 +127,10 @@ class VerificationFailed(CtxpatchError):
 
     code = "verification_failed"
     exit_code = ExitCode.INTERNAL
+
+
+class InternalError(CtxpatchError):
+    """An unexpected exception: a bug. Reported with exit 5, never as a traceback."""
+
+    code = "internal"
+    exit_code = ExitCode.INTERNAL

@@ -37,9 +37,13 @@ class Result:
     reason: str = ""
     backup: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    error: dict[str, object] | None = None  # CtxpatchError.to_json() when the command failed
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        doc = asdict(self)
+        if self.error is None:
+            del doc["error"]
+        return doc
 
 
 def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: object) -> Result:
@@ -316,6 +320,23 @@ def _foreign_original(
         why=marks.reason + "; and no backup proves what the original was",
         hint="reinstall the package (npm install) to get a clean cli.js",
         version=b.version,
+    )
+
+
+def error_result(path: Path, err: CtxpatchError) -> Result:
+    """A failed command on one file, as a Result (so several files can all be reported)."""
+    if isinstance(err, Unsupported):
+        r = unsupported_result(path, err)
+        r.notes.append(err.hint)
+        return r
+    action = "error" if err.exit_code == ExitCode.INTERNAL else "refused"
+    return Result(
+        path=str(path),
+        action=action,
+        state="ERROR",
+        exit_code=int(err.exit_code),
+        reason=err.render(),
+        error=err.to_json(),
     )
 
 
