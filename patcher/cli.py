@@ -15,11 +15,12 @@ from typing import Annotated
 import typer
 
 from engine.cli import register as register_engine
-from patcher.e2e.cli import register as register_verify
-from patcher.fidelity_cli import register as register_fidelity
 from patcher import __version__, ops
+from patcher.clifail import fail
 from patcher.discover import Install, all_installs, environ, targets
+from patcher.e2e.cli import register as register_verify
 from patcher.errors import CtxpatchError, ExitCode, InternalError, NotFound
+from patcher.fidelity_cli import register as register_fidelity
 from patcher.ops import Result
 
 app = typer.Typer(
@@ -152,7 +153,7 @@ def _run(path: Path | None, as_json: bool, action: Callable[[Path], Result], *, 
             hint="pass the file with --path, e.g. ctxpatch apply --path "
             "node_modules/@anthropic-ai/claude-code/cli.js",
         )
-        _fail(err, as_json)
+        fail(err, as_json)
     if len(installs) > 1 and not as_json:
         typer.echo(f"{verb}: {len(installs)} copies, chosen from {chosen_by}:", err=True)
     results = [_one(inst, action) for inst in installs]
@@ -248,24 +249,6 @@ def _human(r: Result, verb: str) -> None:
             typer.echo(f"  backup: {r.backup['path']} ({r.backup['status']})", err=True)
     for note in r.notes:
         typer.echo(f"  note: {note}", err=True)
-
-
-def _fail(err: CtxpatchError, as_json: bool) -> None:
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "ctxpatch": __version__,
-                    "exit_code": int(err.exit_code),
-                    "error": err.to_json(),
-                    "results": [],
-                },
-                indent=2,
-            )
-        )
-    else:
-        typer.echo(err.render(), err=True)
-    raise typer.Exit(int(err.exit_code))
 
 
 # After the patch commands: `verify`, `simulate` and `thresholds` (engine never imports

@@ -13,6 +13,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "cli_js"
 IN_CI = bool(os.environ.get("CI"))
+# One synthetic bundle per call-site shape (fixtures/cli_js/README.md).
+SHAPE_FIXTURES = (
+    "s0-1.0.60.js",
+    "s1-2.0.76.js",
+    "s1p-2.1.7.js",
+    "s1pp-2.1.30.js",
+    "s3-2.1.50.js",
+    "s4-2.1.61.js",
+    "s5-2.1.68.js",
+    "s6-2.1.112.js",
+)
 
 
 def need(tool: str, why: str) -> str:

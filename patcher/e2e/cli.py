@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from patcher import __version__
+from patcher.clifail import fail
 from patcher.discover import environ, targets
 from patcher.errors import CtxpatchError, ExitCode, NotFound
 
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
         installs, chosen_by = targets(path, environ(), Path.cwd())
         if not installs:
-            _fail(
+            fail(
                 NotFound(
                     "no Claude Code cli.js found",
                     why="looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
@@ -70,7 +71,7 @@ def register(app: typer.Typer) -> None:
                 )
                 raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
             except CtxpatchError as e:
-                _fail(e, as_json)
+                fail(e, as_json)
             except Exception as e:  # a bug: exit 5 with a hint, never a bare traceback
                 if os.environ.get("CTXPATCH_DEBUG"):
                     raise
@@ -80,7 +81,7 @@ def register(app: typer.Typer) -> None:
                     "and report it",
                 )
                 err.exit_code = ExitCode.INTERNAL
-                _fail(err, as_json)
+                fail(err, as_json)
         code = 0 if all(r.passed for r in reports) else 1
         if as_json:
             typer.echo(
@@ -100,19 +101,3 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(code)
 
 
-def _fail(err: CtxpatchError, as_json: bool) -> None:
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "ctxpatch": __version__,
-                    "exit_code": int(err.exit_code),
-                    "error": err.to_json(),
-                    "results": [],
-                },
-                indent=2,
-            )
-        )
-    else:
-        typer.echo(err.render(), err=True)
-    raise typer.Exit(int(err.exit_code))

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, copy_fixture
+from conftest import FIXTURES, SHAPE_FIXTURES, copy_fixture
 
 from patcher import backup, fsio, markers, ops, snippet, verify
 from patcher.errors import (
@@ -23,16 +23,7 @@ from patcher.errors import (
     VerificationFailed,
 )
 
-SHAPES = [
-    "s0-1.0.60.js",
-    "s1-2.0.76.js",
-    "s1p-2.1.7.js",
-    "s1pp-2.1.30.js",
-    "s3-2.1.50.js",
-    "s4-2.1.61.js",
-    "s5-2.1.68.js",
-    "s6-2.1.112.js",
-]
+SHAPES = SHAPE_FIXTURES
 
 
 def leftovers(folder: Path) -> list[str]:

@@ -6,21 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_node
+from conftest import SHAPE_FIXTURES, run_node
 
 from engine import textprune
 from patcher import ops
 
-SHAPES = [
-    "s0-1.0.60.js",
-    "s1-2.0.76.js",
-    "s1p-2.1.7.js",
-    "s1pp-2.1.30.js",
-    "s3-2.1.50.js",
-    "s4-2.1.61.js",
-    "s5-2.1.68.js",
-    "s6-2.1.112.js",
-]
+SHAPES = SHAPE_FIXTURES
 ENV = {
     "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
     "CLAUDE_TEXT_PRUNE_KEEP": "2",
