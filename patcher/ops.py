@@ -171,10 +171,11 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
         )
     patch = plan.plan_patch(original, b.version, snip)
     with ThreadPoolExecutor(1) as pool:  # node's whole-file check overlaps our own checks
-        gate = pool.submit(_node_gate, patch.new, original) if node_check else None
-        verify.check_patch(patch, snip, snip_sha)
+        node = verify.node_binary() if node_check else None
+        gate = pool.submit(_node_gate, patch.new, original, node) if node else None
+        verify.check_patch(patch, snip, snip_sha, esprima_check=gate is None)
         info, backup_notes = _ensure_backup(b, original, bpath, write=False)
-        notes = gate.result() if gate else ["node check skipped (--no-node-check)"]
+        notes = gate.result() if gate else [_no_node_note(node_check)]
     _write_backup_if_needed(b, original, bpath, info)
     atomic_replace(b.path, patch.new, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
     _confirm(b.path, patch.new)
@@ -193,13 +194,13 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
     )
 
 
-def _node_gate(new: bytes, original: bytes) -> list[str]:
-    node = verify.node_binary()
-    if node is None:
-        return [
-            "node not found: the whole-file ESM check was skipped (tree-sitter and esprima "
-            "checks of the edited regions passed)"
-        ]
+def _no_node_note(asked: bool) -> str:
+    why = "node not found" if asked else "--no-node-check"
+    return (f"{why}: the whole-file ESM check was skipped (tree-sitter and esprima checks of "
+            "the edited regions passed)")
+
+
+def _node_gate(new: bytes, original: bytes, node: str) -> list[str]:
     res = verify.node_check(new, node)
     if res.ok:
         return []

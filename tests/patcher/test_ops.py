@@ -403,3 +403,33 @@ def test_sdk_mode_0644_is_kept(fixture_copy) -> None:
     assert stat.S_IMODE(cli.stat().st_mode) == 0o644
     ops.revert_file(cli)
     assert stat.S_IMODE(cli.stat().st_mode) == 0o644
+
+
+def test_without_node_the_snippet_must_be_es2017(fixture_copy, monkeypatch) -> None:
+    # `?.` is ES2020: tree-sitter and node accept it, esprima 4 (ES2017) does not. Where node
+    # is absent the pure-Python check is the one that guards the snippet.
+    cli = fixture_copy("s3-2.1.50.js")
+    before = cli.read_bytes()
+    modern = b"function _aggressiveTextPrune(m){return m?.slice()}\n"
+    monkeypatch.setattr(snippet, "source", lambda: modern)
+    monkeypatch.setattr(snippet, "sha", lambda: markers.sha256(modern))
+    monkeypatch.setattr(verify, "node_binary", lambda: None)
+    with pytest.raises(VerificationFailed) as e:
+        ops.apply_file(cli)
+    assert "not valid ES2017" in e.value.why
+    assert cli.read_bytes() == before
+    monkeypatch.undo()
+    monkeypatch.setattr(snippet, "source", lambda: modern)
+    monkeypatch.setattr(snippet, "sha", lambda: markers.sha256(modern))
+    with pytest.raises(VerificationFailed) as e:
+        ops.apply_file(cli, node_check=False)
+    assert "not valid ES2017" in e.value.why
+    assert cli.read_bytes() == before
+
+
+def test_without_node_apply_says_the_whole_file_check_was_skipped(fixture_copy, monkeypatch):
+    cli = fixture_copy("s3-2.1.50.js")
+    monkeypatch.setattr(verify, "node_binary", lambda: None)
+    r = ops.apply_file(cli)
+    assert r.state == "PATCHED"
+    assert any("node not found" in n for n in r.notes)
