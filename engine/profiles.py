@@ -28,6 +28,12 @@ profiles were split there (versions.md had bisected only a sample):
 * ``newer_counts_attachments``: attachment records counted (as JSON, chars/4) in the
   newer-messages estimate from 2.1.33 (2.1.32: not); ``newer_image_tokens`` 2000 and
   ``mc_clears_images`` from 2.1.38 (2.1.37: 1334, and MC leaves images alone).
+* ``newer_renders_attachments``: from 2.1.45 that estimate no longer counts an attachment's
+  JSON but the messages it is rendered to (its ``<system-reminder>`` text; ``engine.attachments``
+  says which types are modelled). 2.1.44 still counts the JSON (2.1.43 was never published);
+  2.1.45 renders, and so does every published version read after it (2.1.47-2.1.112, each
+  ``cli.js`` checked). The e2e suite sees it with 2.1.112's skill listing: 2612 JSON chars
+  (653 tokens) but 2597 rendered chars (649).
 """
 
 from __future__ import annotations
@@ -86,7 +92,9 @@ class Profile:
     count_mode: Literal["usage", "usage+newer"] = "usage"
     newer_from_message_start: bool = False  # 2.1.112: newer = after the first block of the id
     newer_image_tokens: int = 1334  # image in the newer-messages estimate (2.1.2-2.1.21)
-    newer_counts_attachments: bool = False  # attachment records counted as JSON (2.1.39)
+    newer_counts_attachments: bool = False  # attachment records counted, 2.1.33+
+    # ... as their JSON (2.1.33-2.1.44), or rendered to the messages sent for them (2.1.45+)
+    newer_renders_attachments: bool = False
     estimate_factor_4_3: bool = False  # message-level estimate x4/3, 2.0.60-2.1.104
     image_tokens: int = 2000  # image/document in the message-level estimate, 1.0.80+
     # --- micro-compaction ------------------------------------------------------------------
@@ -164,30 +172,38 @@ PROFILES: tuple[Profile, ...] = (
     _p("2.1.38", "2.1.38", "2.1.38", ("2.1.38",), count_mode="usage+newer", reserve_cap=20_000,
        newer_image_tokens=2000, newer_counts_attachments=True, mc_replacement="persisted",
        mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
-    _p("2.1.39", "2.1.39", "2.1.63", ("2.1.39",), count_mode="usage+newer", reserve_cap=20_000,
-       newer_image_tokens=2000, newer_counts_attachments=True, mc_replacement="persisted",
-       mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
+    _p("2.1.39", "2.1.39", "2.1.44", ("2.1.39", "2.1.44"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
+    _p("2.1.45", "2.1.45", "2.1.63", ("2.1.45", "2.1.50", "2.1.63"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       newer_renders_attachments=True, mc_replacement="persisted", mc_remote_kill_switch=True,
+       mc_clears_images=True, **_2_0_77),
     _p("2.1.64", "2.1.64", "2.1.64", ("2.1.64",), count_mode="usage+newer", reserve_cap=20_000,
-       newer_image_tokens=2000, newer_counts_attachments=True, microcompact="stub",
-       mc_has_env_gate=False, **_2_0_77),
+       newer_image_tokens=2000, newer_counts_attachments=True, newer_renders_attachments=True,
+       microcompact="stub", mc_has_env_gate=False, **_2_0_77),
     _p("2.1.65", "2.1.65", "2.1.68", ("2.1.67", "2.1.68"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77,
+       newer_renders_attachments=True, mc_replacement="persisted", mc_remote_kill_switch=True,
+       mc_clears_images=True, **_2_0_77,
        notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",)),
     _p("2.1.69", "2.1.69", "2.1.74", ("2.1.69", "2.1.71", "2.1.74"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+       newer_renders_attachments=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
     _p("2.1.75", "2.1.75", "2.1.80", ("2.1.75", "2.1.80"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       microcompact="stub", mc_has_env_gate=False, **_2_0_77, blocking_base="effective"),
+       newer_renders_attachments=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77,
+       blocking_base="effective"),
     _p("2.1.81", "2.1.81", "2.1.104", ("2.1.90", "2.1.104"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       microcompact="time-based", mc_has_env_gate=False, mc_tools=TOOLS_2_1_90, mc_keep=5,
+       newer_renders_attachments=True, microcompact="time-based", mc_has_env_gate=False,
+       mc_tools=TOOLS_2_1_90, mc_keep=5,
        **_2_0_77, blocking_base="effective",
        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),
     _p("2.1.105", "2.1.105", "2.1.112", ("2.1.112",), count_mode="usage+newer",
        newer_from_message_start=True, reserve_cap=20_000, newer_image_tokens=2000,
-       newer_counts_attachments=True, microcompact="stub", mc_has_env_gate=False,
+       newer_counts_attachments=True, newer_renders_attachments=True, microcompact="stub",
+       mc_has_env_gate=False,
        **{**_2_0_77, "estimate_factor_4_3": False, "session_memory": False},
        blocking_base="effective",
        notes=("reactive compact and the context-hint keep-recent MC are not modelled",)),

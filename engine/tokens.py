@@ -9,7 +9,9 @@
   eras that have the factor (2.0.60-2.1.104).
 * ``estimate_newer`` mirrors the estimate added to the last API usage for the auto-compact
   decision (``hOA`` in 2.1.39, ``TZ0`` in 2.1.7): text and tool_result text only, images 1334 or
-  2000 by era, ``tool_use``/``thinking`` count 0, no x4/3, and (2.1.39) attachment records as JSON.
+  2000 by era, ``tool_use``/``thinking`` count 0, no x4/3, and attachment records: as their JSON
+  in 2.1.33-2.1.44, rendered to the messages they are sent as from 2.1.45 (``engine.attachments``;
+  ``zO8`` in 2.1.45, ``ZZY`` in 2.1.112).
 * ``usage_total`` mirrors ``ix1``: input + cache creation + cache read + output tokens.
 """
 
@@ -20,6 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from engine.attachments import render_attachment
 from engine.profiles import Profile
 
 FACTOR_4_3 = 1.3333333333333333  # the literal in cli.js
@@ -147,8 +150,19 @@ def newer_message_tokens(msg: Mapping[str, Any], profile: Profile) -> int:
     if t in ("user", "assistant"):
         return _newer_content((msg.get("message") or {}).get("content"), profile.newer_image_tokens)
     if t == "attachment" and profile.newer_counts_attachments and msg.get("attachment"):
-        return count_text(js_stringify(msg["attachment"]))
+        return attachment_tokens(msg["attachment"], profile)
     return 0
+
+
+def attachment_tokens(att: Mapping[str, Any], profile: Profile) -> int:
+    """An attachment in the newer-messages estimate: its JSON at chars/4 (2.1.33-2.1.44), or
+    from 2.1.45 each message it is rendered to, at chars/4 rounded per message; types
+    ``engine.attachments`` does not model keep the JSON count."""
+    if profile.newer_renders_attachments:
+        texts = render_attachment(att)
+        if texts is not None:
+            return sum(count_text(x) for x in texts)
+    return count_text(js_stringify(att))
 
 
 def estimate_newer(messages: Iterable[Mapping[str, Any]], profile: Profile) -> int:

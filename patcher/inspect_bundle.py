@@ -561,7 +561,10 @@ def _counter(r: _Reader, rep: Report, found: site.Search) -> None:
             rep.unresolved.append(f"newer_image_tokens: estimator {newer} not found")
             return
         img, div = _image_and_divisor(r, est, depth=4)
-        rep.features["newer_counts_attachments"] = _compares_type(r, est, "attachment", depth=1)
+        renders = _renders_attachments(r, est)
+        rep.features["newer_counts_attachments"] = renders is not None
+        if renders is not None:
+            rep.features["newer_renders_attachments"] = renders
         if img is not None:
             rep.constants["newer_image_tokens"] = img
         if div is not None:
@@ -933,6 +936,34 @@ def _image_and_divisor(
 
 def _compares_type(r: _Reader, fn: ParsedFunction, value: str, depth: int) -> bool:
     """Whether ``fn`` (or a function it calls, ``depth`` levels) tests ``x.type==="<value>"``."""
+    return _type_comparison(r, fn, value, depth) is not None
+
+
+def _renders_attachments(r: _Reader, est: ParsedFunction) -> bool | None:
+    """How the newer estimate counts an attachment record (``None``: no attachment branch).
+
+    2.1.33-2.1.44: ``if(x.type==="attachment"&&x.attachment)return COUNT(JSON(x.attachment))``;
+    2.1.45+: ``{let ms=RENDER(x.attachment),n=0;for(let m of ms)n+=COUNT(m.message.content)}``:
+    the branch loops over the messages the attachment is rendered to and counts their content.
+    """
+    cmp = _type_comparison(r, est, "attachment", depth=1)
+    if cmp is None:
+        return None
+    cur: Node | None = cmp
+    while cur is not None and cur.type != "if_statement":
+        if cur.type in FUNCTION_TYPES:
+            return False
+        cur = cur.parent
+    body = cur.child_by_field_name("consequence") if cur is not None else None
+    if body is None:
+        return False
+    loops = [n for n in _walk(body) if n.type == "for_in_statement"]
+    return any(n.type == "member_expression" and _text(n).endswith(".message.content")
+               for loop in loops for n in _walk(loop))
+
+
+def _type_comparison(r: _Reader, fn: ParsedFunction, value: str, depth: int) -> Node | None:
+    """The first ``x.type==="<value>"`` in ``fn`` or a function it calls (``depth`` levels)."""
     needle = f'"{value}"'
     queue, seen = [(fn, 0)], {fn.start}
     while queue and len(seen) <= _MAX_VISITS:
@@ -943,7 +974,7 @@ def _compares_type(r: _Reader, fn: ParsedFunction, value: str, depth: int) -> bo
                     node.child_by_field_name("right")) == needle:
                 left = node.child_by_field_name("left")
                 if left is not None and _text(left.child_by_field_name("property")) == "type":
-                    return True
+                    return node
             if level < depth and node.type == "call_expression":
                 name = _callee(node)
                 if name and name not in scope.locals and name not in scope.params:
@@ -951,7 +982,7 @@ def _compares_type(r: _Reader, fn: ParsedFunction, value: str, depth: int) -> bo
                     if f is not None and f.start not in seen and f.end - f.start < 6000:
                         seen.add(f.start)
                         queue.append((f, level + 1))
-    return False
+    return None
 
 
 def _image_branch(r: _Reader, fn: ParsedFunction, cmp: Node) -> Constant | None:
@@ -1176,6 +1207,10 @@ def compare(rep: Report) -> None:
         if rep.features["count_mode"] == "usage+newer" and "newer_counts_attachments" in rep.features:
             check("newer_counts_attachments", rep.features["newer_counts_attachments"],
                   p.newer_counts_attachments)
+        if rep.features["count_mode"] == "usage+newer" and "newer_renders_attachments" in (
+                rep.features):
+            check("newer_renders_attachments", rep.features["newer_renders_attachments"],
+                  p.newer_renders_attachments)
     kind = rep.features.get("microcompact")
     check("microcompact", kind, p.microcompact)
     for key in ("chars_per_token", "mc_chars_per_token", "newer_chars_per_token"):

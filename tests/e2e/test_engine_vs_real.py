@@ -148,17 +148,7 @@ def test_autocompaction_fires_exactly_at_the_engine_threshold(sandbox_for, mock,
     assert len(after) == 1 and "MOCK SUMMARY" in str(after[0]["content"]), at.explain()
 
 
-SKILLS_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason="engine counts an attachment record as its JSON (chars/4: the 2.1.39 rule behind "
-    "profile field newer_counts_attachments); from 2.1.45 on cli.js renders the attachment to its "
-    "<system-reminder> messages and counts their text (2.1.112: skill listing 2612 JSON chars = "
-    "653 tokens, rendered 2597 chars = 649), so the real boundary is 4 tokens above the "
-    "engine's. Needs a profile split at 2.1.45 in engine/profiles.py (owned elsewhere).",
-)
-
-
-@pytest.mark.parametrize("version", [pytest.param("2.1.112", marks=SKILLS_XFAIL)])
+@pytest.mark.parametrize("version", ["2.1.112"])
 def test_autocompaction_counts_the_skill_listing_attachment(sandbox_for, mock, version):
     """With the Skill tool on, the new prompt carries the skill-listing attachment, and the
     auto-compact count includes it. The harness reads it back from the session file (2.1.112

@@ -136,3 +136,19 @@ def test_sweep_newer_estimate_boundaries():
     assert not profile_for("2.1.37").mc_clears_images
     p = profile_for("2.1.38")
     assert p.newer_image_tokens == 2000 and p.mc_clears_images and p.newer_counts_attachments
+
+
+def test_attachments_rendered_in_the_newer_estimate_from_2_1_45():
+    """2.1.44 counts an attachment as its JSON; 2.1.45 (2.1.43 unpublished) renders it to the
+    messages it is sent as, and every later profile does (read in each cli.js 2.1.45-2.1.112;
+    real runs of 2.1.39/2.1.44 vs 2.1.45/2.1.47/2.1.50/2.1.68 with a skill listing agree)."""
+    for v in ("2.1.33", "2.1.39", "2.1.44"):
+        p = profile_for(v)
+        assert p.newer_counts_attachments and not p.newer_renders_attachments, v
+    assert profile_for("2.1.44").name == "2.1.39"
+    for v in ("2.1.45", "2.1.50", "2.1.63", "2.1.64", "2.1.68", "2.1.74", "2.1.90", "2.1.112"):
+        p = profile_for(v)
+        assert p.newer_counts_attachments and p.newer_renders_attachments, v
+    assert profile_for("2.1.45").name == "2.1.45"
+    assert not any(p.newer_renders_attachments and not p.newer_counts_attachments
+                   for p in PROFILES)

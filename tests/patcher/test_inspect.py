@@ -258,6 +258,19 @@ def test_real_auto_compact_count() -> None:
 
 
 @pytest.mark.real
+def test_real_attachments_rendered_in_the_newer_estimate_from_2_1_45() -> None:
+    """2.1.44 counts an attachment record's JSON; 2.1.45 loops over the messages it renders the
+    attachment to and counts their content (profile field newer_renders_attachments)."""
+    old = ib.inspect(_real("cc", "2.1.44"))
+    assert old.features["newer_counts_attachments"] is True
+    assert old.features["newer_renders_attachments"] is False
+    new = ib.inspect(_real("cc", "2.1.45"))
+    assert new.features["newer_renders_attachments"] is True
+    for rep in (old, new):
+        assert "newer_renders_attachments" in rep.compared and rep.drift == []
+
+
+@pytest.mark.real
 def test_real_blocking_base_differs_between_versions() -> None:
     """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
     assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
