@@ -191,3 +191,19 @@ def writable_problem(bundle: Bundle) -> str | None:
     if not os.access(bundle.path.parent, os.W_OK | os.X_OK):
         return f"the folder {bundle.path.parent} is not writable by this user"
     return None
+
+
+def native_shadow(cli_js: Path) -> str | None:
+    """A platform package that the agent SDK's ``sdk.mjs`` would run instead of this cli.js.
+
+    From agent-sdk 0.2.x ``sdk.mjs`` first resolves ``@anthropic-ai/claude-agent-sdk-<platform>``
+    (research/versions.md §2): when one is installed beside the SDK, a patched cli.js is not
+    what runs.
+    """
+    pkg = cli_js.parent
+    if pkg.name != "claude-agent-sdk" or pkg.parent.name != "@anthropic-ai":
+        return None
+    for sibling in sorted(pkg.parent.glob("claude-agent-sdk-*")):
+        if (sibling / "package.json").is_file():
+            return f"@anthropic-ai/{sibling.name}"
+    return None

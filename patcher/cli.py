@@ -140,6 +140,8 @@ def status(as_json: JsonOpt = False) -> None:
         typer.echo("no Claude Code cli.js found (local node_modules upward, or global)", err=True)
     for r in results if not as_json else []:
         typer.echo(_line(r))
+        for note in r.notes:
+            typer.echo(f"  note: {note}", err=True)
     raise typer.Exit(0 if results or as_json else int(ExitCode.REFUSED))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from patcher import backup, markers, plan, snippet, verify
 from patcher.backup import BackupInfo, BackupStatus
-from patcher.bundle import Bundle, load, resolve_target, writable_problem
+from patcher.bundle import Bundle, load, native_shadow, resolve_target, writable_problem
 from patcher.errors import (
     BackupMismatch,
     CtxpatchError,
@@ -47,6 +47,12 @@ class Result:
 
 
 def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: object) -> Result:
+    shadow = native_shadow(b.path)
+    if shadow:
+        notes = list(kw.pop("notes", []))  # type: ignore[call-overload]
+        notes.append(f"{shadow} is installed: the agent SDK runs that native binary instead of "
+                     "this cli.js, so the patch has no effect there (uninstall it to use cli.js)")
+        kw["notes"] = notes
     return Result(
         path=str(b.path),
         action=action,

@@ -433,3 +433,14 @@ def test_without_node_apply_says_the_whole_file_check_was_skipped(fixture_copy, 
     r = ops.apply_file(cli)
     assert r.state == "PATCHED"
     assert any("node not found" in n for n in r.notes)
+
+
+def test_native_platform_package_beside_the_sdk_is_reported(tmp_path: Path) -> None:
+    scope = tmp_path / "node_modules" / "@anthropic-ai"
+    cli = copy_fixture("s6-2.1.112.js", scope / "claude-agent-sdk")
+    assert not any("native binary" in n for n in ops.check_file(cli).notes)
+    (scope / "claude-agent-sdk-linux-x64").mkdir()
+    (scope / "claude-agent-sdk-linux-x64" / "package.json").write_text("{}")
+    assert any("claude-agent-sdk-linux-x64 is installed" in n for n in ops.check_file(cli).notes)
+    r = ops.apply_file(cli)
+    assert r.state == "PATCHED" and any("native binary" in n for n in r.notes)
