@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
+from patcher.e2e.session import usage_of
+
 Kind = Literal["main", "compact", "side", "count_tokens", "other"]
 
 COMPACT_MARKERS = (
@@ -101,12 +103,7 @@ class Step:
 
 def make_usage(total: int = 1000, output: int = 1, cache_read: int = 0) -> dict[str, int]:
     """A usage whose sum (input + cache + output, what the thresholds use) is ``total``."""
-    return {
-        "input_tokens": total - output - cache_read,
-        "output_tokens": output,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": cache_read,
-    }
+    return usage_of(total, output, cache_read)
 
 
 @dataclass
