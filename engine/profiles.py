@@ -10,7 +10,8 @@ real file disagreed, the real file won and the disagreement is noted on the fiel
   3000`` in 2.1.7, 2.1.9 and 2.1.112 (versions.md says ``effectiveWindow`` throughout).
 * ``count_mode``: the auto-compact token count is the last API usage alone up to 2.1.0, and the
   last usage plus a chars/4 estimate of the newer messages from 2.1.2 on (that estimate has no
-  x4/3 and counts ``tool_use``/``thinking`` blocks as 0; images 1334 up to 2.1.21, 2000 in 2.1.39).
+  x4/3 and, up to 2.1.73, counts ``tool_use``/``thinking`` blocks as 0; images 1334 up to 2.1.21,
+  2000 in 2.1.39).
 * ``reserve_cap``: the 20000 cap on the output reserve first appears in 2.1.21 (2.1.20 has none).
 
 The full sweep of ``ctxpatch inspect`` over every published version (cc 1.0.60-2.1.112, sdk
@@ -34,6 +35,14 @@ profiles were split there (versions.md had bisected only a sample):
   2.1.45 renders, and so does every published version read after it (2.1.47-2.1.112, each
   ``cli.js`` checked). The e2e suite sees it with 2.1.112's skill listing: 2612 JSON chars
   (653 tokens) but 2597 rendered chars (649).
+* ``newer_counts_all_blocks``: up to 2.1.73 the newer-messages estimate counts text,
+  tool_result content and images only (``tool_use``, ``thinking``, documents ...: 0); from 2.1.74
+  it counts every block: ``tool_use`` as name + JSON input, ``thinking``/``redacted_thinking``
+  as their text, documents as images, any other block as its JSON. Read in every published
+  ``cli.js`` 2.1.2-2.1.112 (2.1.73 the old rule, 2.1.74 the new one, unchanged through 2.1.112)
+  and seen in real runs of 2.1.73 and 2.1.74 with thinking and tool_use blocks after the last
+  usage (``tests/e2e/test_engine_vs_real.py``). The 2.1.75 changelog's "over-count fix
+  (thinking/tool_use)" is the message-level estimate (``estimate_messages``), not this one.
 """
 
 from __future__ import annotations
@@ -95,6 +104,9 @@ class Profile:
     newer_counts_attachments: bool = False  # attachment records counted, 2.1.33+
     # ... as their JSON (2.1.33-2.1.44), or rendered to the messages sent for them (2.1.45+)
     newer_renders_attachments: bool = False
+    # tool_use (name + JSON input), thinking, redacted_thinking, documents and any other block
+    # counted in the newer-messages estimate, 2.1.74+ (before: text, tool_result, images only)
+    newer_counts_all_blocks: bool = False
     estimate_factor_4_3: bool = False  # message-level estimate x4/3, 2.0.60-2.1.104
     image_tokens: int = 2000  # image/document in the message-level estimate, 1.0.80+
     # --- micro-compaction ------------------------------------------------------------------
@@ -187,23 +199,28 @@ PROFILES: tuple[Profile, ...] = (
        newer_renders_attachments=True, mc_replacement="persisted", mc_remote_kill_switch=True,
        mc_clears_images=True, **_2_0_77,
        notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",)),
-    _p("2.1.69", "2.1.69", "2.1.74", ("2.1.69", "2.1.71", "2.1.74"), count_mode="usage+newer",
+    _p("2.1.69", "2.1.69", "2.1.73", ("2.1.69", "2.1.71", "2.1.73"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+    _p("2.1.74", "2.1.74", "2.1.74", ("2.1.74",), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       newer_renders_attachments=True, newer_counts_all_blocks=True, microcompact="stub",
+       mc_has_env_gate=False, **_2_0_77),
     _p("2.1.75", "2.1.75", "2.1.80", ("2.1.75", "2.1.80"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77,
-       blocking_base="effective"),
+       newer_renders_attachments=True, newer_counts_all_blocks=True, microcompact="stub",
+       mc_has_env_gate=False, **_2_0_77, blocking_base="effective"),
     _p("2.1.81", "2.1.81", "2.1.104", ("2.1.90", "2.1.104"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, microcompact="time-based", mc_has_env_gate=False,
+       newer_renders_attachments=True, newer_counts_all_blocks=True, microcompact="time-based",
+       mc_has_env_gate=False,
        mc_tools=TOOLS_2_1_90, mc_keep=5,
        **_2_0_77, blocking_base="effective",
        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),
     _p("2.1.105", "2.1.105", "2.1.112", ("2.1.112",), count_mode="usage+newer",
        newer_from_message_start=True, reserve_cap=20_000, newer_image_tokens=2000,
-       newer_counts_attachments=True, newer_renders_attachments=True, microcompact="stub",
-       mc_has_env_gate=False,
+       newer_counts_attachments=True, newer_renders_attachments=True,
+       newer_counts_all_blocks=True, microcompact="stub", mc_has_env_gate=False,
        **{**_2_0_77, "estimate_factor_4_3": False, "session_memory": False},
        blocking_base="effective",
        notes=("reactive compact and the context-hint keep-recent MC are not modelled",)),

@@ -8,10 +8,13 @@
   text, tool_result text, images 2000, any other block as its JSON, total ``ceil(x*4/3)`` in the
   eras that have the factor (2.0.60-2.1.104).
 * ``estimate_newer`` mirrors the estimate added to the last API usage for the auto-compact
-  decision (``hOA`` in 2.1.39, ``TZ0`` in 2.1.7): text and tool_result text only, images 1334 or
-  2000 by era, ``tool_use``/``thinking`` count 0, no x4/3, and attachment records: as their JSON
-  in 2.1.33-2.1.44, rendered to the messages they are sent as from 2.1.45 (``engine.attachments``;
-  ``zO8`` in 2.1.45, ``ZZY`` in 2.1.112).
+  decision (``hOA`` in 2.1.39, ``TZ0`` in 2.1.7), no x4/3. Its blocks (``D99`` in 2.1.39,
+  ``B4z`` in 2.1.74, ``w4z`` in 2.1.112): up to 2.1.73 text and tool_result text only, images
+  1334 or 2000 by era, every other block (``tool_use``, ``thinking``, documents ...) 0; from
+  2.1.74 also ``tool_use`` as name + JSON of its input, ``thinking`` and ``redacted_thinking`` as
+  their text, documents as images, any other block as its JSON (``newer_counts_all_blocks``).
+  Attachment records: as their JSON in 2.1.33-2.1.44, rendered to the messages they are sent as
+  from 2.1.45 (``engine.attachments``; ``zO8`` in 2.1.45, ``ZZY`` in 2.1.112).
 * ``usage_total`` mirrors ``ix1``: input + cache creation + cache read + output tokens.
 """
 
@@ -124,31 +127,48 @@ def estimate_messages(messages: Iterable[Mapping[str, Any]], profile: Profile | 
 
 # --- newer-messages estimate (auto-compact count) -------------------------------------------
 
-def _newer_content(content: Any, image_tokens: int) -> int:
+def _newer_content(content: Any, image_tokens: int, all_blocks: bool = False) -> int:
+    """A message's (or a tool_result's) content in the newer-messages estimate."""
     if not content:
         return 0
     if isinstance(content, str):
         return count_text(content)
-    total = 0
-    for b in content:
-        if isinstance(b, str):
-            total += count_text(b)
-            continue
-        t = b.get("type")
-        if t == "text":
-            total += count_text(b.get("text") or "")
-        elif t == "image":
-            total += image_tokens
-        elif t == "tool_result":
-            total += _newer_content(b.get("content"), image_tokens)
-    return total
+    return sum(_newer_block(b, image_tokens, all_blocks) for b in content)
+
+
+def _newer_block(b: Any, image_tokens: int, all_blocks: bool) -> int:
+    """One block: ``D99`` (2.1.39) up to 2.1.73, ``B4z`` (2.1.74) with ``all_blocks``."""
+    if isinstance(b, str):
+        return count_text(b)
+    if not isinstance(b, Mapping):
+        return 0
+    t = b.get("type")
+    if t == "text":
+        return count_text(b.get("text") or "")
+    if t == "image" or (all_blocks and t == "document"):
+        return image_tokens
+    if t == "tool_result":
+        return _newer_content(b.get("content"), image_tokens, all_blocks)
+    if not all_blocks:
+        return 0
+    if t == "tool_use":  # name + JSON.stringify(input ?? {})
+        name = b.get("name")
+        inp = b.get("input")
+        return count_text(("undefined" if name is None else str(name))
+                          + js_stringify({} if inp is None else inp))
+    if t == "thinking":
+        return count_text(b.get("thinking") or "")
+    if t == "redacted_thinking":
+        return count_text(b.get("data") or "")
+    return count_text(js_stringify(b))
 
 
 def newer_message_tokens(msg: Mapping[str, Any], profile: Profile) -> int:
     """One record as the newer-messages estimate counts it (``IOA`` in 2.1.39)."""
     t = msg.get("type")
     if t in ("user", "assistant"):
-        return _newer_content((msg.get("message") or {}).get("content"), profile.newer_image_tokens)
+        return _newer_content((msg.get("message") or {}).get("content"),
+                              profile.newer_image_tokens, profile.newer_counts_all_blocks)
     if t == "attachment" and profile.newer_counts_attachments and msg.get("attachment"):
         return attachment_tokens(msg["attachment"], profile)
     return 0

@@ -565,6 +565,11 @@ def _counter(r: _Reader, rep: Report, found: site.Search) -> None:
         rep.features["newer_counts_attachments"] = renders is not None
         if renders is not None:
             rep.features["newer_renders_attachments"] = renders
+        blocks = _counts_all_blocks(r, est)
+        if isinstance(blocks, bool):
+            rep.features["newer_counts_all_blocks"] = blocks
+        else:
+            rep.unresolved.append(f"newer_counts_all_blocks: {blocks}")
         if img is not None:
             rep.constants["newer_image_tokens"] = img
         if div is not None:
@@ -962,8 +967,33 @@ def _renders_attachments(r: _Reader, est: ParsedFunction) -> bool | None:
                for loop in loops for n in _walk(loop))
 
 
-def _type_comparison(r: _Reader, fn: ParsedFunction, value: str, depth: int) -> Node | None:
-    """The first ``x.type==="<value>"`` in ``fn`` or a function it calls (``depth`` levels)."""
+def _counts_all_blocks(r: _Reader, est: ParsedFunction) -> bool | str:
+    """Whether the newer estimate counts every content block (profile ``newer_counts_all_blocks``).
+
+    Its block function is the one testing ``x.type==="image"``. Up to 2.1.73 it counts text,
+    tool_result and images and ends in ``return 0``; from 2.1.74 it also has ``"tool_use"`` and
+    ``"thinking"`` branches and ends by counting the block's JSON. A string: why it is unclear.
+    """
+    found = _type_comparison(r, est, "image", depth=4, with_function=True)
+    if found is None:
+        return "no image branch in the estimator"
+    fn = found[1]
+    tool_use = _type_comparison(r, fn, "tool_use", depth=0) is not None
+    thinking = _type_comparison(r, fn, "thinking", depth=0) is not None
+    last = _last_return(fn)
+    zero = last is not None and last.type == "number" and _number(_text(last)) == 0
+    if tool_use and thinking and not zero:
+        return True
+    if not (tool_use or thinking) and zero:
+        return False
+    return (f"{_name(fn)}: tool_use branch {tool_use}, thinking branch {thinking}, "
+            f"other blocks {'0' if zero else 'counted'}")
+
+
+def _type_comparison(r: _Reader, fn: ParsedFunction, value: str, depth: int,
+                     with_function: bool = False) -> Any:
+    """The first ``x.type==="<value>"`` in ``fn`` or a function it calls (``depth`` levels);
+    with ``with_function``, ``(node, the function holding it)``."""
     needle = f'"{value}"'
     queue, seen = [(fn, 0)], {fn.start}
     while queue and len(seen) <= _MAX_VISITS:
@@ -974,7 +1004,7 @@ def _type_comparison(r: _Reader, fn: ParsedFunction, value: str, depth: int) -> 
                     node.child_by_field_name("right")) == needle:
                 left = node.child_by_field_name("left")
                 if left is not None and _text(left.child_by_field_name("property")) == "type":
-                    return node
+                    return (node, cur) if with_function else node
             if level < depth and node.type == "call_expression":
                 name = _callee(node)
                 if name and name not in scope.locals and name not in scope.params:
@@ -1211,6 +1241,10 @@ def compare(rep: Report) -> None:
                 rep.features):
             check("newer_renders_attachments", rep.features["newer_renders_attachments"],
                   p.newer_renders_attachments)
+        if rep.features["count_mode"] == "usage+newer" and "newer_counts_all_blocks" in (
+                rep.features):
+            check("newer_counts_all_blocks", rep.features["newer_counts_all_blocks"],
+                  p.newer_counts_all_blocks)
     kind = rep.features.get("microcompact")
     check("microcompact", kind, p.microcompact)
     for key in ("chars_per_token", "mc_chars_per_token", "newer_chars_per_token"):
@@ -1283,8 +1317,10 @@ def render(rep: Report) -> str:
         f"  image tokens          {c(_first(rep, 'image_tokens', 'mc_image_tokens'))}",
         f"  auto-compact count    {rep.features.get('count_mode') or '?'}"
         + (f" (newer messages: images {c('newer_image_tokens')}, chars/"
-           f"{c('newer_chars_per_token')})" if rep.features.get("count_mode") == "usage+newer"
-           else ""),
+           f"{c('newer_chars_per_token')}"
+           + {True: ", every block", False: ", text/tool_result/images only"}.get(
+               rep.features.get("newer_counts_all_blocks"), "")
+           + ")" if rep.features.get("count_mode") == "usage+newer" else ""),
         f"micro-compaction: {rep.features.get('microcompact') or 'none'}"
         + (f" ({rep.functions['microcompact']})" if rep.functions.get("microcompact") else ""),
     ]

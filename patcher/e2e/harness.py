@@ -53,9 +53,11 @@ class Case:
     model: str = MODEL
     args: tuple[str, ...] = ("--disallowedTools", "Skill")
     """Extra CLI arguments. The default removes the Skill tool, and with it the skill-listing
-    attachment 2.1.50+ add to the new prompt: an attachment the engine cannot know (it comes
-    from the CLI's bundled skills) and that 2.1.45+ count, rendered, in the auto-compact
-    number. ``args=()`` keeps it; the harness then reads it back from the session file."""
+    attachment added to the new prompt: from 2.1.47 with the CLI's bundled skills even in an
+    empty home (2.1.45 sends none), from 2.1.39 when the user has a skill. The engine cannot
+    know that attachment, and 2.1.33+ count it in the auto-compact number (as JSON up to
+    2.1.44, rendered from 2.1.45). ``args=()`` keeps it; the harness then reads it back from
+    the session file."""
 
 
 @dataclass

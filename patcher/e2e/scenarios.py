@@ -98,3 +98,38 @@ def turns_session(
         )
     s.set_last_usage(last_usage)
     return s
+
+
+def newer_blocks_session(
+    cwd: str,
+    last_usage: int = 60000,
+    thinking_chars: int = 8000,
+    input_chars: int = 4000,
+    seed: int = 3,
+    version: str = "2.1.74",
+    model: str | None = None,
+) -> SessionWriter:
+    """Tool rounds, a reply with ``last_usage``, then a ``<synthetic>`` assistant line (no usage
+    of its own, so it counts among the newer messages) holding a ``thinking`` block of
+    ``thinking_chars``, a text and a Write ``tool_use`` whose input is ``input_chars`` long, and
+    its result, and a ``<synthetic>`` closing reply: what the newer-messages estimate counts
+    from 2.1.74 and not before."""
+    s = rounds_session(cwd, n=4, last_usage=last_usage, seed=seed, version=version, model=model)
+    tid = s.next_tool_id()
+    line = s.assistant(
+        [
+            {"type": "thinking", "thinking": filler(thinking_chars, "think", seed),
+             "signature": "c2lnbmF0dXJl"},
+            {"type": "text", "text": "Writing the notes file now."},
+            {"type": "tool_use", "id": tid, "name": "Write",
+             "input": {"file_path": f"{cwd}/notes.txt",
+                       "content": filler(input_chars, "notes", seed)}},
+        ],
+        usage_total=0,
+    )
+    line["message"]["model"] = "<synthetic>"
+    s.tool_result(tid, "File created successfully.", "Write")
+    # the turn ends on an assistant line (a session ending on a tool_result is resumed as an
+    # interrupted turn), also <synthetic> so that the usage above stays the last one
+    s.reply("The notes are written.", usage_total=0)["message"]["model"] = "<synthetic>"
+    return s

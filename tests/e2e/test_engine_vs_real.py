@@ -26,7 +26,12 @@ from engine.flatten import api_style
 from engine.textprune import MARKER, find_cutoff, is_turn_start
 from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
 from patcher.e2e.predict import expected_messages, tool_results
-from patcher.e2e.scenarios import LONG_PROMPT, rounds_session, turns_session
+from patcher.e2e.scenarios import (
+    LONG_PROMPT,
+    newer_blocks_session,
+    rounds_session,
+    turns_session,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -190,6 +195,33 @@ def test_autocompaction_counts_the_skill_listing_attachment(sandbox_for, mock, v
         ),
     )
     assert at.ac_fired, at.explain()
+
+
+@pytest.mark.parametrize("version", ["2.1.73", "2.1.74"])
+def test_autocompaction_counts_tool_use_and_thinking_from_2_1_74(sandbox_for, mock, version):
+    """After the last usage the session holds a thinking block (8000 chars), a Write tool_use
+    (4000-char input), its result and a closing reply. 2.1.73 counts only the texts (newer ~22);
+    2.1.74 also the thinking text and the tool_use name + JSON input (newer ~3050): the real
+    program fires exactly at the engine's boundary either way, which is ~3000 tokens apart, so
+    one token below 2.1.73's boundary would fire under the new rule and 2.1.74's boundary would
+    not fire under the old one (profile field newer_counts_all_blocks).
+
+    Only the decision is compared, not the request: the engine's prediction merges the
+    ``<synthetic>`` assistant line into the reply before it, which the CLI does not."""
+    sb = sandbox_for(version)
+    b = engine_boundaries(newer_blocks_session(str(sb.proj), version=version), version)
+    assert b.autocompact is not None
+    assert (b.newer > 3000) is (version == "2.1.74") and b.newer > 20, b.newer
+    for usage, fires in ((b.autocompact - 1, False), (b.autocompact, True)):
+        o = run(
+            sandbox_for,
+            mock,
+            version,
+            Case("newer-blocks", newer_blocks_session(str(sb.proj), last_usage=usage,
+                                                      version=version)),
+        )
+        assert o.run.returncode == 0, o.explain()
+        assert o.ac_expected is fires and o.ac_fired is fires, o.explain()
 
 
 # --- patched -------------------------------------------------------------------------------

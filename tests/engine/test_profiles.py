@@ -152,3 +152,17 @@ def test_attachments_rendered_in_the_newer_estimate_from_2_1_45():
     assert profile_for("2.1.45").name == "2.1.45"
     assert not any(p.newer_renders_attachments and not p.newer_counts_attachments
                    for p in PROFILES)
+
+
+def test_newer_estimate_counts_every_block_from_2_1_74():
+    """The newer-messages estimate's block function counts tool_use, thinking, redacted_thinking,
+    documents and other blocks from 2.1.74 (2.1.73: 0); read in every published cli.js 2.1.2-
+    2.1.112 and seen in real runs of 2.1.73 and 2.1.74 (tests/e2e). The 2.1.69 profile ends at
+    2.1.73; 2.1.74 is a profile of its own (the blocking base changes again at 2.1.75)."""
+    for v in ("2.1.2", "2.1.39", "2.1.45", "2.1.64", "2.1.68", "2.1.69", "2.1.73"):
+        assert not profile_for(v).newer_counts_all_blocks, v
+    for v in ("2.1.74", "2.1.75", "2.1.80", "2.1.81", "2.1.104", "2.1.105", "2.1.112", "2.1.200"):
+        assert profile_for(v).newer_counts_all_blocks, v
+    assert profile_for("2.1.73").name == "2.1.69" and profile_for("2.1.74").name == "2.1.74"
+    assert profile_for("2.1.74").blocking_base == "window"
+    assert profile_for("2.1.75").blocking_base == "effective"

@@ -40,6 +40,56 @@ def test_newer_estimate_ignores_tool_use_and_thinking_2_1_39():
     assert estimate_newer([a, u, _user("s" * 8)], p) == 12
 
 
+def _assistant(content):
+    return {"type": "assistant", "message": {"role": "assistant", "content": content}}
+
+
+_BLOCKS = [
+    {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "x" * 400}},
+    {"type": "thinking", "thinking": "y" * 400, "signature": "s" * 100},
+    {"type": "redacted_thinking", "data": "r" * 80},
+]
+
+
+def test_newer_estimate_ignores_tool_use_thinking_documents_up_to_2_1_73():
+    """D99 (2.1.39) through 2.1.73: only text, tool_result content and images are counted."""
+    for v in ("2.1.39", "2.1.69", "2.1.73"):
+        p = profile_for(v)
+        assert not p.newer_counts_all_blocks, v
+        doc = _user([{"type": "document", "source": {"type": "text", "data": "d" * 400}}])
+        other = _assistant([{"type": "server_tool_use", "id": "s", "name": "web_search",
+                             "input": {"query": "q" * 40}}])
+        assert estimate_newer([_assistant(_BLOCKS), doc, other], p) == 0, v
+
+
+def test_newer_estimate_counts_every_block_from_2_1_74():
+    """B4z (2.1.74) .. w4z (2.1.112): tool_use = chars/4 of name + JSON.stringify(input ?? {}),
+    thinking = its text (not the signature), redacted_thinking = its data, document = 2000 like
+    an image, any other block = chars/4 of its JSON; tool_result content goes through the same
+    rules."""
+    for v in ("2.1.74", "2.1.75", "2.1.90", "2.1.112"):
+        p = profile_for(v)
+        assert p.newer_counts_all_blocks, v
+        tool_use = len('Bash{"command":""}') + 400  # 418 chars → 105 (Math.round(104.5))
+        assert estimate_newer([_assistant(_BLOCKS[:1])], p) == 105, v
+        assert estimate_newer([_assistant(_BLOCKS[1:2])], p) == 100, v
+        assert estimate_newer([_assistant(_BLOCKS[2:])], p) == 20, v
+        assert estimate_newer([_assistant(_BLOCKS)], p) == 225 == (tool_use + 2) // 4 + 120, v
+        no_input = {"type": "tool_use", "id": "t", "name": "Glob"}  # input ?? {}
+        assert estimate_newer([_assistant([no_input])], p) == 2, v  # "Glob{}": 6 → 2
+        doc = {"type": "document", "source": {"type": "text", "data": "d" * 400}}
+        assert estimate_newer([_user([doc])], p) == 2000, v
+        other = {"type": "server_tool_use", "id": "s", "name": "web_search",
+                 "input": {"query": "q" * 40}}
+        json_len = len('{"type":"server_tool_use","id":"s","name":"web_search",'
+                       '"input":{"query":""}}') + 40
+        assert estimate_newer([_assistant([other])], p) == (json_len * 2 + 4) // 8, v
+        ref = {"type": "tool_result", "tool_use_id": "t",
+               "content": [{"type": "tool_reference", "tool_name": "Read"},
+                           {"type": "text", "text": "z" * 40}]}
+        assert estimate_newer([_user([ref])], p) == 11 + 10, v  # the reference: 44 JSON chars
+
+
 def test_newer_image_1334_before_2_1_39():
     p = profile_for("2.1.7")
     assert estimate_newer([_user([{"type": "image"}])], p) == 1334

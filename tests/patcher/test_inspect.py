@@ -271,6 +271,20 @@ def test_real_attachments_rendered_in_the_newer_estimate_from_2_1_45() -> None:
 
 
 @pytest.mark.real
+def test_real_newer_estimate_counts_every_block_from_2_1_74() -> None:
+    """2.1.73's newer-estimate block function counts text, tool_result and images and returns 0
+    for anything else; 2.1.74's also counts tool_use, thinking, redacted_thinking, documents
+    and any other block as JSON (profile field newer_counts_all_blocks)."""
+    old = ib.inspect(_real("cc", "2.1.73"))
+    assert old.features["newer_counts_all_blocks"] is False
+    new = ib.inspect(_real("cc", "2.1.74"))
+    assert new.features["newer_counts_all_blocks"] is True
+    for rep in (old, new):
+        assert "newer_counts_all_blocks" in rep.compared and rep.drift == []
+    assert "every block" in ib.render(new) and "text/tool_result/images only" in ib.render(old)
+
+
+@pytest.mark.real
 def test_real_blocking_base_differs_between_versions() -> None:
     """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
     assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
