@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import NoReturn
 
 from patcher import jsparse, markers
 from patcher.errors import VerificationFailed
@@ -76,7 +77,7 @@ def _check_call_site(new: bytes) -> None:
         _fail("the wrap landed inside a nested function")
 
 
-def _fail(why: str) -> None:
+def _fail(why: str) -> NoReturn:
     raise VerificationFailed(
         "ctxpatch's own output failed verification; nothing was written",
         why=why,
