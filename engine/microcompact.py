@@ -72,7 +72,8 @@ def compactable_results(messages: Sequence[Mapping[str, Any]], profile: Profile,
                     ids.append(b.get("id"))
                     idset.add(b.get("id"))
             elif b.get("type") == "tool_result" and b.get("tool_use_id") in idset:
-                sizes[b["tool_use_id"]] = tool_result_tokens(b, profile.image_tokens)
+                sizes[b["tool_use_id"]] = tool_result_tokens(
+                    b, profile.image_tokens, profile.estimate_counts_documents)
     return ids, sizes
 
 

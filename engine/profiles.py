@@ -43,6 +43,12 @@ profiles were split there (versions.md had bisected only a sample):
   and seen in real runs of 2.1.73 and 2.1.74 with thinking and tool_use blocks after the last
   usage (``tests/e2e/test_engine_vs_real.py``). The 2.1.75 changelog's "over-count fix
   (thinking/tool_use)" is the message-level estimate (``estimate_messages``), not this one.
+* ``estimate_counts_documents``: the message-level (x4/3) estimate counts ``document`` blocks
+  like images (2000), in the message and inside tool_result content (so also the legacy
+  micro-compaction's tool-result sizes), from 2.1.47; up to 2.1.45 they are counted as their JSON
+  (2.1.46 was never published). Read in every published ``cli.js`` 2.0.47-2.1.104 that has the
+  estimator (2.1.45 ``Ep6``/``mo4``: JSON; 2.1.47 ``MU6``/``gt4``: 2000; unchanged through
+  2.1.104).
 """
 
 from __future__ import annotations
@@ -108,6 +114,9 @@ class Profile:
     # counted in the newer-messages estimate, 2.1.74+ (before: text, tool_result, images only)
     newer_counts_all_blocks: bool = False
     estimate_factor_4_3: bool = False  # message-level estimate x4/3, 2.0.60-2.1.104
+    # documents (also inside tool_result content) counted like images in the message-level
+    # estimate, 2.1.47+ (before: as their JSON)
+    estimate_counts_documents: bool = False
     image_tokens: int = 2000  # image/document in the message-level estimate, 1.0.80+
     # --- micro-compaction ------------------------------------------------------------------
     microcompact: MicroCompactKind | None = "legacy"
@@ -187,40 +196,47 @@ PROFILES: tuple[Profile, ...] = (
     _p("2.1.39", "2.1.39", "2.1.44", ("2.1.39", "2.1.44"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
-    _p("2.1.45", "2.1.45", "2.1.63", ("2.1.45", "2.1.50", "2.1.63"), count_mode="usage+newer",
+    _p("2.1.45", "2.1.45", "2.1.46", ("2.1.45",), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, mc_replacement="persisted", mc_remote_kill_switch=True,
        mc_clears_images=True, **_2_0_77),
+    _p("2.1.47", "2.1.47", "2.1.63", ("2.1.47", "2.1.50", "2.1.63"), count_mode="usage+newer",
+       reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
+       newer_renders_attachments=True, estimate_counts_documents=True,
+       mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
     _p("2.1.64", "2.1.64", "2.1.64", ("2.1.64",), count_mode="usage+newer", reserve_cap=20_000,
        newer_image_tokens=2000, newer_counts_attachments=True, newer_renders_attachments=True,
-       microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+       estimate_counts_documents=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
     _p("2.1.65", "2.1.65", "2.1.68", ("2.1.67", "2.1.68"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, mc_replacement="persisted", mc_remote_kill_switch=True,
-       mc_clears_images=True, **_2_0_77,
+       newer_renders_attachments=True, estimate_counts_documents=True,
+       mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77,
        notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",)),
     _p("2.1.69", "2.1.69", "2.1.73", ("2.1.69", "2.1.71", "2.1.73"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+       newer_renders_attachments=True, estimate_counts_documents=True, microcompact="stub",
+       mc_has_env_gate=False, **_2_0_77),
     _p("2.1.74", "2.1.74", "2.1.74", ("2.1.74",), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, newer_counts_all_blocks=True, microcompact="stub",
-       mc_has_env_gate=False, **_2_0_77),
+       newer_renders_attachments=True, estimate_counts_documents=True,
+       newer_counts_all_blocks=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
     _p("2.1.75", "2.1.75", "2.1.80", ("2.1.75", "2.1.80"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, newer_counts_all_blocks=True, microcompact="stub",
-       mc_has_env_gate=False, **_2_0_77, blocking_base="effective"),
+       newer_renders_attachments=True, estimate_counts_documents=True,
+       newer_counts_all_blocks=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77,
+       blocking_base="effective"),
     _p("2.1.81", "2.1.81", "2.1.104", ("2.1.90", "2.1.104"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, newer_counts_all_blocks=True, microcompact="time-based",
-       mc_has_env_gate=False,
+       newer_renders_attachments=True, estimate_counts_documents=True,
+       newer_counts_all_blocks=True, microcompact="time-based", mc_has_env_gate=False,
        mc_tools=TOOLS_2_1_90, mc_keep=5,
        **_2_0_77, blocking_base="effective",
        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),
     _p("2.1.105", "2.1.105", "2.1.112", ("2.1.112",), count_mode="usage+newer",
        newer_from_message_start=True, reserve_cap=20_000, newer_image_tokens=2000,
        newer_counts_attachments=True, newer_renders_attachments=True,
-       newer_counts_all_blocks=True, microcompact="stub", mc_has_env_gate=False,
+       estimate_counts_documents=True, newer_counts_all_blocks=True, microcompact="stub",
+       mc_has_env_gate=False,
        **{**_2_0_77, "estimate_factor_4_3": False, "session_memory": False},
        blocking_base="effective",
        notes=("reactive compact and the context-hint keep-recent MC are not modelled",)),

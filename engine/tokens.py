@@ -6,7 +6,9 @@
 * ``estimate_messages`` mirrors the message-level estimate used by micro-compaction, session
   memory and the post-compaction count (``SU1`` in 2.1.39, ``FhA`` in 2.1.7, ``yH0`` in 2.0.76):
   text, tool_result text, images 2000, any other block as its JSON, total ``ceil(x*4/3)`` in the
-  eras that have the factor (2.0.60-2.1.104).
+  eras that have the factor (2.0.60-2.1.104). From 2.1.47 (``MU6``; 2.1.45's ``Ep6`` not)
+  ``document`` blocks count like images, in the message and inside tool_result content
+  (``estimate_counts_documents``).
 * ``estimate_newer`` mirrors the estimate added to the last API usage for the auto-compact
   decision (``hOA`` in 2.1.39, ``TZ0`` in 2.1.7), no x4/3. Its blocks (``D99`` in 2.1.39,
   ``B4z`` in 2.1.74, ``w4z`` in 2.1.112): up to 2.1.73 text and tool_result text only, images
@@ -71,8 +73,10 @@ def usage_prompt(usage: Mapping[str, Any]) -> int:
 
 # --- message-level estimate (x4/3 era) ---------------------------------------------------------
 
-def tool_result_tokens(block: Mapping[str, Any], image_tokens: int = 2000) -> int:
-    """Tokens of a tool_result's content: string, or text/image blocks (``Bs4``/``js2``)."""
+def tool_result_tokens(block: Mapping[str, Any], image_tokens: int = 2000,
+                       documents: bool = False) -> int:
+    """Tokens of a tool_result's content: string, or text/image blocks (``Bs4``/``js2``); with
+    ``documents`` (2.1.47+, ``gt4``) document blocks count like images."""
     content = block.get("content")
     if not content:
         return 0
@@ -84,33 +88,35 @@ def tool_result_tokens(block: Mapping[str, Any], image_tokens: int = 2000) -> in
             continue
         if b.get("type") == "text":
             total += count_text(b.get("text") or "")
-        elif b.get("type") == "image":
+        elif b.get("type") == "image" or (documents and b.get("type") == "document"):
             total += image_tokens
     return total
 
 
-def block_tokens(block: Any, image_tokens: int = 2000) -> int:
-    """One content block as the message-level estimate counts it (before the x4/3 factor)."""
+def block_tokens(block: Any, image_tokens: int = 2000, documents: bool = False) -> int:
+    """One content block as the message-level estimate counts it (before the x4/3 factor);
+    ``documents``: document blocks count like images (2.1.47+)."""
     if isinstance(block, str):
         return count_text(block)
     t = block.get("type")
     if t == "text":
         return count_text(block.get("text") or "")
     if t == "tool_result":
-        return tool_result_tokens(block, image_tokens)
-    if t == "image":
+        return tool_result_tokens(block, image_tokens, documents)
+    if t == "image" or (documents and t == "document"):
         return image_tokens
     return count_text(js_stringify(block))
 
 
-def raw_message_tokens(msg: Mapping[str, Any], image_tokens: int = 2000) -> int:
+def raw_message_tokens(msg: Mapping[str, Any], image_tokens: int = 2000,
+                       documents: bool = False) -> int:
     """Sum of ``block_tokens`` over a user/assistant message with array content, else 0."""
     if msg.get("type") not in ("user", "assistant"):
         return 0
     content = (msg.get("message") or {}).get("content")
     if not isinstance(content, list):
         return 0
-    return sum(block_tokens(b, image_tokens) for b in content)
+    return sum(block_tokens(b, image_tokens, documents) for b in content)
 
 
 def estimate_messages(messages: Iterable[Mapping[str, Any]], profile: Profile | None = None) -> int:
@@ -119,7 +125,8 @@ def estimate_messages(messages: Iterable[Mapping[str, Any]], profile: Profile | 
     String contents are skipped, exactly as in cli.js (``if(!Array.isArray(content))continue``).
     """
     image = profile.image_tokens if profile else 2000
-    raw = sum(raw_message_tokens(m, image) for m in messages)
+    docs = bool(profile and profile.estimate_counts_documents)
+    raw = sum(raw_message_tokens(m, image, docs) for m in messages)
     if profile is None or profile.estimate_factor_4_3:
         return math.ceil(raw * FACTOR_4_3)
     return raw

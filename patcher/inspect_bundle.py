@@ -767,6 +767,8 @@ def _estimator(r: _Reader, rep: Report, found: site.Search) -> None:
     if factor_fn is None:
         return
     rep.functions["estimator"] = _name(factor_fn)
+    # 2.1.47+: ``x.type==="image"||x.type==="document"`` (profile estimate_counts_documents)
+    rep.features["estimate_counts_documents"] = _compares_type(r, factor_fn, "document", 0)
     img, div = _image_and_divisor(r, factor_fn, depth=2)
     if img is not None:
         rep.constants["image_tokens"] = img
@@ -1226,6 +1228,9 @@ def compare(rep: Report) -> None:
               p.has_blocking_override)
     check("estimate_factor_4_3", bool(rep.features.get("estimate_factor_4_3")),
           p.estimate_factor_4_3)
+    if "estimate_counts_documents" in rep.features:
+        check("estimate_counts_documents", rep.features["estimate_counts_documents"],
+              p.estimate_counts_documents)
     check("session_memory", bool(rep.features.get("session_memory")), p.session_memory)
     for key in ("sm_min_tokens", "sm_min_text_messages", "sm_max_tokens"):
         if key in rep.constants:

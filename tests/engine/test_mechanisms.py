@@ -79,6 +79,18 @@ def test_mc_keeps_last_3_and_clears_to_40000_2_1_39():
     assert all(t == "x" * 40000 for t in texts[6:])
 
 
+def test_mc_result_size_counts_documents_from_2_1_47():
+    """Legacy MC sizes a tool result with the estimator's helper (JmY -> gt4 in 2.1.47): a
+    document in the result counts 2000 from 2.1.47 (estimate_counts_documents), 0 in 2.1.45."""
+    from engine.microcompact import compactable_results
+    doc = {"type": "document", "source": {"type": "text", "data": "d" * 400}}
+    msgs = [use(1), {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": [doc]}]}}]
+    assert compactable_results(msgs, profile_for("2.1.45"))[1] == {"t1": 0}
+    assert compactable_results(msgs, profile_for("2.1.47"))[1] == {"t1": 2000}
+    assert compactable_results(msgs, profile_for("2.1.68"))[1] == {"t1": 2000}
+
+
 def test_mc_only_above_warning_threshold():
     th = compute_thresholds(P39, OPUS)
     res = microcompact(session(10, 40000, th.warning - 1), P39, th)

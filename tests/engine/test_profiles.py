@@ -166,3 +166,15 @@ def test_newer_estimate_counts_every_block_from_2_1_74():
     assert profile_for("2.1.73").name == "2.1.69" and profile_for("2.1.74").name == "2.1.74"
     assert profile_for("2.1.74").blocking_base == "window"
     assert profile_for("2.1.75").blocking_base == "effective"
+
+
+def test_message_estimate_counts_documents_from_2_1_47():
+    """2.1.45's x4/3 estimator (Ep6) counts a document as JSON, 2.1.47's (MU6) as an image; the
+    2.1.45 profile ends at 2.1.46 (never published). Read in every cli.js 2.0.47-2.1.104."""
+    for v in ("2.0.76", "2.1.39", "2.1.44", "2.1.45", "2.1.46"):
+        assert not profile_for(v).estimate_counts_documents, v
+    for v in ("2.1.47", "2.1.50", "2.1.63", "2.1.64", "2.1.68", "2.1.69", "2.1.74", "2.1.75",
+              "2.1.104"):
+        assert profile_for(v).estimate_counts_documents, v
+    assert profile_for("2.1.46").name == "2.1.45" and profile_for("2.1.47").name == "2.1.47"
+    assert profile_for("2.1.45").range == "2.1.45..2.1.46"

@@ -99,3 +99,28 @@ def test_usage_total_is_input_cache_output():
     u = {"input_tokens": 1, "cache_creation_input_tokens": 955,
          "cache_read_input_tokens": 165803, "output_tokens": 301}
     assert usage_total(u) == 167060
+
+
+_DOC = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d" * 400}}
+
+
+def test_message_estimate_counts_documents_as_json_in_2_1_45():
+    """Ep6/mo4 (2.1.45): a document block, in a message or in tool_result content, falls to the
+    JSON branch of the message-level estimate (tool_result content: not counted at all)."""
+    from engine.tokens import count_text, js_stringify
+    p = profile_for("2.1.45")
+    assert not p.estimate_counts_documents
+    assert estimate_messages([_user([_DOC])], p) == -(-count_text(js_stringify(_DOC)) * 4 // 3)
+    tr = {"type": "tool_result", "tool_use_id": "t", "content": [_DOC]}
+    assert estimate_messages([_user([tr])], p) == 0
+
+
+def test_message_estimate_counts_documents_2000_from_2_1_47():
+    """MU6/gt4 (2.1.47) through 2.1.104: ``type==="image"||type==="document"`` → 2000, in the
+    message and inside tool_result content; then x4/3."""
+    tr = {"type": "tool_result", "tool_use_id": "t", "content": [_DOC]}
+    for v in ("2.1.47", "2.1.50", "2.1.63", "2.1.68", "2.1.73", "2.1.104"):
+        p = profile_for(v)
+        assert p.estimate_counts_documents, v
+        assert estimate_messages([_user([_DOC])], p) == 2667, v  # ceil(2000*4/3)
+        assert estimate_messages([_user([tr])], p) == 2667, v

@@ -285,6 +285,18 @@ def test_real_newer_estimate_counts_every_block_from_2_1_74() -> None:
 
 
 @pytest.mark.real
+def test_real_message_estimate_counts_documents_from_2_1_47() -> None:
+    """2.1.45's x4/3 estimator counts a document block as JSON; 2.1.47's counts it like an image
+    (``type==="image"||type==="document"``; profile field estimate_counts_documents)."""
+    old = ib.inspect(_real("cc", "2.1.45"))
+    assert old.features["estimate_counts_documents"] is False
+    new = ib.inspect(_real("cc", "2.1.47"))
+    assert new.features["estimate_counts_documents"] is True
+    for rep in (old, new):
+        assert "estimate_counts_documents" in rep.compared and rep.drift == []
+
+
+@pytest.mark.real
 def test_real_blocking_base_differs_between_versions() -> None:
     """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
     assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
