@@ -49,6 +49,17 @@ profiles were split there (versions.md had bisected only a sample):
   (2.1.46 was never published). Read in every published ``cli.js`` 2.0.47-2.1.104 that has the
   estimator (2.1.45 ``Ep6``/``mo4``: JSON; 2.1.47 ``MU6``/``gt4``: 2000; unchanged through
   2.1.104).
+* ``estimate_counts_block_text``: from 2.1.75 the message-level estimate counts ``thinking`` as
+  its text, ``redacted_thinking`` as its ``data`` and ``tool_use`` as name + JSON input (the
+  rules of the newer-messages estimate), no longer as the block's JSON (signature included).
+  2.1.74 (``uW6``) still counts JSON; 2.1.75 (``wG6``) through 2.1.104 (``gt6``) the text, each
+  cached ``cli.js`` 2.1.75-2.1.104 read.
+* ``message_estimate_is_newer``: 2.1.105 removed the x4/3 estimator together with session
+  memory, its last caller (2.1.104's ``gt6`` is called only by session memory; 2.1.105, 2.1.107-
+  2.1.112 have no such function and no ``tengu_sm_compact``). The post-compaction count uses
+  the newer-messages estimate (``Hy6`` in 2.1.104, ``xh`` in 2.1.105, ``qT`` in 2.1.112), so from
+  2.1.105 the engine's ``estimate_messages`` is ``estimate_newer``: no x4/3, string contents and
+  attachment records counted.
 """
 
 from __future__ import annotations
@@ -117,6 +128,11 @@ class Profile:
     # documents (also inside tool_result content) counted like images in the message-level
     # estimate, 2.1.47+ (before: as their JSON)
     estimate_counts_documents: bool = False
+    # thinking / redacted_thinking / tool_use by their text in the message-level estimate,
+    # 2.1.75+ (before: their JSON)
+    estimate_counts_block_text: bool = False
+    # no message-level estimator in cli.js: estimate_messages is the newer estimate, 2.1.105+
+    message_estimate_is_newer: bool = False
     image_tokens: int = 2000  # image/document in the message-level estimate, 1.0.80+
     # --- micro-compaction ------------------------------------------------------------------
     microcompact: MicroCompactKind | None = "legacy"
@@ -223,19 +239,21 @@ PROFILES: tuple[Profile, ...] = (
     _p("2.1.75", "2.1.75", "2.1.80", ("2.1.75", "2.1.80"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, estimate_counts_documents=True,
-       newer_counts_all_blocks=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77,
-       blocking_base="effective"),
+       newer_counts_all_blocks=True, estimate_counts_block_text=True, microcompact="stub",
+       mc_has_env_gate=False, **_2_0_77, blocking_base="effective"),
     _p("2.1.81", "2.1.81", "2.1.104", ("2.1.90", "2.1.104"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, estimate_counts_documents=True,
-       newer_counts_all_blocks=True, microcompact="time-based", mc_has_env_gate=False,
+       newer_counts_all_blocks=True, estimate_counts_block_text=True,
+       microcompact="time-based", mc_has_env_gate=False,
        mc_tools=TOOLS_2_1_90, mc_keep=5,
        **_2_0_77, blocking_base="effective",
        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),
     _p("2.1.105", "2.1.105", "2.1.112", ("2.1.112",), count_mode="usage+newer",
        newer_from_message_start=True, reserve_cap=20_000, newer_image_tokens=2000,
        newer_counts_attachments=True, newer_renders_attachments=True,
-       estimate_counts_documents=True, newer_counts_all_blocks=True, microcompact="stub",
+       estimate_counts_documents=True, newer_counts_all_blocks=True,
+       estimate_counts_block_text=True, message_estimate_is_newer=True, microcompact="stub",
        mc_has_env_gate=False,
        **{**_2_0_77, "estimate_factor_4_3": False, "session_memory": False},
        blocking_base="effective",

@@ -8,7 +8,12 @@
   text, tool_result text, images 2000, any other block as its JSON, total ``ceil(x*4/3)`` in the
   eras that have the factor (2.0.60-2.1.104). From 2.1.47 (``MU6``; 2.1.45's ``Ep6`` not)
   ``document`` blocks count like images, in the message and inside tool_result content
-  (``estimate_counts_documents``).
+  (``estimate_counts_documents``). From 2.1.75 (``wG6``; 2.1.74's ``uW6`` not) through 2.1.104
+  ``thinking``, ``redacted_thinking`` and ``tool_use`` count by their text as in the
+  newer-messages estimate (``estimate_counts_block_text``), not as their JSON (signature, id...).
+  2.1.105 removed this estimator with session memory: what remains of its callers (the
+  post-compaction count) uses the newer-messages estimate, so from 2.1.105
+  ``estimate_messages`` is ``estimate_newer`` (``message_estimate_is_newer``).
 * ``estimate_newer`` mirrors the estimate added to the last API usage for the auto-compact
   decision (``hOA`` in 2.1.39, ``TZ0`` in 2.1.7), no x4/3. Its blocks (``D99`` in 2.1.39,
   ``B4z`` in 2.1.74, ``w4z`` in 2.1.112): up to 2.1.73 text and tool_result text only, images
@@ -93,9 +98,11 @@ def tool_result_tokens(block: Mapping[str, Any], image_tokens: int = 2000,
     return total
 
 
-def block_tokens(block: Any, image_tokens: int = 2000, documents: bool = False) -> int:
+def block_tokens(block: Any, image_tokens: int = 2000, documents: bool = False,
+                 block_text: bool = False) -> int:
     """One content block as the message-level estimate counts it (before the x4/3 factor);
-    ``documents``: document blocks count like images (2.1.47+)."""
+    ``documents``: document blocks count like images (2.1.47+); ``block_text``: thinking,
+    redacted_thinking and tool_use by their text (2.1.75-2.1.104)."""
     if isinstance(block, str):
         return count_text(block)
     t = block.get("type")
@@ -105,28 +112,47 @@ def block_tokens(block: Any, image_tokens: int = 2000, documents: bool = False) 
         return tool_result_tokens(block, image_tokens, documents)
     if t == "image" or (documents and t == "document"):
         return image_tokens
+    if block_text and t in ("thinking", "redacted_thinking", "tool_use"):
+        return _text_block_tokens(block)
     return count_text(js_stringify(block))
 
 
+def _text_block_tokens(b: Mapping[str, Any]) -> int:
+    """thinking text, redacted_thinking data, tool_use name + ``JSON.stringify(input ?? {})``."""
+    t = b.get("type")
+    if t == "tool_use":
+        name = b.get("name")
+        inp = b.get("input")
+        return count_text(("undefined" if name is None else str(name))
+                          + js_stringify({} if inp is None else inp))
+    if t == "thinking":
+        return count_text(b.get("thinking") or "")
+    return count_text(b.get("data") or "")
+
+
 def raw_message_tokens(msg: Mapping[str, Any], image_tokens: int = 2000,
-                       documents: bool = False) -> int:
+                       documents: bool = False, block_text: bool = False) -> int:
     """Sum of ``block_tokens`` over a user/assistant message with array content, else 0."""
     if msg.get("type") not in ("user", "assistant"):
         return 0
     content = (msg.get("message") or {}).get("content")
     if not isinstance(content, list):
         return 0
-    return sum(block_tokens(b, image_tokens, documents) for b in content)
+    return sum(block_tokens(b, image_tokens, documents, block_text) for b in content)
 
 
 def estimate_messages(messages: Iterable[Mapping[str, Any]], profile: Profile | None = None) -> int:
     """Message-level estimate: sum of blocks, ``ceil(x*4/3)`` when the era has the factor.
 
     String contents are skipped, exactly as in cli.js (``if(!Array.isArray(content))continue``).
+    From 2.1.105 (no such estimator left in cli.js): the newer-messages estimate.
     """
+    if profile is not None and profile.message_estimate_is_newer:
+        return estimate_newer(messages, profile)
     image = profile.image_tokens if profile else 2000
     docs = bool(profile and profile.estimate_counts_documents)
-    raw = sum(raw_message_tokens(m, image, docs) for m in messages)
+    text = bool(profile and profile.estimate_counts_block_text)
+    raw = sum(raw_message_tokens(m, image, docs, text) for m in messages)
     if profile is None or profile.estimate_factor_4_3:
         return math.ceil(raw * FACTOR_4_3)
     return raw
@@ -158,15 +184,8 @@ def _newer_block(b: Any, image_tokens: int, all_blocks: bool) -> int:
         return _newer_content(b.get("content"), image_tokens, all_blocks)
     if not all_blocks:
         return 0
-    if t == "tool_use":  # name + JSON.stringify(input ?? {})
-        name = b.get("name")
-        inp = b.get("input")
-        return count_text(("undefined" if name is None else str(name))
-                          + js_stringify({} if inp is None else inp))
-    if t == "thinking":
-        return count_text(b.get("thinking") or "")
-    if t == "redacted_thinking":
-        return count_text(b.get("data") or "")
+    if t in ("tool_use", "thinking", "redacted_thinking"):
+        return _text_block_tokens(b)
     return count_text(js_stringify(b))
 
 

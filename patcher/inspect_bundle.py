@@ -769,6 +769,9 @@ def _estimator(r: _Reader, rep: Report, found: site.Search) -> None:
     rep.functions["estimator"] = _name(factor_fn)
     # 2.1.47+: ``x.type==="image"||x.type==="document"`` (profile estimate_counts_documents)
     rep.features["estimate_counts_documents"] = _compares_type(r, factor_fn, "document", 0)
+    # 2.1.75+: thinking/redacted_thinking/tool_use branches (profile estimate_counts_block_text)
+    rep.features["estimate_counts_block_text"] = all(
+        _compares_type(r, factor_fn, t, 0) for t in ("thinking", "redacted_thinking", "tool_use"))
     img, div = _image_and_divisor(r, factor_fn, depth=2)
     if img is not None:
         rep.constants["image_tokens"] = img
@@ -1231,6 +1234,9 @@ def compare(rep: Report) -> None:
     if "estimate_counts_documents" in rep.features:
         check("estimate_counts_documents", rep.features["estimate_counts_documents"],
               p.estimate_counts_documents)
+    if "estimate_counts_block_text" in rep.features:
+        check("estimate_counts_block_text", rep.features["estimate_counts_block_text"],
+              p.estimate_counts_block_text)
     check("session_memory", bool(rep.features.get("session_memory")), p.session_memory)
     for key in ("sm_min_tokens", "sm_min_text_messages", "sm_max_tokens"):
         if key in rep.constants:

@@ -178,3 +178,19 @@ def test_message_estimate_counts_documents_from_2_1_47():
         assert profile_for(v).estimate_counts_documents, v
     assert profile_for("2.1.46").name == "2.1.45" and profile_for("2.1.47").name == "2.1.47"
     assert profile_for("2.1.45").range == "2.1.45..2.1.46"
+
+
+def test_message_estimate_block_text_from_2_1_75_and_newer_estimate_from_2_1_105():
+    """The x4/3 estimator counts thinking/redacted_thinking/tool_use by text from 2.1.75 (2.1.74:
+    JSON; read in every cached cli.js 2.1.47-2.1.104) and is gone from 2.1.105 (2.1.105,
+    2.1.107-2.1.112 read): estimate_messages is then the newer estimate."""
+    for v in ("2.1.39", "2.1.64", "2.1.73", "2.1.74"):
+        assert not profile_for(v).estimate_counts_block_text, v
+    for v in ("2.1.75", "2.1.80", "2.1.81", "2.1.104", "2.1.105", "2.1.112", "2.1.200"):
+        assert profile_for(v).estimate_counts_block_text, v
+    for v in ("2.1.39", "2.1.75", "2.1.104"):
+        assert not profile_for(v).message_estimate_is_newer, v
+    for v in ("2.1.105", "2.1.112", "2.1.200"):
+        p = profile_for(v)
+        assert p.message_estimate_is_newer and not p.session_memory, v
+    assert not any(p.message_estimate_is_newer and p.estimate_factor_4_3 for p in PROFILES)

@@ -27,7 +27,19 @@ def test_message_estimate_x4_3_in_2_1_39_not_in_2_1_112():
 
 def test_message_estimate_skips_string_content_and_counts_images_2000():
     msgs = [_user("x" * 400), _user([{"type": "image", "source": {}}])]
-    assert estimate_messages(msgs, profile_for("2.1.105")) == 2000
+    assert estimate_messages(msgs, profile_for("2.1.104")) == 2667  # ceil(2000*4/3)
+
+
+def test_message_estimate_is_the_newer_estimate_from_2_1_105():
+    """2.1.105-2.1.112 have no x4/3 estimator (removed with session memory); the post-compaction
+    count uses the newer-messages estimate (qT in 2.1.112): strings and attachments counted."""
+    att = {"type": "attachment", "attachment": {"type": "todo", "content": [], "itemCount": 0}}
+    msgs = [_user("x" * 400), _user([{"type": "image", "source": {}}]), att]
+    for v in ("2.1.105", "2.1.112"):
+        p = profile_for(v)
+        assert p.message_estimate_is_newer and not p.estimate_factor_4_3, v
+        assert estimate_messages(msgs, p) == estimate_newer(msgs, p) >= 2100, v
+    assert not profile_for("2.1.104").message_estimate_is_newer
 
 
 def test_newer_estimate_ignores_tool_use_and_thinking_2_1_39():
@@ -124,3 +136,33 @@ def test_message_estimate_counts_documents_2000_from_2_1_47():
         assert p.estimate_counts_documents, v
         assert estimate_messages([_user([_DOC])], p) == 2667, v  # ceil(2000*4/3)
         assert estimate_messages([_user([tr])], p) == 2667, v
+
+
+_SIGNED = [
+    {"type": "thinking", "thinking": "y" * 400, "signature": "s" * 400},
+    {"type": "redacted_thinking", "data": "r" * 80},
+    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "x" * 384}},
+]
+
+
+def test_message_estimate_counts_thinking_and_tool_use_as_json_up_to_2_1_74():
+    """uW6 (2.1.74) and before: thinking, redacted_thinking and tool_use fall to the JSON branch
+    (signature, id, type keys included), then x4/3."""
+    from engine.tokens import count_text, js_stringify
+    raw = sum(count_text(js_stringify(b)) for b in _SIGNED)
+    for v in ("2.1.39", "2.1.73", "2.1.74"):
+        p = profile_for(v)
+        assert not p.estimate_counts_block_text, v
+        assert estimate_messages([_assistant(_SIGNED)], p) == -(-raw * 4 // 3), v
+
+
+def test_message_estimate_counts_thinking_and_tool_use_by_text_2_1_75_to_2_1_104():
+    """wG6 (2.1.75) through gt6 (2.1.104): thinking → its text (100), redacted_thinking → data
+    (20), tool_use → name + JSON.stringify(input ?? {}) ("Bash" + 400 chars: 101); x4/3."""
+    for v in ("2.1.75", "2.1.80", "2.1.81", "2.1.90", "2.1.104"):
+        p = profile_for(v)
+        assert p.estimate_counts_block_text and p.estimate_factor_4_3, v
+        assert estimate_messages([_assistant(_SIGNED)], p) == 295, v  # ceil(221*4/3)
+    no_input = {"type": "tool_use", "id": "t", "name": "Read"}
+    # "Read{}": round(6/4)=2, ceil(2*4/3)=3
+    assert estimate_messages([_assistant([no_input])], profile_for("2.1.75")) == 3

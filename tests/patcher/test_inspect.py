@@ -297,6 +297,22 @@ def test_real_message_estimate_counts_documents_from_2_1_47() -> None:
 
 
 @pytest.mark.real
+def test_real_message_estimate_counts_block_text_2_1_75_to_2_1_104() -> None:
+    """2.1.74's x4/3 estimator counts thinking/redacted_thinking/tool_use as JSON; 2.1.75's
+    (through 2.1.104) by their text (profile field estimate_counts_block_text); 2.1.105 has no
+    x4/3 estimator left (the engine then uses the newer estimate, message_estimate_is_newer)."""
+    old = ib.inspect(_real("cc", "2.1.74"))
+    assert old.features["estimate_counts_block_text"] is False
+    new = ib.inspect(_real("cc", "2.1.75"))
+    assert new.features["estimate_counts_block_text"] is True
+    for rep in (old, new):
+        assert "estimate_counts_block_text" in rep.compared and rep.drift == []
+    gone = ib.inspect(_real("cc", "2.1.105"))
+    assert gone.features["estimate_factor_4_3"] is False
+    assert "estimate_counts_block_text" not in gone.features and gone.drift == []
+
+
+@pytest.mark.real
 def test_real_blocking_base_differs_between_versions() -> None:
     """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
     assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
