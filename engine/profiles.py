@@ -60,6 +60,13 @@ profiles were split there (versions.md had bisected only a sample):
   the newer-messages estimate (``Hy6`` in 2.1.104, ``xh`` in 2.1.105, ``qT`` in 2.1.112), so from
   2.1.105 the engine's ``estimate_messages`` is ``estimate_newer``: no x4/3, string contents and
   attachment records counted.
+* ``newer_from_message_start``: when the last usage's reply is split over several records with
+  the same ``message.id``, the auto-compact counter walks back to the first of them and counts
+  the newer messages from there, in 2.1.64 (``PN``) and from 2.1.69 (``XV``) on, not only from
+  2.1.105 as first modelled. 2.1.63, 2.1.66 (sdk 0.2.66), 2.1.67 and 2.1.68 count from the
+  usage record itself (2.1.65/2.1.66 were published only in the agent SDK). Read in every cached
+  ``cli.js`` 2.1.0-2.1.112 (cc) and sdk 0.2.63-0.2.69; the id function (assistant, not
+  ``<synthetic>``, ``message.id``) is the same in 2.1.64, 2.1.85, 2.1.90 and 2.1.112.
 """
 
 from __future__ import annotations
@@ -116,7 +123,8 @@ class Profile:
     has_blocking_override: bool = False  # CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE, 2.0.77+
     # --- token counting --------------------------------------------------------------------
     count_mode: Literal["usage", "usage+newer"] = "usage"
-    newer_from_message_start: bool = False  # 2.1.112: newer = after the first block of the id
+    # newer = after the first record of the last usage's message.id: 2.1.64, 2.1.69+
+    newer_from_message_start: bool = False
     newer_image_tokens: int = 1334  # image in the newer-messages estimate (2.1.2-2.1.21)
     newer_counts_attachments: bool = False  # attachment records counted, 2.1.33+
     # ... as their JSON (2.1.33-2.1.44), or rendered to the messages sent for them (2.1.45+)
@@ -222,7 +230,8 @@ PROFILES: tuple[Profile, ...] = (
        mc_replacement="persisted", mc_remote_kill_switch=True, mc_clears_images=True, **_2_0_77),
     _p("2.1.64", "2.1.64", "2.1.64", ("2.1.64",), count_mode="usage+newer", reserve_cap=20_000,
        newer_image_tokens=2000, newer_counts_attachments=True, newer_renders_attachments=True,
-       estimate_counts_documents=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+       estimate_counts_documents=True, newer_from_message_start=True, microcompact="stub",
+       mc_has_env_gate=False, **_2_0_77),
     _p("2.1.65", "2.1.65", "2.1.68", ("2.1.67", "2.1.68"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, estimate_counts_documents=True,
@@ -230,22 +239,24 @@ PROFILES: tuple[Profile, ...] = (
        notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",)),
     _p("2.1.69", "2.1.69", "2.1.73", ("2.1.69", "2.1.71", "2.1.73"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
-       newer_renders_attachments=True, estimate_counts_documents=True, microcompact="stub",
-       mc_has_env_gate=False, **_2_0_77),
+       newer_renders_attachments=True, estimate_counts_documents=True,
+       newer_from_message_start=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
     _p("2.1.74", "2.1.74", "2.1.74", ("2.1.74",), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, estimate_counts_documents=True,
-       newer_counts_all_blocks=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77),
+       newer_counts_all_blocks=True, newer_from_message_start=True, microcompact="stub",
+       mc_has_env_gate=False, **_2_0_77),
     _p("2.1.75", "2.1.75", "2.1.80", ("2.1.75", "2.1.80"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, estimate_counts_documents=True,
-       newer_counts_all_blocks=True, estimate_counts_block_text=True, microcompact="stub",
-       mc_has_env_gate=False, **_2_0_77, blocking_base="effective"),
+       newer_counts_all_blocks=True, estimate_counts_block_text=True,
+       newer_from_message_start=True, microcompact="stub", mc_has_env_gate=False, **_2_0_77,
+       blocking_base="effective"),
     _p("2.1.81", "2.1.81", "2.1.104", ("2.1.90", "2.1.104"), count_mode="usage+newer",
        reserve_cap=20_000, newer_image_tokens=2000, newer_counts_attachments=True,
        newer_renders_attachments=True, estimate_counts_documents=True,
        newer_counts_all_blocks=True, estimate_counts_block_text=True,
-       microcompact="time-based", mc_has_env_gate=False,
+       newer_from_message_start=True, microcompact="time-based", mc_has_env_gate=False,
        mc_tools=TOOLS_2_1_90, mc_keep=5,
        **_2_0_77, blocking_base="effective",
        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",)),

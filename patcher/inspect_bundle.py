@@ -556,6 +556,11 @@ def _counter(r: _Reader, rep: Report, found: site.Search) -> None:
         if newer is None:
             return
         rep.functions["newer_estimate"] = newer
+        start = _from_message_start(r, counter)
+        if isinstance(start, bool):
+            rep.features["newer_from_message_start"] = start
+        else:
+            rep.unresolved.append(f"newer_from_message_start: {start}")
         est = r.function(newer)
         if est is None:
             rep.unresolved.append(f"newer_image_tokens: estimator {newer} not found")
@@ -591,6 +596,58 @@ def _newer_estimate(counter: ParsedFunction) -> str | None:
                 f.child_by_field_name("property")) == "slice":
             return _callee(node)
     return None
+
+
+def _from_message_start(r: _Reader, counter: ParsedFunction) -> bool | str:
+    """Whether the counter starts the newer messages at the first record of the last reply's
+    message id (profile ``newer_from_message_start``).
+
+    It counts ``ESTIMATE(m.slice(i+1))``; in 2.1.64 and 2.1.69+ an inner loop walks back and
+    moves ``i`` to an earlier record when ``ID(m[j])===ID(m[i])``, where ``ID`` reads
+    ``.message.id``. Without that loop ``i`` is only decremented. A string: why it is unclear.
+    """
+    index = None
+    for node in _walk(counter.node):
+        if node.type != "call_expression":
+            continue
+        f = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if f is None or f.type != "member_expression" or _text(
+                f.child_by_field_name("property")) != "slice" or args is None:
+            continue
+        first = args.named_children[0] if args.named_child_count else None
+        left = first.child_by_field_name("left") if _op(first) == "+" else None
+        if left is not None and left.type == "identifier":
+            index = _text(left)
+            break
+    if index is None:
+        return f"{_name(counter)}: no m.slice(i+1)"
+    scope = r.scope(counter)
+    for node in _walk(counter.node):
+        if node.type != "assignment_expression" or _text(node.child_by_field_name("left")) != index:
+            continue
+        loops, cur = 0, node.parent
+        cond: Node | None = None
+        while cur is not None and cur != counter.node:
+            if cur.type == "if_statement" and cond is None:
+                cond = cur.child_by_field_name("condition")
+            if cur.type in ("while_statement", "for_statement", "do_statement"):
+                loops += 1
+            cur = cur.parent
+        if loops < 2 or cond is None:
+            continue
+        cmp = cond.named_children[0] if cond.type == "parenthesized_expression" else cond
+        if _op(cmp) != "===":
+            continue
+        callees = []
+        for side in ("left", "right"):
+            value = scope.follow(cmp.child_by_field_name(side))  # type: ignore[arg-type]
+            callees.append({_callee(n) for n in [value, *_walk(value)]} - {None})
+        for name in callees[0] & callees[1]:
+            fn = r.function(name)  # type: ignore[arg-type]
+            if fn is not None and b".message.id" in r.data[fn.start : fn.end]:
+                return True
+    return False
 
 
 def _reserve_cap(r: _Reader, rep: Report, e: ParsedFunction) -> None:
@@ -1252,6 +1309,10 @@ def compare(rep: Report) -> None:
                 rep.features):
             check("newer_renders_attachments", rep.features["newer_renders_attachments"],
                   p.newer_renders_attachments)
+        if rep.features["count_mode"] == "usage+newer" and "newer_from_message_start" in (
+                rep.features):
+            check("newer_from_message_start", rep.features["newer_from_message_start"],
+                  p.newer_from_message_start)
         if rep.features["count_mode"] == "usage+newer" and "newer_counts_all_blocks" in (
                 rep.features):
             check("newer_counts_all_blocks", rep.features["newer_counts_all_blocks"],

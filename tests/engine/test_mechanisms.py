@@ -65,6 +65,37 @@ def test_count_2_1_112_starts_newer_at_first_block_of_reply():
     assert autocompact_tokens(msgs, P39) == 1000
 
 
+
+def test_count_starts_at_first_record_of_reply_in_2_1_64_and_2_1_69_on():
+    """PN (2.1.64) and XV (2.1.69) .. wJ (2.1.104) walk back over the records of the last
+    usage's message.id like vJ (2.1.112); 2.1.63 and 2.1.67/2.1.68 count from the usage record
+    (profile field newer_from_message_start)."""
+    first = {"type": "assistant", "message": {"id": "R", "content": [
+        {"type": "tool_use", "id": "a", "name": "Read", "input": {}}]}}
+    msgs = [first, result(9, 400), usage_msg(1000, "R")]
+    for v in ("2.1.64", "2.1.69", "2.1.73", "2.1.74", "2.1.75", "2.1.85", "2.1.90", "2.1.104"):
+        p = profile_for(v)
+        assert p.newer_from_message_start, v
+        assert autocompact_tokens(msgs, p) == 1000 + 100 + 1, v  # result + the reply's "ok"
+    for v in ("2.1.39", "2.1.63", "2.1.65", "2.1.66", "2.1.67", "2.1.68"):
+        assert not profile_for(v).newer_from_message_start, v
+        assert autocompact_tokens(msgs, profile_for(v)) == 1000, v
+
+
+def test_count_walk_back_skips_synthetic_replies_2_1_112():
+    """KZ4 (2.1.112): a <synthetic> reply has no id for the walk back, so it does not stop it;
+    another real reply's id does."""
+    p = profile_for("2.1.112")
+    first = {"type": "assistant", "message": {"id": "R", "content": [
+        {"type": "text", "text": "x" * 40}]}}
+    synth = {"type": "assistant", "message": {"id": "S", "model": "<synthetic>", "content": [
+        {"type": "text", "text": "y" * 400}]}}
+    other = {"type": "assistant", "message": {"id": "Q", "content": []}}
+    last = usage_msg(1000, "R")
+    assert autocompact_tokens([first, synth, last], p) == 1000 + 100 + 1  # synth + "ok"
+    assert autocompact_tokens([first, other, last], p) == 1000
+
+
 # --- micro-compaction ----------------------------------------------------------------------
 
 def test_mc_keeps_last_3_and_clears_to_40000_2_1_39():

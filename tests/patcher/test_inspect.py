@@ -313,6 +313,17 @@ def test_real_message_estimate_counts_block_text_2_1_75_to_2_1_104() -> None:
 
 
 @pytest.mark.real
+def test_real_newer_from_message_start_in_2_1_64_and_from_2_1_69() -> None:
+    """2.1.63 and 2.1.68 count the newer messages from the last usage record; 2.1.64 and 2.1.69
+    walk back to the first record with the same message.id (profile newer_from_message_start)."""
+    for version, want in (("2.1.63", False), ("2.1.64", True), ("2.1.68", False),
+                          ("2.1.69", True), ("2.1.112", True)):
+        rep = ib.inspect(_real("cc", version))
+        assert rep.features["newer_from_message_start"] is want, version
+        assert "newer_from_message_start" in rep.compared and rep.drift == [], version
+
+
+@pytest.mark.real
 def test_real_blocking_base_differs_between_versions() -> None:
     """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
     assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
