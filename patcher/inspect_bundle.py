@@ -383,6 +383,16 @@ def inspect(data: bytes, version: str | None = None) -> Report:
     return rep
 
 
+def _threshold_expr(r: Any, rep: Report, expr: Node, fn: Any, scope: Any) -> str | None:
+    """``window() - OFFSET`` (offset era) or ``window() * RATIO`` (ratio era): record the
+    constant and the era, and return the name of the function giving the window."""
+    ratio = _op(expr) == "*"
+    rep.era = "ratio" if ratio else "offset"
+    _set(rep, "autocompact_ratio" if ratio else "autocompact_offset",
+         lambda: r.const(expr.child_by_field_name("right"), fn, "autocompact"))
+    return _callee(scope.follow(expr.child_by_field_name("left")))
+
+
 def _set(rep: Report, key: str, get: Any) -> None:
     try:
         rep.constants[key] = get()
@@ -445,15 +455,9 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
         rep.unresolved.append("autocompact: the isAboveAutoCompactThreshold value is not `tokens >= limit`")
     elif lim.type == "call_expression":
         threshold_fn = _callee(lim)
-    elif _op(lim) == "*":
-        rep.era = "ratio"
-        _set(rep, "autocompact_ratio", lambda: r.const(lim.child_by_field_name("right"), w, "autocompact"))
-    elif _op(lim) == "-":
-        rep.era = "offset"
-        _set(rep, "autocompact_offset", lambda: r.const(lim.child_by_field_name("right"), w, "autocompact"))
     effective_fn = None
     if lim is not None and _op(lim) in ("-", "*"):  # threshold computed inline: window() - OFFSET
-        effective_fn = _callee(scope.follow(lim.child_by_field_name("left")))  # type: ignore[arg-type]
+        effective_fn = _threshold_expr(r, rep, lim, w, scope)
     if threshold_fn:
         rep.functions["threshold"] = threshold_fn
         t = r.function(threshold_fn)
@@ -467,16 +471,8 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             ret = tscope.follow(ret) if ret is not None else None
             if ret is not None and ret.type == "ternary_expression":
                 ret = tscope.follow(ret.child_by_field_name("alternative"))  # type: ignore[arg-type]
-            if ret is not None and _op(ret) == "-":
-                rep.era = "offset"
-                _set(rep, "autocompact_offset",
-                     lambda: r.const(ret.child_by_field_name("right"), t, "autocompact"))
-                effective_fn = _callee(tscope.follow(ret.child_by_field_name("left")))  # type: ignore[arg-type]
-            elif ret is not None and _op(ret) == "*":
-                rep.era = "ratio"
-                _set(rep, "autocompact_ratio",
-                     lambda: r.const(ret.child_by_field_name("right"), t, "autocompact"))
-                effective_fn = _callee(tscope.follow(ret.child_by_field_name("left")))  # type: ignore[arg-type]
+            if ret is not None and _op(ret) in ("-", "*"):
+                effective_fn = _threshold_expr(r, rep, ret, t, tscope)
             else:
                 rep.unresolved.append(f"autocompact: {threshold_fn} does not return `window - offset`")
     if rep.era == "unknown" and ("autocompact_offset" in rep.constants):
