@@ -132,7 +132,7 @@ class FunctionIndex:
             pos = data.rfind(keyword, lo, pos)
             if pos < 0:
                 return None
-            if pos > 0 and _is_ident_byte(data[pos - 1]):
+            if pos > 0 and is_ident_byte(data[pos - 1]):
                 continue
             start = pos - 6 if data[max(0, pos - 6) : pos] == b"async " else pos
             fn = self.at(start, types)
@@ -156,21 +156,12 @@ def iter_find(data: bytes, needle: bytes, start: int = 0, end: int | None = None
         i = data.find(needle, i + 1, end)
 
 
-def _is_ident_byte(b: int) -> bool:
-    return b in _IDENT_BYTES
-
-
 _IDENT_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
 
 def is_ident_byte(b: int) -> bool:
-    return _is_ident_byte(b)
-
-
-def captures(q: Query, node: Node, start: int, end: int) -> dict[str, list[Node]]:
-    cursor = QueryCursor(q)
-    cursor.set_byte_range(start, end)
-    return cursor.captures(node)
+    """Can this byte be part of a (minified, ASCII) JavaScript identifier?"""
+    return b in _IDENT_BYTES
 
 
 def matches(q: Query, node: Node, start: int, end: int) -> list[dict[str, list[Node]]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 BEGIN = b"/*ctxpatch:begin "
@@ -66,6 +66,8 @@ class Marks:
     header: Header | None = None
     reason: str = ""  # for FOREIGN: what is wrong
     foreign_kind: str = ""  # "ruflo" | "damaged" | "name-clash"
+    # PATCHED / OUTDATED: the file with both marked edits removed, proved by the recorded sha
+    original: bytes | None = field(default=None, repr=False)
 
 
 def sha256(data: bytes) -> str:
@@ -118,7 +120,7 @@ def read(data: bytes, current_snippet_sha: str) -> Marks:
             "removing the marked edits does not give back the recorded original", header
         )
     state = State.PATCHED if header.snippet_sha == current_snippet_sha else State.OUTDATED
-    return Marks(state, header)
+    return Marks(state, header, original=stripped)
 
 
 def _damaged(reason: str, header: Header | None = None) -> Marks:

@@ -50,8 +50,10 @@ def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: object) ->
     shadow = native_shadow(b.path)
     if shadow:
         notes = list(kw.pop("notes", []))  # type: ignore[call-overload]
-        notes.append(f"{shadow} is installed: the agent SDK runs that native binary instead of "
-                     "this cli.js, so the patch has no effect there (uninstall it to use cli.js)")
+        notes.append(
+            f"{shadow} is installed: the agent SDK runs that native binary instead of "
+            "this cli.js, so the patch has no effect there (uninstall it to use cli.js)"
+        )
         kw["notes"] = notes
     return Result(
         path=str(b.path),
@@ -157,7 +159,8 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
     if marks.state is State.PATCHED:
         hdr = marks.header
         assert hdr is not None
-        info, notes = _ensure_backup(b, plan.unpatched_original(b.data, marks), bpath, write=True)
+        info, notes = _backup_plan(b, hdr.original_sha, bpath)
+        info = _save_backup(b, plan.unpatched_original(marks), bpath, info)
         return _base(
             b,
             "already-patched",
@@ -167,7 +170,10 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
             backup=_backup_json(info, bpath),
             notes=notes,
         )
-    original = b.data if marks.state is State.UNPATCHED else plan.unpatched_original(b.data, marks)
+    if marks.state is State.UNPATCHED:
+        original, original_sha = b.data, b.sha256
+    else:
+        original, original_sha = plan.unpatched_original(marks), marks.header.original_sha  # type: ignore[union-attr]
     problem = writable_problem(b)
     if problem:
         raise FileAccess(
@@ -180,15 +186,14 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
         node = verify.node_binary() if node_check else None
         gate = pool.submit(_node_gate, patch.new, original, node) if node else None
         verify.check_patch(patch, snip, snip_sha, esprima_check=gate is None)
-        info, backup_notes = _ensure_backup(b, original, bpath, write=False)
+        info, backup_notes = _backup_plan(b, original_sha, bpath)
         notes = gate.result() if gate else [_no_node_note(node_check)]
-    _write_backup_if_needed(b, original, bpath, info)
+    info = _save_backup(b, original, bpath, info)
     atomic_replace(b.path, patch.new, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
     _confirm(b.path, patch.new)
     if b.nlink > 1:
         notes.append(f"cli.js had {b.nlink} hard links; the patched file is a new, unlinked copy")
     action = "patched" if marks.state is State.UNPATCHED else "repatched"
-    info = BackupInfo(BackupStatus.VALID, "byte copy of the original")
     return _base(
         b,
         action,
@@ -202,8 +207,10 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
 
 def _no_node_note(asked: bool) -> str:
     why = "node not found" if asked else "--no-node-check"
-    return (f"{why}: the whole-file ESM check was skipped (tree-sitter and esprima checks of "
-            "the edited regions passed)")
+    return (
+        f"{why}: the whole-file ESM check was skipped (tree-sitter and esprima checks of "
+        "the edited regions passed)"
+    )
 
 
 def _node_gate(new: bytes, original: bytes, node: str) -> list[str]:
@@ -225,11 +232,9 @@ def _node_gate(new: bytes, original: bytes, node: str) -> list[str]:
     )
 
 
-def _ensure_backup(
-    b: Bundle, original: bytes, bpath: Path, *, write: bool
-) -> tuple[BackupInfo, list[str]]:
-    """Classify the backup against ``original``; refuse a mismatch; optionally write it."""
-    info = backup.classify(read_optional(bpath), markers.sha256(original), b.version, snippet.sha())
+def _backup_plan(b: Bundle, original_sha: str, bpath: Path) -> tuple[BackupInfo, list[str]]:
+    """Classify the backup against the original's sha; refuse one that is not ours to replace."""
+    info = backup.classify(read_optional(bpath), original_sha, b.version, snippet.sha())
     if info.status is BackupStatus.MISMATCH:
         raise BackupMismatch(
             f"{bpath} belongs to a different original",
@@ -238,22 +243,19 @@ def _ensure_backup(
             f"(mv {bpath} {bpath}.old) and run the command again",
             backup_sha256=(info.sha256 or "")[:12],
         )
-    notes = []
     if info.status is BackupStatus.STALE:
-        notes.append(f"replaced the stale backup ({info.detail})")
-    if write:
-        _write_backup_if_needed(b, original, bpath, info)
-        if info.status is not BackupStatus.VALID:
-            info = BackupInfo(BackupStatus.VALID, "byte copy of the original")
-            notes.append(f"wrote the missing backup {bpath}")
-    return info, notes
+        return info, [f"replaced the stale backup ({info.detail})"]
+    if info.status is BackupStatus.MISSING:
+        return info, [f"wrote the backup {bpath}"]
+    return info, []
 
 
-def _write_backup_if_needed(b: Bundle, original: bytes, bpath: Path, info: BackupInfo) -> None:
-    if info.status is BackupStatus.VALID:
-        return
-    atomic_replace(bpath, original, expected_sha=info.sha256, mode=b.mode & 0o666)
-    _confirm(bpath, original)
+def _save_backup(b: Bundle, original: bytes, bpath: Path, info: BackupInfo) -> BackupInfo:
+    """Write ``original`` to the backup unless it is already there; the backup's info after."""
+    if info.status is not BackupStatus.VALID:
+        atomic_replace(bpath, original, expected_sha=info.sha256, mode=b.mode & 0o666)
+        _confirm(bpath, original)
+    return BackupInfo(BackupStatus.VALID, "byte copy of the original")
 
 
 def _confirm(path: Path, data: bytes) -> None:
@@ -288,7 +290,7 @@ def _revert_locked(b: Bundle) -> Result:
             restored, source = saved, f"from the backup {bpath}"
         else:
             restored, source = (
-                plan.unpatched_original(b.data, marks),
+                plan.unpatched_original(marks),
                 "by removing the marked edits",
             )
     if markers.sha256(restored) == b.sha256:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from patcher import __version__, markers, site
 from patcher.bundle import FIRST_WITH_MICROCOMPACT, is_supported_version
 from patcher.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
-from patcher.markers import Marks, State
+from patcher.markers import Marks
 
 
 @dataclass(frozen=True)
@@ -99,11 +99,11 @@ def plan_patch(data: bytes, version: str | None, snippet: bytes) -> Patch:
     return Patch(data, apply_edits(data, list(edits)), found, edits)
 
 
-def unpatched_original(data: bytes, marks: Marks) -> bytes:
-    """The original bytes of a PATCHED or OUTDATED file (proved by the recorded sha)."""
-    original = markers.strip(data)
-    assert original is not None and marks.state in (State.PATCHED, State.OUTDATED)
-    return original
+def unpatched_original(marks: Marks) -> bytes:
+    """The original bytes of a PATCHED or OUTDATED file (``markers.read`` proved its sha)."""
+    if marks.original is None:
+        raise ValueError(f"no proven original for a {marks.state.value} file")
+    return marks.original
 
 
 def refuse_foreign(marks: Marks, path: object, version: str | None) -> ForeignPatch:

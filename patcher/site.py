@@ -217,7 +217,7 @@ def _candidate(data: bytes, gen: ParsedFunction, call: Node) -> Candidate | None
         messages_var=messages_var,
         wrap_start=wrap_start,
         wrap_end=wrap_end,
-        shape=_shape(data, gen, callee, args, target, awaited),
+        shape=_shape(data, gen, callee, args, awaited),
         excerpt=_context(data, call_start, before=40, after=160),
     )
 
@@ -271,18 +271,13 @@ def _shape(
     gen: ParsedFunction,
     callee: Node | None,
     args: list[Node],
-    target: Node,
     awaited: Node,
 ) -> str:
     """The call-site shape label of ``versions.md`` §4 (informational)."""
     if callee is not None and callee.type == "member_expression":
-        return (
-            "S6"
-            if target.parent is not None
-            and awaited.parent is not None
-            and (awaited.parent.type == "parenthesized_expression")
-            else "S5"
-        )
+        # S6: M=(await deps.microcompact(...)).messages; S5: R=await deps.microcompact(...)
+        parent = awaited.parent
+        return "S6" if parent is not None and parent.type == "parenthesized_expression" else "S5"
     void0 = len(args) > 1 and args[1].type == "unary_expression" and args[1].text == b"void 0"
     body = data[gen.start : gen.end]
     if len(args) == 1:
