@@ -28,6 +28,7 @@ import esprima
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgs import assistant, text, user
 
 from engine.textprune import (
     MARKER,
@@ -263,18 +264,6 @@ def compare(case: dict[str, Any], result: dict[str, Any]) -> str:
     assert js_json_stringify(result["output"]) == js_json_stringify(outcome.messages), context
     assert result["same"] == (outcome.messages is messages), context
     return outcome.reason
-
-
-def user(content: Any, **extra: Any) -> dict[str, Any]:
-    return {"type": "user", "message": {"role": "user", "content": content}, **extra}
-
-
-def assistant(content: Any, **extra: Any) -> dict[str, Any]:
-    return {"type": "assistant", "message": {"role": "assistant", "content": content}, **extra}
-
-
-def text(t: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "text", "text": t, **extra}
 
 
 EAGER = {

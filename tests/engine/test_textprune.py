@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgs import assistant, text, user
 
 from engine.textprune import (
     MARKER,
@@ -52,18 +53,6 @@ def env(**overrides: str) -> dict[str, str]:
     for key, value in overrides.items():
         out["CLAUDE_TEXT_PRUNE_" + key.upper()] = value
     return out
-
-
-def user(content: Any, **extra: Any) -> dict[str, Any]:
-    return {"type": "user", "message": {"role": "user", "content": content}, **extra}
-
-
-def assistant(content: Any, **extra: Any) -> dict[str, Any]:
-    return {"type": "assistant", "message": {"role": "assistant", "content": content}, **extra}
-
-
-def text(t: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "text", "text": t, **extra}
 
 
 def tool_result(content: Any, tool_use_id: str = "toolu_1") -> dict[str, Any]:
