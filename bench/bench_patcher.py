@@ -46,7 +46,6 @@ def child(op: str, path: str) -> None:
         from patcher import ops
 
         fn = {"apply": ops.apply_file, "check": ops.check_file, "revert": ops.revert_file}[op]
-        import patcher.jsparse  # noqa: F401  (import cost is start-up, not the operation)
 
         t = time.perf_counter()
         fn(p)

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.profiles import profile_for  # noqa: E402
-from engine.simulate import simulate  # noqa: E402
-from engine.transcript import build_transcript, load_transcript, parse_records  # noqa: E402
+from engine.profiles import profile_for  # noqa: E402 (after the sys.path insert)
+from engine.simulate import simulate  # noqa: E402 (after the sys.path insert)
+from engine.transcript import build_transcript, load_transcript  # noqa: E402 (after the sys.path insert)
 
 SPOTTER = ROOT.parent / "shared" / "transcripts" / "spotter"
 
@@ -32,8 +32,11 @@ def largest_session() -> Path:
 
 def repeated(records: list[dict], times: int) -> list[dict]:
     """``times`` copies of the conversation without its compaction records, ids made unique."""
-    base = [r for r in records if r and r.get("subtype") != "compact_boundary"
-            and not r.get("isCompactSummary")]
+    base = [
+        r
+        for r in records
+        if r and r.get("subtype") != "compact_boundary" and not r.get("isCompactSummary")
+    ]
     out: list[dict] = []
     for k in range(times):
         for r in base:
@@ -72,16 +75,21 @@ def main(argv: list[str] | None = None) -> int:
     load = time.perf_counter() - t0
     records = [r for r in tr.records]
     long_tr = build_transcript(repeated(records, args.times), f"{path.name}×{args.times}")
-    print(f"session {path.name}: {len(tr.records)} lines, {len(tr.replies)} requests "
-          f"(load {load:.2f}s)")
-    print(f"long session ×{args.times}: {len(long_tr.records)} lines, "
-          f"{len(long_tr.replies)} requests")
+    print(
+        f"session {path.name}: {len(tr.records)} lines, {len(tr.replies)} requests "
+        f"(load {load:.2f}s)"
+    )
+    print(
+        f"long session ×{args.times}: {len(long_tr.records)} lines, {len(long_tr.replies)} requests"
+    )
     for scenario in ("recorded", "unpatched", "patched"):
         a = time_replay(tr, scenario)
         b = time_replay(long_tr, scenario, repeat=1)
-        print(f"{scenario:10s} real {a:6.2f}s   ×{args.times} {b:7.2f}s   growth ×{b / a:5.1f}"
-              f"  (per request {a / len(tr.replies) * 1e3:.2f} ms → "
-              f"{b / len(long_tr.replies) * 1e3:.2f} ms)")
+        print(
+            f"{scenario:10s} real {a:6.2f}s   ×{args.times} {b:7.2f}s   growth ×{b / a:5.1f}"
+            f"  (per request {a / len(tr.replies) * 1e3:.2f} ms → "
+            f"{b / len(long_tr.replies) * 1e3:.2f} ms)"
+        )
     return 0
 
 

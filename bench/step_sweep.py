@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.textprune import estimate_tokens, prune  # noqa: E402
+from engine.textprune import estimate_tokens, prune
 
 CACHE_READ, CACHE_WRITE = 0.1, 1.25
 
@@ -31,7 +31,21 @@ CACHE_READ, CACHE_WRITE = 0.1, 1.25
 def session(turns: int, seed: int = 7) -> list[list[dict]]:
     """The message array of every request of a synthetic session (one request per step)."""
     rng = random.Random(seed)
-    words = "the of a context session compaction token cache prompt tool result file test".split()
+    words = [
+        "the",
+        "of",
+        "a",
+        "context",
+        "session",
+        "compaction",
+        "token",
+        "cache",
+        "prompt",
+        "tool",
+        "result",
+        "file",
+        "test",
+    ]
 
     def prose(n: int) -> str:
         return " ".join(rng.choice(words) for _ in range(n))

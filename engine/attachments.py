@@ -40,19 +40,37 @@ from typing import Any
 
 SKILL_LISTING_HEAD = "The following skills are available for use with the Skill tool:\n\n"
 
-SENT_AS_NOTHING = frozenset({
-    "already_read_file", "command_permissions", "edited_image_file", "hook_cancelled",
-    "hook_error_during_execution", "hook_non_blocking_error", "hook_system_message",
-    "structured_output", "hook_permission_decision", "autocheckpointing",
-    "background_task_status",
-})
+SENT_AS_NOTHING = frozenset(
+    {
+        "already_read_file",
+        "command_permissions",
+        "edited_image_file",
+        "hook_cancelled",
+        "hook_error_during_execution",
+        "hook_non_blocking_error",
+        "hook_system_message",
+        "structured_output",
+        "hook_permission_decision",
+        "autocheckpointing",
+        "background_task_status",
+    }
+)
 """Attachment types that produce no message in 2.1.45-2.1.112 (a ``return[]`` branch, or the
 ``[...].includes(type)`` list of 2.1.45-2.1.112)."""
 
-MODELLED = frozenset({
-    "skill_listing", "critical_system_reminder", "date_change", "hook_success",
-    "hook_additional_context", "hook_stopped_continuation",
-}) | SENT_AS_NOTHING
+MODELLED = (
+    frozenset(
+        {
+            "skill_listing",
+            "critical_system_reminder",
+            "date_change",
+            "hook_success",
+            "hook_additional_context",
+            "hook_stopped_continuation",
+        }
+    )
+    | SENT_AS_NOTHING
+)
 
 
 def system_reminder(text: str) -> str:
@@ -89,9 +107,12 @@ def render_attachment(att: Mapping[str, Any]) -> list[str] | None:
         date = _str(att, "newDate")
         if date is None:
             return None
-        return [system_reminder(
-            f"The date has changed. Today's date is now {date}. DO NOT mention this to the user "
-            "explicitly because they are already aware.")]
+        return [
+            system_reminder(
+                f"The date has changed. Today's date is now {date}. DO NOT mention this to the user "
+                "explicitly because they are already aware."
+            )
+        ]
     if t == "hook_success":
         if att.get("hookEvent") not in ("SessionStart", "UserPromptSubmit"):
             return []

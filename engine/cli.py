@@ -7,9 +7,9 @@ value, missing optional extra), 3 bad input (unreadable or malformed transcript)
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -19,19 +19,19 @@ DEFAULT_PROFILE = "2.1.39"
 DEFAULT_MODEL = "claude-opus-4-6"
 
 
-class ScenarioChoice(str, Enum):
+class ScenarioChoice(StrEnum):
     recorded = "recorded"
     patched = "patched"
     unpatched = "unpatched"
 
 
-class MicroCompactChoice(str, Enum):
+class MicroCompactChoice(StrEnum):
     auto = "auto"
     on = "on"
     off = "off"
 
 
-class TokenizerChoice(str, Enum):
+class TokenizerChoice(StrEnum):
     chars4 = "chars4"
     tiktoken = "tiktoken"
 
@@ -43,19 +43,25 @@ def _fail(code: int, what: str, why: str, hint: str) -> typer.Exit:
 
 def _profile(version: str):
     from engine.profiles import profile_for
+
     try:
         return profile_for(version)
     except ValueError as e:
-        raise _fail(EXIT_USAGE, f"--profile {version}", str(e),
-                    "give a Claude Code version from 1.0.80 to 2.1.112, e.g. --profile 2.1.39")
+        raise _fail(
+            EXIT_USAGE,
+            f"--profile {version}",
+            str(e),
+            "give a Claude Code version from 1.0.80 to 2.1.112, e.g. --profile 2.1.39",
+        ) from None
 
 
 def _env(pairs: list[str] | None, pct: float | None) -> dict[str, str]:
     env: dict[str, str] = {}
     for p in pairs or []:
         if "=" not in p:
-            raise _fail(EXIT_USAGE, f"--env {p}", "expected NAME=VALUE",
-                        "e.g. --env DISABLE_MICROCOMPACT=1")
+            raise _fail(
+                EXIT_USAGE, f"--env {p}", "expected NAME=VALUE", "e.g. --env DISABLE_MICROCOMPACT=1"
+            )
         k, v = p.split("=", 1)
         env[k] = v
     if pct is not None:
@@ -64,15 +70,23 @@ def _env(pairs: list[str] | None, pct: float | None) -> dict[str, str]:
 
 
 def thresholds_cmd(
-    profile: Annotated[Optional[list[str]], typer.Option(
-        "--profile", "-p", help="Claude Code version(s); repeat to compare eras.")] = None,
-    model: Annotated[str, typer.Option(help="Model id; '[1m]' in it selects the 1M window.")]
-    = DEFAULT_MODEL,
-    pct_override: Annotated[Optional[float], typer.Option(
-        "--pct-override", help="CLAUDE_AUTOCOMPACT_PCT_OVERRIDE (only lowers the threshold).")]
-    = None,
-    env: Annotated[Optional[list[str]], typer.Option(
-        "--env", help="Extra environment NAME=VALUE (repeatable).")] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option("--profile", "-p", help="Claude Code version(s); repeat to compare eras."),
+    ] = None,
+    model: Annotated[
+        str, typer.Option(help="Model id; '[1m]' in it selects the 1M window.")
+    ] = DEFAULT_MODEL,
+    pct_override: Annotated[
+        float | None,
+        typer.Option(
+            "--pct-override", help="CLAUDE_AUTOCOMPACT_PCT_OVERRIDE (only lowers the threshold)."
+        ),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="Extra environment NAME=VALUE (repeatable)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Print the compaction thresholds for a model, version profile and environment, and why.
@@ -81,119 +95,170 @@ def thresholds_cmd(
     """
     from engine.report import render_thresholds
     from engine.thresholds import compute_thresholds
+
     versions = profile or [DEFAULT_PROFILE]
     environment = _env(env, pct_override)
     if pct_override is not None and not 0 < pct_override <= 100:
-        typer.echo(f"warning: --pct-override {pct_override:g} is outside (0,100]: Claude Code "
-                   "ignores it", err=True)
+        typer.echo(
+            f"warning: --pct-override {pct_override:g} is outside (0,100]: Claude Code ignores it",
+            err=True,
+        )
     items = [(v, compute_thresholds(_profile(v), model, environment)) for v in versions]
     if as_json:
-        typer.echo(json.dumps({"thresholds": [{"version": v, **t.as_dict()} for v, t in items]},
-                              indent=2))
+        typer.echo(
+            json.dumps({"thresholds": [{"version": v, **t.as_dict()} for v, t in items]}, indent=2)
+        )
     else:
         typer.echo(render_thresholds(items))
 
 
 def simulate_cmd(
     transcript: Annotated[Path, typer.Argument(help="A Claude Code session .jsonl file.")],
-    scenario: Annotated[ScenarioChoice, typer.Option(
-        help="recorded: explain what happened; unpatched/patched: replay under the knobs.")]
-    = ScenarioChoice.recorded,
-    compare: Annotated[bool, typer.Option(
-        "--compare", help="Run unpatched and patched side by side.")] = False,
-    profile: Annotated[Optional[str], typer.Option(
-        "--profile", "-p", help="Claude Code version to model (default: the transcript's).")]
-    = None,
-    model: Annotated[Optional[str], typer.Option(
-        help="Model id (default: the transcript's).")] = None,
-    pct_override: Annotated[Optional[float], typer.Option(
-        "--pct-override", help="CLAUDE_AUTOCOMPACT_PCT_OVERRIDE for the replay.")] = None,
-    keep: Annotated[Optional[int], typer.Option(help="CLAUDE_TEXT_PRUNE_KEEP (patched).")] = None,
-    threshold: Annotated[Optional[int], typer.Option(
-        help="CLAUDE_TEXT_PRUNE_THRESHOLD (patched).")] = None,
-    max_chars: Annotated[Optional[int], typer.Option(
-        "--max-chars", help="CLAUDE_TEXT_PRUNE_MAX_CHARS (patched).")] = None,
-    step: Annotated[Optional[int], typer.Option(help="CLAUDE_TEXT_PRUNE_STEP (patched).")] = None,
-    microcompact: Annotated[MicroCompactChoice, typer.Option(
-        help="Micro-compaction in replays; auto = as the recorded usage shows.")]
-    = MicroCompactChoice.auto,
-    env: Annotated[Optional[list[str]], typer.Option(
-        "--env", help="Extra environment NAME=VALUE (repeatable).")] = None,
-    tokenizer: Annotated[TokenizerChoice, typer.Option(
-        help="tiktoken: add offline BPE counts next to chars/4.")] = TokenizerChoice.chars4,
-    all_requests: Annotated[bool, typer.Option(
-        "--all-requests", help="List every request, not only those with events.")] = False,
-    plot: Annotated[Optional[Path], typer.Option(
-        "--plot", help="Write tokens per request with threshold lines to FILE.png.")] = None,
+    scenario: Annotated[
+        ScenarioChoice,
+        typer.Option(
+            help="recorded: explain what happened; unpatched/patched: replay under the knobs."
+        ),
+    ] = ScenarioChoice.recorded,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Run unpatched and patched side by side.")
+    ] = False,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile", "-p", help="Claude Code version to model (default: the transcript's)."
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model id (default: the transcript's).")] = None,
+    pct_override: Annotated[
+        float | None,
+        typer.Option("--pct-override", help="CLAUDE_AUTOCOMPACT_PCT_OVERRIDE for the replay."),
+    ] = None,
+    keep: Annotated[int | None, typer.Option(help="CLAUDE_TEXT_PRUNE_KEEP (patched).")] = None,
+    threshold: Annotated[
+        int | None, typer.Option(help="CLAUDE_TEXT_PRUNE_THRESHOLD (patched).")
+    ] = None,
+    max_chars: Annotated[
+        int | None, typer.Option("--max-chars", help="CLAUDE_TEXT_PRUNE_MAX_CHARS (patched).")
+    ] = None,
+    step: Annotated[int | None, typer.Option(help="CLAUDE_TEXT_PRUNE_STEP (patched).")] = None,
+    microcompact: Annotated[
+        MicroCompactChoice,
+        typer.Option(help="Micro-compaction in replays; auto = as the recorded usage shows."),
+    ] = MicroCompactChoice.auto,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="Extra environment NAME=VALUE (repeatable)."),
+    ] = None,
+    tokenizer: Annotated[
+        TokenizerChoice, typer.Option(help="tiktoken: add offline BPE counts next to chars/4.")
+    ] = TokenizerChoice.chars4,
+    all_requests: Annotated[
+        bool, typer.Option("--all-requests", help="List every request, not only those with events.")
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Write tokens per request with threshold lines to FILE.png."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Replay a session request by request: the count Claude Code used, thresholds, mechanisms.
 
     Example: ctxpatch simulate ~/.claude/projects/x/session.jsonl --compare --keep 2 --plot out.png
     """
-    from engine.report import PlotUnavailable, compare_summary, plot_simulations, \
-        render_compare, render_simulation
+    from engine.report import (
+        PlotUnavailable,
+        compare_summary,
+        plot_simulations,
+        render_compare,
+        render_simulation,
+    )
     from engine.simulate import simulate
     from engine.transcript import TranscriptError, load_transcript
-    for name, val, low in (("--keep", keep, 1), ("--threshold", threshold, 0),
-                           ("--max-chars", max_chars, 1), ("--step", step, 1)):
+
+    for name, val, low in (
+        ("--keep", keep, 1),
+        ("--threshold", threshold, 0),
+        ("--max-chars", max_chars, 1),
+        ("--step", step, 1),
+    ):
         if val is not None and val < low:
-            raise _fail(EXIT_USAGE, f"{name} {val}", f"must be at least {low}",
-                        "see ctxpatch simulate --help")
+            raise _fail(
+                EXIT_USAGE,
+                f"{name} {val}",
+                f"must be at least {low}",
+                "see ctxpatch simulate --help",
+            )
     environment = _env(env, pct_override)
     try:
         tr = load_transcript(transcript)
     except TranscriptError as e:
         where = f" (line {e.line})" if e.line else ""
-        raise _fail(EXIT_INPUT, e.what + where, e.why, e.hint)
+        raise _fail(EXIT_INPUT, e.what + where, e.why, e.hint) from None
     if not tr.replies:
-        raise _fail(EXIT_INPUT, f"transcript {transcript}", "it has no assistant reply with usage",
-                    "simulate needs a session in which Claude answered at least once")
+        raise _fail(
+            EXIT_INPUT,
+            f"transcript {transcript}",
+            "it has no assistant reply with usage",
+            "simulate needs a session in which Claude answered at least once",
+        )
     version = profile or tr.version or DEFAULT_PROFILE
     prof = _profile(version)
     if profile is None and tr.version is None:
-        typer.echo(f"note: the transcript names no version; modelling {DEFAULT_PROFILE}",
-                   err=True)
+        typer.echo(f"note: the transcript names no version; modelling {DEFAULT_PROFILE}", err=True)
     if tr.unknown_types:
-        typer.echo(f"note: unknown record types counted and skipped: {tr.unknown_types}",
-                   err=True)
-    prune_env = {k: str(v) for k, v in (("CLAUDE_TEXT_PRUNE_KEEP", keep),
-                                        ("CLAUDE_TEXT_PRUNE_THRESHOLD", threshold),
-                                        ("CLAUDE_TEXT_PRUNE_MAX_CHARS", max_chars),
-                                        ("CLAUDE_TEXT_PRUNE_STEP", step)) if v is not None}
+        typer.echo(f"note: unknown record types counted and skipped: {tr.unknown_types}", err=True)
+    prune_env = {
+        k: str(v)
+        for k, v in (
+            ("CLAUDE_TEXT_PRUNE_KEEP", keep),
+            ("CLAUDE_TEXT_PRUNE_THRESHOLD", threshold),
+            ("CLAUDE_TEXT_PRUNE_MAX_CHARS", max_chars),
+            ("CLAUDE_TEXT_PRUNE_STEP", step),
+        )
+        if v is not None
+    }
     mc = {"auto": None, "on": True, "off": False}[microcompact.value]
     kw = dict(model=model, env=environment)
     if compare:
-        sims = [simulate(tr, prof, "unpatched", microcompact_on=mc, **kw),
-                simulate(tr, prof, "patched", prune_env=prune_env, microcompact_on=mc, **kw)]
+        sims = [
+            simulate(tr, prof, "unpatched", microcompact_on=mc, **kw),
+            simulate(tr, prof, "patched", prune_env=prune_env, microcompact_on=mc, **kw),
+        ]
     elif scenario is ScenarioChoice.recorded:
         sims = [simulate(tr, prof, "recorded", **kw)]
     else:
-        sims = [simulate(tr, prof, scenario.value, prune_env=prune_env, microcompact_on=mc,
-                         **kw)]
+        sims = [simulate(tr, prof, scenario.value, prune_env=prune_env, microcompact_on=mc, **kw)]
     extra = {}
     if tokenizer is TokenizerChoice.tiktoken:
         from engine.simulate import memory_records
         from engine.tokenizers import TokenizerUnavailable, compare_counts
+
         try:
             extra["tokenizer"] = compare_counts(memory_records(tr))
         except TokenizerUnavailable as e:
-            raise _fail(EXIT_USAGE, "--tokenizer tiktoken", str(e),
-                        "or use the default --tokenizer chars4")
+            raise _fail(
+                EXIT_USAGE, "--tokenizer tiktoken", str(e), "or use the default --tokenizer chars4"
+            ) from None
     if plot is not None:
         try:
             plot_simulations(sims, plot)
         except PlotUnavailable as e:
-            raise _fail(EXIT_USAGE, f"--plot {plot}", str(e), "or leave out --plot")
+            raise _fail(EXIT_USAGE, f"--plot {plot}", str(e), "or leave out --plot") from None
         except OSError as e:
-            raise _fail(EXIT_USAGE, f"--plot {plot}", e.strerror or str(e),
-                        "choose a writable path")
+            raise _fail(
+                EXIT_USAGE, f"--plot {plot}", e.strerror or str(e), "choose a writable path"
+            ) from None
         typer.echo(f"plot written to {plot}", err=True)
     if as_json:
         if compare:
-            doc = {"scenario": "compare", "profile": sims[0].as_dict()["profile"],
-                   "scenarios": {s.scenario: s.as_dict() for s in sims},
-                   "summary": compare_summary(sims[0], sims[1]), **extra}
+            doc = {
+                "scenario": "compare",
+                "profile": sims[0].as_dict()["profile"],
+                "scenarios": {s.scenario: s.as_dict() for s in sims},
+                "summary": compare_summary(sims[0], sims[1]),
+                **extra,
+            }
         else:
             doc = {**sims[0].as_dict(), **extra}
         typer.echo(json.dumps(doc, indent=1))
@@ -204,8 +269,10 @@ def simulate_cmd(
         typer.echo(render_simulation(sims[0], all_requests))
     if extra:
         t = extra["tokenizer"]
-        typer.echo(f"tokenizer ({t['encoding']}, estimate): chars/4 {t['chars4_tokens']:,} vs "
-                   f"BPE {t['bpe_tokens']:,} (×{t['bpe_per_chars4']})")
+        typer.echo(
+            f"tokenizer ({t['encoding']}, estimate): chars/4 {t['chars4_tokens']:,} vs "
+            f"BPE {t['bpe_tokens']:,} (×{t['bpe_per_chars4']})"
+        )
 
 
 def register(app: typer.Typer) -> None:

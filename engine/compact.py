@@ -19,8 +19,10 @@ from engine.tokens import count_text, estimate_messages
 
 Summarizer = Callable[[Sequence[Mapping[str, Any]]], str]
 
-SUMMARY_PREFIX = ("This session is being continued from a previous conversation that ran out of "
-                  "context. The summary below covers the earlier portion of the conversation.\n\n")
+SUMMARY_PREFIX = (
+    "This session is being continued from a previous conversation that ran out of "
+    "context. The summary below covers the earlier portion of the conversation.\n\n"
+)
 
 
 def _texts(m: Mapping[str, Any]) -> list[str]:
@@ -28,8 +30,9 @@ def _texts(m: Mapping[str, Any]) -> list[str]:
     if isinstance(c, str):
         return [c]
     if isinstance(c, list):
-        return [b.get("text") or "" for b in c
-                if isinstance(b, Mapping) and b.get("type") == "text"]
+        return [
+            b.get("text") or "" for b in c if isinstance(b, Mapping) and b.get("type") == "text"
+        ]
     return []
 
 
@@ -59,17 +62,22 @@ def offline_summary(messages: Sequence[Mapping[str, Any]], max_chars: int = 1600
 
 def excluded_from_restore(path: str, transcript_path: str = "", plan_path: str = "") -> bool:
     """``U97``: the transcript, the plan file and CLAUDE.md files are never restored."""
-    return path == transcript_path or path == plan_path or path.endswith("/CLAUDE.md")
+    return path in (transcript_path, plan_path) or path.endswith("/CLAUDE.md")
 
 
-def files_to_restore(read_files: Sequence[tuple[str, str, float]], profile: Profile,
-                     transcript_path: str = "", plan_path: str = "") -> list[tuple[str, int]]:
+def files_to_restore(
+    read_files: Sequence[tuple[str, str, float]],
+    profile: Profile,
+    transcript_path: str = "",
+    plan_path: str = "",
+) -> list[tuple[str, int]]:
     """``E97``: (path, tokens) of the most recent reads, 5 files, ≤5000 each, ≤50000 in all."""
     chosen: list[tuple[str, int]] = []
     total = 0
-    recent = sorted((f for f in read_files
-                     if not excluded_from_restore(f[0], transcript_path, plan_path)),
-                    key=lambda f: -f[2])
+    recent = sorted(
+        (f for f in read_files if not excluded_from_restore(f[0], transcript_path, plan_path)),
+        key=lambda f: -f[2],
+    )
     for path, content, _ts in recent[: profile.restore_max_files]:
         tokens = min(count_text(content), profile.restore_file_tokens)
         if total + tokens > profile.restore_total_tokens:
@@ -87,25 +95,51 @@ class CompactResult:
     summary: str
 
 
-def full_compact(messages: Sequence[Mapping[str, Any]], profile: Profile, pre_tokens: int,
-                 trigger: str = "auto", summarizer: Summarizer = offline_summary,
-                 restored: Sequence[tuple[str, str]] = (), todos: Sequence[Mapping] = (),
-                 plan: str | None = None) -> CompactResult:
+def full_compact(
+    messages: Sequence[Mapping[str, Any]],
+    profile: Profile,
+    pre_tokens: int,
+    trigger: str = "auto",
+    summarizer: Summarizer = offline_summary,
+    restored: Sequence[tuple[str, str]] = (),
+    todos: Sequence[Mapping] = (),
+    plan: str | None = None,
+) -> CompactResult:
     """The post-compaction list: boundary, summary, restored files, todo list, plan."""
     summary = summarizer(messages)
     out: list[dict] = [
-        {"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted",
-         "compactMetadata": {"trigger": trigger, "preTokens": pre_tokens}},
-        {"type": "user", "isCompactSummary": True, "isVisibleInTranscriptOnly": True,
-         "message": {"role": "user", "content": summary}},
+        {
+            "type": "system",
+            "subtype": "compact_boundary",
+            "content": "Conversation compacted",
+            "compactMetadata": {"trigger": trigger, "preTokens": pre_tokens},
+        },
+        {
+            "type": "user",
+            "isCompactSummary": True,
+            "isVisibleInTranscriptOnly": True,
+            "message": {"role": "user", "content": summary},
+        },
     ]
     for path, content in restored:
-        out.append({"type": "attachment", "attachment": {"type": "file", "filename": path,
-                                                          "content": content}})
+        out.append(
+            {
+                "type": "attachment",
+                "attachment": {"type": "file", "filename": path, "content": content},
+            }
+        )
     if todos:
-        out.append({"type": "attachment", "attachment": {"type": "todo", "content": list(todos),
-                                                          "context": "post-compact"}})
+        out.append(
+            {
+                "type": "attachment",
+                "attachment": {"type": "todo", "content": list(todos), "context": "post-compact"},
+            }
+        )
     if plan:
-        out.append({"type": "attachment", "attachment": {"type": "plan_file_reference",
-                                                          "planContent": plan}})
+        out.append(
+            {
+                "type": "attachment",
+                "attachment": {"type": "plan_file_reference", "planContent": plan},
+            }
+        )
     return CompactResult(out, pre_tokens, estimate_messages(out[1:2], profile), summary)

@@ -72,4 +72,4 @@ def autocompact_tokens(messages: Sequence[Mapping[str, Any]], profile: Profile) 
             elif other is not None:
                 break
             j -= 1
-    return base + estimate_newer(messages[start + 1:], profile)
+    return base + estimate_newer(messages[start + 1 :], profile)

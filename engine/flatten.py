@@ -75,7 +75,7 @@ def _merge_user(prev: list, new: list, seam_newline: bool) -> list:
         and prev[-1].get("type") == "text"
         and new[0].get("type") == "text"
     ):
-        prev = prev[:-1] + [{**prev[-1], "text": (prev[-1].get("text") or "") + "\n"}]
+        prev = [*prev[:-1], {**prev[-1], "text": (prev[-1].get("text") or "") + "\n"}]
     joined = prev + new
     results = [b for b in joined if isinstance(b, Mapping) and b.get("type") == "tool_result"]
     return results + [

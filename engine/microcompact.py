@@ -30,8 +30,10 @@ PERSISTED_CLOSE = "</persisted-output>"
 
 def persisted_pointer(tool_use_id: str, directory: str = "~/.claude/tool-results") -> str:
     """The 2.1.x replacement text (the real path is the session's tool-results directory)."""
-    return (f"{PERSISTED_OPEN}Tool result saved to: {directory}/{tool_use_id}.txt\n\n"
-            f"Use Read to view{PERSISTED_CLOSE}")
+    return (
+        f"{PERSISTED_OPEN}Tool result saved to: {directory}/{tool_use_id}.txt\n\n"
+        f"Use Read to view{PERSISTED_CLOSE}"
+    )
 
 
 def is_replaced(content: Any) -> bool:
@@ -51,8 +53,9 @@ class MicroCompactResult:
     reason: str
 
 
-def compactable_results(messages: Sequence[Mapping[str, Any]], profile: Profile,
-                        already: frozenset[str] = frozenset()) -> tuple[list[str], dict[str, int]]:
+def compactable_results(
+    messages: Sequence[Mapping[str, Any]], profile: Profile, already: frozenset[str] = frozenset()
+) -> tuple[list[str], dict[str, int]]:
     """Candidate ids in order and their result sizes (steps 1 of ``pm``)."""
     ids: list[str] = []
     sizes: dict[str, int] = {}
@@ -73,7 +76,8 @@ def compactable_results(messages: Sequence[Mapping[str, Any]], profile: Profile,
                     idset.add(b.get("id"))
             elif b.get("type") == "tool_result" and b.get("tool_use_id") in idset:
                 sizes[b["tool_use_id"]] = tool_result_tokens(
-                    b, profile.image_tokens, profile.estimate_counts_documents)
+                    b, profile.image_tokens, profile.estimate_counts_documents
+                )
     return ids, sizes
 
 
@@ -92,17 +96,27 @@ def select_clear(ids: list[str], sizes: dict[str, int], keep: int, target: int) 
     return clear, saved
 
 
-def microcompact(messages: Sequence[Mapping[str, Any]], profile: Profile, thresholds: Thresholds,
-                 already: frozenset[str] = frozenset(), manual_target: int | None = None,
-                 persist_dir: str = "~/.claude/tool-results") -> MicroCompactResult:
+def microcompact(
+    messages: Sequence[Mapping[str, Any]],
+    profile: Profile,
+    thresholds: Thresholds,
+    already: frozenset[str] = frozenset(),
+    manual_target: int | None = None,
+    persist_dir: str = "~/.claude/tool-results",
+) -> MicroCompactResult:
     """One run of legacy micro-compaction; never mutates ``messages``."""
     msgs = list(messages)
     if profile.microcompact != "legacy" or not thresholds.microcompact_enabled:
-        return MicroCompactResult(msgs, (), 0, 0, 0, 0, False,
-                                  "no legacy micro-compaction in this profile or env")
+        return MicroCompactResult(
+            msgs, (), 0, 0, 0, 0, False, "no legacy micro-compaction in this profile or env"
+        )
     ids, sizes = compactable_results(msgs, profile, already)
-    clear, saved = select_clear(ids, sizes, profile.mc_keep,
-                                manual_target if manual_target is not None else profile.mc_target)
+    clear, saved = select_clear(
+        ids,
+        sizes,
+        profile.mc_keep,
+        manual_target if manual_target is not None else profile.mc_target,
+    )
     reason = "fired"
     if manual_target is None:
         last = last_usage_tokens(msgs)
@@ -124,8 +138,11 @@ def microcompact(messages: Sequence[Mapping[str, Any]], profile: Profile, thresh
         for i in sorted(answered):
             content = (msgs[i].get("message") or {}).get("content")
             if isinstance(content, list):
-                n = sum(profile.image_tokens for b in content
-                        if isinstance(b, Mapping) and b.get("type") == "image")
+                n = sum(
+                    profile.image_tokens
+                    for b in content
+                    if isinstance(b, Mapping) and b.get("type") == "image"
+                )
                 if n:
                     image_msgs.add(i)
                     image_tokens += n
@@ -142,11 +159,18 @@ def microcompact(messages: Sequence[Mapping[str, Any]], profile: Profile, thresh
             if isinstance(b, Mapping) and b.get("type") == "image" and i in image_msgs:
                 blocks.append({"type": "text", "text": "[image]"})
                 changed = True
-            elif (isinstance(b, Mapping) and b.get("type") == "tool_result"
-                  and b.get("tool_use_id") in gone and b.get("content")
-                  and not is_replaced(b.get("content"))):
-                text = (persisted_pointer(b["tool_use_id"], persist_dir)
-                        if profile.mc_replacement == "persisted" else CLEARED_TEXT)
+            elif (
+                isinstance(b, Mapping)
+                and b.get("type") == "tool_result"
+                and b.get("tool_use_id") in gone
+                and b.get("content")
+                and not is_replaced(b.get("content"))
+            ):
+                text = (
+                    persisted_pointer(b["tool_use_id"], persist_dir)
+                    if profile.mc_replacement == "persisted"
+                    else CLEARED_TEXT
+                )
                 blocks.append({**b, "content": text})
                 changed = True
             else:
@@ -158,6 +182,13 @@ def microcompact(messages: Sequence[Mapping[str, Any]], profile: Profile, thresh
         else:
             out.append(m)
     fired = bool(clear) or bool(image_msgs)
-    return MicroCompactResult(out, tuple(i for i in ids if i in clear), saved,
-                              sum(sizes.values()), len(image_msgs), image_tokens, fired,
-                              reason if fired or reason != "fired" else "nothing to clear")
+    return MicroCompactResult(
+        out,
+        tuple(i for i in ids if i in clear),
+        saved,
+        sum(sizes.values()),
+        len(image_msgs),
+        image_tokens,
+        fired,
+        reason if fired or reason != "fired" else "nothing to clear",
+    )

@@ -14,19 +14,26 @@ def _n(v) -> str:
 
 
 def render_thresholds(items: Sequence[tuple[str, Thresholds]]) -> str:
-    rows = [("profile (era)", lambda t: t.profile), ("model", lambda t: t.model),
-            ("context window", lambda t: _n(t.context_window)),
-            ("reserved output", lambda t: _n(t.reserved_output)),
-            ("effective window", lambda t: _n(t.effective_window)),
-            ("auto-compact at", lambda t: _n(t.auto_compact) + ("" if t.auto_compact_enabled
-                                                                 else " (disabled)")),
-            ("warning / error", lambda t: f"{_n(t.warning)} / {_n(t.error)}"),
-            ("blocking", lambda t: _n(t.blocking)),
-            ("micro-compaction", lambda t: "legacy" if t.microcompact_enabled else "off/none")]
+    rows = [
+        ("profile (era)", lambda t: t.profile),
+        ("model", lambda t: t.model),
+        ("context window", lambda t: _n(t.context_window)),
+        ("reserved output", lambda t: _n(t.reserved_output)),
+        ("effective window", lambda t: _n(t.effective_window)),
+        (
+            "auto-compact at",
+            lambda t: _n(t.auto_compact) + ("" if t.auto_compact_enabled else " (disabled)"),
+        ),
+        ("warning / error", lambda t: f"{_n(t.warning)} / {_n(t.error)}"),
+        ("blocking", lambda t: _n(t.blocking)),
+        ("micro-compaction", lambda t: "legacy" if t.microcompact_enabled else "off/none"),
+    ]
     head = ["", *(v for v, _ in items)]
     table = [head] + [[label, *(f(t) for _, t in items)] for label, f in rows]
     widths = [max(len(str(r[i])) for r in table) for i in range(len(head))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in table
+    ]
     for v, t in items:
         lines.append("")
         lines.append(f"why ({v}):")
@@ -36,21 +43,37 @@ def render_thresholds(items: Sequence[tuple[str, Thresholds]]) -> str:
 
 def render_simulation(sim: Simulation, all_requests: bool = False) -> str:
     t = sim.thresholds
-    out = [f"scenario {sim.scenario}  profile {sim.profile.name} ({sim.profile.range})  "
-           f"model {sim.model}",
-           f"thresholds: auto-compact {_n(t.auto_compact) if t.auto_compact_enabled else 'off'}"
-           f"  warning {_n(t.warning)}  blocking {_n(t.blocking)}", ""]
+    out = [
+        f"scenario {sim.scenario}  profile {sim.profile.name} ({sim.profile.range})  "
+        f"model {sim.model}",
+        f"thresholds: auto-compact {_n(t.auto_compact) if t.auto_compact_enabled else 'off'}"
+        f"  warning {_n(t.warning)}  blocking {_n(t.blocking)}",
+        "",
+    ]
     head = ("#", "line", "count", "sent", "output", "cache", "events")
     rows = [head]
     for r in sim.requests:
         if not all_requests and not r.events and not r.cache_break:
             continue
-        rows.append((str(r.index), str(r.line), _n(r.tokens), _n(r.prompt_tokens),
-                     _n(r.output_tokens) + ("~" if r.output_estimated else ""),
-                     "break" if r.cache_break else "", ",".join(r.events)))
+        rows.append(
+            (
+                str(r.index),
+                str(r.line),
+                _n(r.tokens),
+                _n(r.prompt_tokens),
+                _n(r.output_tokens) + ("~" if r.output_estimated else ""),
+                "break" if r.cache_break else "",
+                ",".join(r.events),
+            )
+        )
     widths = [max(len(x[i]) for x in rows) for i in range(len(head))]
-    out += ["  ".join(c.rjust(w) if i < 5 else c.ljust(w) for i, (c, w)
-                      in enumerate(zip(x, widths))).rstrip() for x in rows]
+    out += [
+        "  ".join(
+            c.rjust(w) if i < 5 else c.ljust(w)
+            for i, (c, w) in enumerate(zip(x, widths, strict=False))
+        ).rstrip()
+        for x in rows
+    ]
     if not all_requests:
         out.append("(requests without events hidden; --all-requests shows them)")
     out.append("")
@@ -79,8 +102,9 @@ def compare_summary(base: Simulation, other: Simulation) -> dict:
     return {
         "compactions_avoided": a["auto_compactions"] - b["auto_compactions"],
         "tokens_saved": a["tokens_sent"] - b["tokens_sent"],
-        "tokens_saved_pct": round((a["tokens_sent"] - b["tokens_sent"]) / a["tokens_sent"] * 100,
-                                  2) if a["tokens_sent"] else 0.0,
+        "tokens_saved_pct": round((a["tokens_sent"] - b["tokens_sent"]) / a["tokens_sent"] * 100, 2)
+        if a["tokens_sent"]
+        else 0.0,
         "extra_cache_breaks": b["cache_breaks"] - a["cache_breaks"],
     }
 
@@ -93,9 +117,11 @@ def render_compare(base: Simulation, other: Simulation) -> str:
     lines += [f"{k:{w}}  {_n(a[k]):>14}  {_n(b[k]):>14}" for k in keys]
     d = compare_summary(base, other)
     lines.append("")
-    lines.append(f"{other.scenario} vs {base.scenario}: {d['compactions_avoided']} compactions "
-                 f"avoided, {d['tokens_saved']:,} tokens saved ({d['tokens_saved_pct']}%), "
-                 f"{d['extra_cache_breaks']:+d} cache breaks")
+    lines.append(
+        f"{other.scenario} vs {base.scenario}: {d['compactions_avoided']} compactions "
+        f"avoided, {d['tokens_saved']:,} tokens saved ({d['tokens_saved_pct']}%), "
+        f"{d['extra_cache_breaks']:+d} cache breaks"
+    )
     return "\n".join(lines)
 
 
@@ -107,18 +133,24 @@ def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> None:
     """Tokens per request for each scenario, with the threshold lines (needs matplotlib)."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise PlotUnavailable("matplotlib is not installed: pip install 'ctxpatch[plot]'") from e
     fig, ax = plt.subplots(figsize=(10, 5))
     for s in sims:
-        ax.plot([r.index for r in s.requests], [r.prompt_tokens for r in s.requests],
-                label=f"{s.scenario} (sent)", linewidth=1.2)
+        ax.plot(
+            [r.index for r in s.requests],
+            [r.prompt_tokens for r in s.requests],
+            label=f"{s.scenario} (sent)",
+            linewidth=1.2,
+        )
     t = sims[0].thresholds
     if t.auto_compact_enabled:
-        ax.axhline(t.auto_compact, color="red", linestyle="--",
-                   label=f"auto-compact {t.auto_compact:,}")
+        ax.axhline(
+            t.auto_compact, color="red", linestyle="--", label=f"auto-compact {t.auto_compact:,}"
+        )
     ax.axhline(t.warning, color="orange", linestyle=":", label=f"warning {t.warning:,}")
     if t.blocking is not None:
         ax.axhline(t.blocking, color="black", linestyle="-.", label=f"blocking {t.blocking:,}")

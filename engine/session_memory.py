@@ -34,12 +34,14 @@ def has_text(m: Mapping[str, Any]) -> bool:
     content = (m.get("message") or {}).get("content")
     if m.get("type") == "assistant":
         return isinstance(content, list) and any(
-            isinstance(b, Mapping) and b.get("type") == "text" for b in content)
+            isinstance(b, Mapping) and b.get("type") == "text" for b in content
+        )
     if m.get("type") == "user":
         if isinstance(content, str):
             return len(content) > 0
         return isinstance(content, list) and any(
-            isinstance(b, Mapping) and b.get("type") == "text" for b in content)
+            isinstance(b, Mapping) and b.get("type") == "text" for b in content
+        )
     return False
 
 
@@ -54,24 +56,38 @@ def adjust_start(messages: Sequence[Mapping[str, Any]], start: int) -> int:
     if start <= 0 or start >= n:
         return start
     k = start
-    results = [b.get("tool_use_id") for m in messages[start:] if m.get("type") == "user"
-               for b in _blocks(m) if b.get("type") == "tool_result"]
+    results = [
+        b.get("tool_use_id")
+        for m in messages[start:]
+        if m.get("type") == "user"
+        for b in _blocks(m)
+        if b.get("type") == "tool_result"
+    ]
     if results:
-        uses = {b.get("id") for m in messages[k:] if m.get("type") == "assistant"
-                for b in _blocks(m) if b.get("type") == "tool_use"}
+        uses = {
+            b.get("id")
+            for m in messages[k:]
+            if m.get("type") == "assistant"
+            for b in _blocks(m)
+            if b.get("type") == "tool_use"
+        }
         missing = {r for r in results if r not in uses}
         j = k - 1
         while j >= 0 and missing:
             m = messages[j]
             if m.get("type") == "assistant" and any(
-                    b.get("type") == "tool_use" and b.get("id") in missing for b in _blocks(m)):
+                b.get("type") == "tool_use" and b.get("id") in missing for b in _blocks(m)
+            ):
                 k = j
                 for b in _blocks(m):
                     if b.get("type") == "tool_use":
                         missing.discard(b.get("id"))
             j -= 1
-    ids = {(m.get("message") or {}).get("id") for m in messages[k:]
-           if m.get("type") == "assistant" and (m.get("message") or {}).get("id")}
+    ids = {
+        (m.get("message") or {}).get("id")
+        for m in messages[k:]
+        if m.get("type") == "assistant" and (m.get("message") or {}).get("id")
+    }
     for j in range(k - 1, -1, -1):
         m = messages[j]
         if m.get("type") == "assistant" and (m.get("message") or {}).get("id") in ids:
@@ -79,8 +95,9 @@ def adjust_start(messages: Sequence[Mapping[str, Any]], start: int) -> int:
     return k
 
 
-def keep_start(messages: Sequence[Mapping[str, Any]], last_summarized: int,
-               profile: Profile) -> int:
+def keep_start(
+    messages: Sequence[Mapping[str, Any]], last_summarized: int, profile: Profile
+) -> int:
     """``TFY``: index of the first kept message."""
     if not messages:
         return 0
@@ -90,7 +107,8 @@ def keep_start(messages: Sequence[Mapping[str, Any]], last_summarized: int,
         tokens += estimate_messages([m], profile)
         texts += has_text(m)
     if tokens >= profile.sm_max_tokens or (
-            tokens >= profile.sm_min_tokens and texts >= profile.sm_min_text_messages):
+        tokens >= profile.sm_min_tokens and texts >= profile.sm_min_text_messages
+    ):
         return adjust_start(messages, start)
     for j in range(start - 1, -1, -1):
         tokens += estimate_messages([messages[j]], profile)
@@ -110,18 +128,28 @@ class SessionMemoryResult:
     post_tokens: int
 
 
-def session_memory_compact(messages: Sequence[Mapping[str, Any]], summary: str,
-                           last_summarized: int, profile: Profile,
-                           threshold: int | None) -> SessionMemoryResult | None:
+def session_memory_compact(
+    messages: Sequence[Mapping[str, Any]],
+    summary: str,
+    last_summarized: int,
+    profile: Profile,
+    threshold: int | None,
+) -> SessionMemoryResult | None:
     """The compacted list, or ``None`` when cli.js would fall back to the full summary."""
     if not profile.session_memory or not summary.strip():
         return None
     k = keep_start(messages, last_summarized, profile)
-    kept = [m for m in messages[k:] if not (m.get("type") == "progress")]
-    boundary = {"type": "system", "subtype": "compact_boundary",
-                "compactMetadata": {"trigger": "auto"}}
-    summ = {"type": "user", "isCompactSummary": True,
-            "message": {"role": "user", "content": summary}}
+    kept = [m for m in messages[k:] if m.get("type") != "progress"]
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "compactMetadata": {"trigger": "auto"},
+    }
+    summ = {
+        "type": "user",
+        "isCompactSummary": True,
+        "message": {"role": "user", "content": summary},
+    }
     out = [boundary, summ, *kept]
     post = estimate_messages(out, profile)  # $t(J) then SU1 in 2.1.39
     if threshold is not None and post >= threshold:

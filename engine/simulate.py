@@ -32,8 +32,14 @@ from engine.transcript import Transcript, is_compact_boundary, is_sidechain
 Scenario = Literal["recorded", "unpatched", "patched"]
 IN_MEMORY_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 LINE_KEY = "__line"
-EVENT_KINDS = ("micro_compact", "text_prune", "auto_compact", "session_memory_compact",
-               "blocking", "manual_compact")
+EVENT_KINDS = (
+    "micro_compact",
+    "text_prune",
+    "auto_compact",
+    "session_memory_compact",
+    "blocking",
+    "manual_compact",
+)
 CACHE_BREAK_RATIO = 0.98  # recorded: cache read below 98% of the previous prompt
 
 
@@ -83,8 +89,12 @@ class Simulation:
 
     def threshold_dict(self) -> dict:
         t = self.thresholds
-        return {"auto_compact": t.auto_compact if t.auto_compact_enabled else None,
-                "warning": t.warning, "error": t.error, "blocking": t.blocking}
+        return {
+            "auto_compact": t.auto_compact if t.auto_compact_enabled else None,
+            "warning": t.warning,
+            "error": t.error,
+            "blocking": t.blocking,
+        }
 
     @property
     def summary(self) -> dict:
@@ -95,11 +105,13 @@ class Simulation:
             "requests": len(self.requests),
             "auto_compactions": len(auto),
             "recorded_auto_compactions": len(rec_auto),
-            "matched_auto_compactions": sum(1 for e in ev if e.kind == "auto_compact"
-                                            and e.predicted and e.recorded),
+            "matched_auto_compactions": sum(
+                1 for e in ev if e.kind == "auto_compact" and e.predicted and e.recorded
+            ),
             "manual_compactions": sum(1 for e in ev if e.kind == "manual_compact"),
-            "micro_compactions": sum(1 for e in ev if e.kind == "micro_compact"
-                                     and e.recorded is not False),
+            "micro_compactions": sum(
+                1 for e in ev if e.kind == "micro_compact" and e.recorded is not False
+            ),
             "text_prunes": sum(1 for e in ev if e.kind == "text_prune"),
             "blocking": sum(1 for e in ev if e.kind == "blocking"),
             "tokens_sent": sum(r.prompt_tokens for r in self.requests),
@@ -111,9 +123,12 @@ class Simulation:
     def as_dict(self) -> dict:
         th = self.threshold_dict()
         return {
-            "profile": {"name": self.profile.name, "range": self.profile.range,
-                        "verified_in": list(self.profile.verified_in),
-                        "notes": list(self.profile.notes)},
+            "profile": {
+                "name": self.profile.name,
+                "range": self.profile.range,
+                "verified_in": list(self.profile.verified_in),
+                "notes": list(self.profile.notes),
+            },
             "scenario": self.scenario,
             "model": self.model,
             "knobs": dict(self.knobs),
@@ -125,6 +140,7 @@ class Simulation:
 
 
 # --- in-memory message list ------------------------------------------------------------------
+
 
 def memory_records(tr: Transcript) -> list[dict]:
     """Copies of the main-chain records cli.js keeps in memory, tagged with their line.
@@ -143,18 +159,28 @@ def memory_records(tr: Transcript) -> list[dict]:
     return out
 
 
-def _mc_event(res, line: int, tokens: int, th: Thresholds, recorded: bool | None,
-              note: str = "") -> Event:
+def _mc_event(
+    res, line: int, tokens: int, th: Thresholds, recorded: bool | None, note: str = ""
+) -> Event:
     extra = f"{len(res.cleared)} results of {res.candidate_tokens} candidate tokens cleared"
-    return Event("micro_compact", line, tokens, th.warning,
-                 saved_tokens=res.saved_tokens + res.image_tokens, recorded=recorded,
-                 predicted=True, note=f"{extra}; {note}" if note else extra)
+    return Event(
+        "micro_compact",
+        line,
+        tokens,
+        th.warning,
+        saved_tokens=res.saved_tokens + res.image_tokens,
+        recorded=recorded,
+        predicted=True,
+        note=f"{extra}; {note}" if note else extra,
+    )
 
 
 # --- recorded scenario -----------------------------------------------------------------------
 
-def simulate_recorded(tr: Transcript, profile: Profile, model: str | None = None,
-                      env: Mapping[str, str] | None = None) -> Simulation:
+
+def simulate_recorded(
+    tr: Transcript, profile: Profile, model: str | None = None, env: Mapping[str, str] | None = None
+) -> Simulation:
     """Explain the session as it happened (see the module docstring)."""
     env = dict(env or {})
     model = model or tr.model or "claude-opus-4-6"
@@ -174,13 +200,31 @@ def simulate_recorded(tr: Transcript, profile: Profile, model: str | None = None
             pre = meta.get("preTokens")
             if trigger == "auto":
                 hit = th.auto_compact_enabled and tokens >= th.auto_compact
-                events.append(Event("auto_compact", line, tokens, th.auto_compact,
-                                    recorded=True, predicted=hit, pre_tokens=pre,
-                                    note="" if hit else "recorded but not predicted"))
+                events.append(
+                    Event(
+                        "auto_compact",
+                        line,
+                        tokens,
+                        th.auto_compact,
+                        recorded=True,
+                        predicted=hit,
+                        pre_tokens=pre,
+                        note="" if hit else "recorded but not predicted",
+                    )
+                )
             else:
-                events.append(Event("manual_compact", line, tokens, th.auto_compact,
-                                    recorded=True, predicted=False, pre_tokens=pre,
-                                    note=f"trigger {trigger}"))
+                events.append(
+                    Event(
+                        "manual_compact",
+                        line,
+                        tokens,
+                        th.auto_compact,
+                        recorded=True,
+                        predicted=False,
+                        pre_tokens=pre,
+                        note=f"trigger {trigger}",
+                    )
+                )
             context = [rec]
             cleared = frozenset()
             prev_prompt = None
@@ -195,13 +239,17 @@ def simulate_recorded(tr: Transcript, profile: Profile, model: str | None = None
                 if res.fired:
                     drop = (prev_prompt - reply.prompt_tokens) if prev_prompt is not None else 0
                     seen = drop >= min(res.saved_tokens, profile.mc_min_saving) // 2
-                    note = "" if seen else (
-                        "not observed in the recorded usage: micro-compaction was off "
-                        "(remote kill switch tengu_cache_plum_violet"
-                        + (", 2.1.30-2.1.68" if profile.mc_remote_kill_switch else "")
-                        + ", or DISABLE_MICROCOMPACT)")
-                    events.append(_mc_event(res, line, last_usage_tokens(context), th, seen,
-                                            note))
+                    note = (
+                        ""
+                        if seen
+                        else (
+                            "not observed in the recorded usage: micro-compaction was off "
+                            "(remote kill switch tengu_cache_plum_violet"
+                            + (", 2.1.30-2.1.68" if profile.mc_remote_kill_switch else "")
+                            + ", or DISABLE_MICROCOMPACT)"
+                        )
+                    )
+                    events.append(_mc_event(res, line, last_usage_tokens(context), th, seen, note))
                     names.append("micro_compact")
                     if seen:
                         context = res.messages
@@ -209,9 +257,17 @@ def simulate_recorded(tr: Transcript, profile: Profile, model: str | None = None
                     else:
                         mc_seen_off = True
             if th.auto_compact_enabled and tokens >= th.auto_compact:
-                events.append(Event("auto_compact", line, tokens, th.auto_compact,
-                                    recorded=False, predicted=True,
-                                    note="predicted but no compaction was recorded here"))
+                events.append(
+                    Event(
+                        "auto_compact",
+                        line,
+                        tokens,
+                        th.auto_compact,
+                        recorded=False,
+                        predicted=True,
+                        note="predicted but no compaction was recorded here",
+                    )
+                )
                 names.append("auto_compact")
             if th.blocking is not None and tokens >= th.blocking:
                 events.append(Event("blocking", line, tokens, th.blocking))
@@ -219,25 +275,36 @@ def simulate_recorded(tr: Transcript, profile: Profile, model: str | None = None
             u = reply.usage
             read = int(u.get("cache_read_input_tokens") or 0)
             brk = prev_prompt is not None and read < CACHE_BREAK_RATIO * prev_prompt
-            requests.append(Request(len(requests), line, tokens, reply.prompt_tokens,
-                                    reply.output_tokens, reply.output_estimated, brk,
-                                    tuple(names)))
+            requests.append(
+                Request(
+                    len(requests),
+                    line,
+                    tokens,
+                    reply.prompt_tokens,
+                    reply.output_tokens,
+                    reply.output_estimated,
+                    brk,
+                    tuple(names),
+                )
+            )
             prev_prompt = reply.prompt_tokens
         context.append(rec)
-    return Simulation(profile, "recorded", model, th, tuple(requests), tuple(events),
-                      {"env": env})
+    return Simulation(profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env})
 
 
 # --- counterfactual scenarios -----------------------------------------------------------------
+
 
 def full_estimate(m: Mapping[str, Any]) -> int:
     """Every block of a message at chars/4 (text, thinking and tool_use as JSON, strings too)."""
     content = (m.get("message") or {}).get("content")
     if isinstance(content, str):
         from engine.tokens import count_text
+
         return count_text(content)
     if m.get("type") == "attachment":
         from engine.tokens import count_text, js_stringify
+
         return count_text(js_stringify(m.get("attachment")))
     return raw_message_tokens(m)
 
@@ -282,7 +349,7 @@ def calibrate(tr: Transcript) -> Calibration:
             else:
                 delta = prompt - prev_prompt
             total_w = sum(weights)
-            for m, w in zip(pending, weights):
+            for m, w in zip(pending, weights, strict=False):
                 c = delta * w / total_w if delta > 0 and total_w else float(full_estimate(m))
                 cost[m[LINE_KEY]] = c
                 fitted += c
@@ -305,7 +372,7 @@ def _recorded_summary_before(tr: Transcript, line: int, prev_line: int) -> str |
     """The real summary text when the session compacted between two requests."""
     for b in tr.boundaries:
         if prev_line < b.line < line:
-            for rec in tr.records[b.line:b.line + 5]:
+            for rec in tr.records[b.line : b.line + 5]:
                 if rec.get("isCompactSummary"):
                     c = (rec.get("message") or {}).get("content")
                     if isinstance(c, str):
@@ -316,9 +383,14 @@ def _recorded_summary_before(tr: Transcript, line: int, prev_line: int) -> str |
 
 
 def simulate_counterfactual(
-    tr: Transcript, profile: Profile, scenario: Scenario = "unpatched", model: str | None = None,
-    env: Mapping[str, str] | None = None, prune_env: Mapping[str, str] | None = None,
-    microcompact_on: bool | None = None, summarizer: Summarizer | None = None,
+    tr: Transcript,
+    profile: Profile,
+    scenario: Scenario = "unpatched",
+    model: str | None = None,
+    env: Mapping[str, str] | None = None,
+    prune_env: Mapping[str, str] | None = None,
+    microcompact_on: bool | None = None,
+    summarizer: Summarizer | None = None,
     calibration: Calibration | None = None,
 ) -> Simulation:
     """Replay the conversation under ``env`` (and the text prune when ``patched``).
@@ -334,8 +406,9 @@ def simulate_counterfactual(
     cal = calibration or calibrate(tr)
     if microcompact_on is None:
         rec_sim = simulate_recorded(tr, profile, model, env)
-        microcompact_on = not any(e.kind == "micro_compact" and e.recorded is False
-                                  for e in rec_sim.events)
+        microcompact_on = not any(
+            e.kind == "micro_compact" and e.recorded is False for e in rec_sim.events
+        )
     prune_mod = _load_textprune() if scenario == "patched" else None
     penv = dict(prune_env or {})
     history: list[dict] = []
@@ -378,16 +451,26 @@ def simulate_counterfactual(
             tokens = autocompact_tokens(history, profile)
             if th.auto_compact_enabled and tokens >= th.auto_compact:
                 real = _recorded_summary_before(tr, line, prev_line)
-                summ = (lambda _m, _r=real: _r) if real is not None else (
-                    summarizer or offline_summary)
+                summ = (
+                    (lambda _m, _r=real: _r)
+                    if real is not None
+                    else (summarizer or offline_summary)
+                )
                 res = full_compact(history, profile, tokens, "auto", summ)
                 history = res.messages
                 cleared = frozenset()
                 at = next((b.line for b in tr.boundaries if prev_line < b.line < line), line)
-                events.append(Event("auto_compact", at, tokens, th.auto_compact,
-                                    recorded=at != line, predicted=True,
-                                    note="real summary reused" if real is not None
-                                    else "offline summary"))
+                events.append(
+                    Event(
+                        "auto_compact",
+                        at,
+                        tokens,
+                        th.auto_compact,
+                        recorded=at != line,
+                        predicted=True,
+                        note="real summary reused" if real is not None else "offline summary",
+                    )
+                )
                 names.append("auto_compact")
                 tokens = autocompact_tokens(history, profile)
             sent = history
@@ -405,39 +488,65 @@ def simulate_counterfactual(
             if prune_mod is not None:
                 pruned = prune_mod.prune(sent, penv)
                 if pruned is not sent:
-                    saved = sum(msg_cost(a) - msg_cost(b)
-                                for a, b in zip(sent, pruned) if a is not b)
-                    events.append(Event("text_prune", line, tokens, None,
-                                        saved_tokens=int(round(saved))))
+                    saved = sum(
+                        msg_cost(a) - msg_cost(b)
+                        for a, b in zip(sent, pruned, strict=False)
+                        if a is not b
+                    )
+                    events.append(
+                        Event("text_prune", line, tokens, None, saved_tokens=round(saved))
+                    )
                     names.append("text_prune")
                     sent = pruned
-            prompt = int(round(cal.overhead + sum(msg_cost(m) for m in sent)))
+            prompt = round(cal.overhead + sum(msg_cost(m) for m in sent))
             sig = [(m.get(LINE_KEY), full_estimate(m) if changed(m) else -1) for m in sent]
-            brk = prev_sig is not None and sig[:len(prev_sig)] != prev_sig
+            brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             prev_sig = sig
             if th.blocking is not None and tokens >= th.blocking:
                 events.append(Event("blocking", line, tokens, th.blocking))
                 names.append("blocking")
-            requests.append(Request(len(requests), line, tokens, prompt, reply.output_tokens,
-                                    reply.output_estimated, brk, tuple(names)))
-            sim_usage = {"input_tokens": prompt, "cache_creation_input_tokens": 0,
-                         "cache_read_input_tokens": 0, "output_tokens": reply.output_tokens}
+            requests.append(
+                Request(
+                    len(requests),
+                    line,
+                    tokens,
+                    prompt,
+                    reply.output_tokens,
+                    reply.output_estimated,
+                    brk,
+                    tuple(names),
+                )
+            )
+            sim_usage = {
+                "input_tokens": prompt,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": reply.output_tokens,
+            }
             prev_line = line
             current_usage = sim_usage
         if k is not None and tr.replies[k].lines[-1] == line:
             rec = {**rec, "message": {**rec["message"], "usage": current_usage}}
         elif k is not None:
-            rec = {**rec, "message": {**rec["message"], "usage": {**current_usage,
-                                                                  "output_tokens": 1}}}
+            rec = {
+                **rec,
+                "message": {**rec["message"], "usage": {**current_usage, "output_tokens": 1}},
+            }
         history.append(rec)
-    knobs = {"env": env, "prune_env": penv if scenario == "patched" else {},
-             "microcompact": microcompact_on}
+    knobs = {
+        "env": env,
+        "prune_env": penv if scenario == "patched" else {},
+        "microcompact": microcompact_on,
+    }
     return Simulation(profile, scenario, model, th, tuple(requests), tuple(events), knobs)
 
 
 def _content(m: Mapping[str, Any]) -> Any:
-    return (m.get("message") or {}).get("content") if m.get("type") != "attachment" \
+    return (
+        (m.get("message") or {}).get("content")
+        if m.get("type") != "attachment"
         else m.get("attachment")
+    )
 
 
 def simulate(tr: Transcript, profile: Profile, scenario: Scenario = "recorded", **kw) -> Simulation:

@@ -439,7 +439,7 @@ def prune_detailed(messages: list[Any], env: Mapping[str, str] | None = None) ->
     """:func:`prune` with the bookkeeping: turns, cutoff, counts and why nothing happened."""
     try:
         return _prune(messages, PruneSettings.from_env(env))
-    except Exception:  # noqa: BLE001 - the snippet never throws; neither does its twin
+    except Exception:
         return PruneOutcome(messages, "error")
 
 

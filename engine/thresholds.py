@@ -73,7 +73,8 @@ class Thresholds:
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "explain"} | {
-            "explain": list(self.explain)}
+            "explain": list(self.explain)
+        }
 
 
 def compute_thresholds(
@@ -110,9 +111,11 @@ def compute_thresholds(
             pct = val
             lowered = math.floor(eff * (val / 100))
             new = min(lowered, threshold)
-            why.append(f"PCT override {val:g}%: "
-                       f"min(floor({eff}*{val:g}/100)={lowered}, {threshold})"
-                       f" = {new} (the override can only lower it)")
+            why.append(
+                f"PCT override {val:g}%: "
+                f"min(floor({eff}*{val:g}/100)={lowered}, {threshold})"
+                f" = {new} (the override can only lower it)"
+            )
             threshold = new
         else:
             why.append(f"PCT override {raw_pct!r} ignored (must be in (0,100])")
@@ -121,13 +124,23 @@ def compute_thresholds(
     # "Auto-compact enabled" (the warning base) reads DISABLE_COMPACT only from 2.0.65; in
     # 2.0.30-2.0.64 only the dispatcher does, so compaction stops but the base stays the
     # threshold (profile.disable_compact_scope, found by the inspect sweep).
-    enabled_fn = auto_compact_setting and not auto_off and not (
-        compact_off and profile.disable_compact_scope == "enabled")
+    enabled_fn = (
+        auto_compact_setting
+        and not auto_off
+        and not (compact_off and profile.disable_compact_scope == "enabled")
+    )
     enabled = enabled_fn and not compact_off
     if not enabled:
-        why.append("auto-compact disabled by "
-                   + ("DISABLE_COMPACT" if compact_off else
-                      "DISABLE_AUTO_COMPACT" if auto_off else "autoCompactEnabled=false"))
+        why.append(
+            "auto-compact disabled by "
+            + (
+                "DISABLE_COMPACT"
+                if compact_off
+                else "DISABLE_AUTO_COMPACT"
+                if auto_off
+                else "autoCompactEnabled=false"
+            )
+        )
     base = threshold if enabled_fn else eff
     warning = base - profile.warning_offset
     error = base - profile.error_offset
@@ -136,21 +149,37 @@ def compute_thresholds(
     if profile.blocking_offset is not None:
         b_base = eff if profile.blocking_base == "effective" else window
         blocking = b_base - profile.blocking_offset
-        why.append(f"blocking: {profile.blocking_base} window {b_base} - {profile.blocking_offset}"
-                   f" = {blocking}")
-        raw_blk = env.get("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE") if profile.has_blocking_override \
+        why.append(
+            f"blocking: {profile.blocking_base} window {b_base} - {profile.blocking_offset}"
+            f" = {blocking}"
+        )
+        raw_blk = (
+            env.get("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE")
+            if profile.has_blocking_override
             else None
+        )
         if raw_blk:
             b = js_parse_int(raw_blk)
             if b is not None and b > 0:
                 blocking = b
                 why.append(f"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE → {b}")
     mc_on = profile.microcompact == "legacy" and not (
-        profile.mc_has_env_gate and env_true(env.get("DISABLE_MICROCOMPACT")))
+        profile.mc_has_env_gate and env_true(env.get("DISABLE_MICROCOMPACT"))
+    )
     return Thresholds(
-        profile=profile.name, model=model, context_window=window, model_max_output=mmax,
-        reserved_output=reserve, effective_window=eff, auto_compact=threshold,
-        auto_compact_enabled=enabled, compact_disabled=compact_off, pct_override=pct,
-        warning=warning, error=error, blocking=blocking, microcompact_enabled=mc_on,
+        profile=profile.name,
+        model=model,
+        context_window=window,
+        model_max_output=mmax,
+        reserved_output=reserve,
+        effective_window=eff,
+        auto_compact=threshold,
+        auto_compact_enabled=enabled,
+        compact_disabled=compact_off,
+        pct_override=pct,
+        warning=warning,
+        error=error,
+        blocking=blocking,
+        microcompact_enabled=mc_on,
         explain=tuple(why),
     )

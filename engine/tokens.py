@@ -78,8 +78,10 @@ def usage_prompt(usage: Mapping[str, Any]) -> int:
 
 # --- message-level estimate (x4/3 era) ---------------------------------------------------------
 
-def tool_result_tokens(block: Mapping[str, Any], image_tokens: int = 2000,
-                       documents: bool = False) -> int:
+
+def tool_result_tokens(
+    block: Mapping[str, Any], image_tokens: int = 2000, documents: bool = False
+) -> int:
     """Tokens of a tool_result's content: string, or text/image blocks (``Bs4``/``js2``); with
     ``documents`` (2.1.47+, ``gt4``) document blocks count like images."""
     content = block.get("content")
@@ -98,8 +100,9 @@ def tool_result_tokens(block: Mapping[str, Any], image_tokens: int = 2000,
     return total
 
 
-def block_tokens(block: Any, image_tokens: int = 2000, documents: bool = False,
-                 block_text: bool = False) -> int:
+def block_tokens(
+    block: Any, image_tokens: int = 2000, documents: bool = False, block_text: bool = False
+) -> int:
     """One content block as the message-level estimate counts it (before the x4/3 factor);
     ``documents``: document blocks count like images (2.1.47+); ``block_text``: thinking,
     redacted_thinking and tool_use by their text (2.1.75-2.1.104)."""
@@ -123,15 +126,20 @@ def _text_block_tokens(b: Mapping[str, Any]) -> int:
     if t == "tool_use":
         name = b.get("name")
         inp = b.get("input")
-        return count_text(("undefined" if name is None else str(name))
-                          + js_stringify({} if inp is None else inp))
+        return count_text(
+            ("undefined" if name is None else str(name)) + js_stringify({} if inp is None else inp)
+        )
     if t == "thinking":
         return count_text(b.get("thinking") or "")
     return count_text(b.get("data") or "")
 
 
-def raw_message_tokens(msg: Mapping[str, Any], image_tokens: int = 2000,
-                       documents: bool = False, block_text: bool = False) -> int:
+def raw_message_tokens(
+    msg: Mapping[str, Any],
+    image_tokens: int = 2000,
+    documents: bool = False,
+    block_text: bool = False,
+) -> int:
     """Sum of ``block_tokens`` over a user/assistant message with array content, else 0."""
     if msg.get("type") not in ("user", "assistant"):
         return 0
@@ -159,6 +167,7 @@ def estimate_messages(messages: Iterable[Mapping[str, Any]], profile: Profile | 
 
 
 # --- newer-messages estimate (auto-compact count) -------------------------------------------
+
 
 def _newer_content(content: Any, image_tokens: int, all_blocks: bool = False) -> int:
     """A message's (or a tool_result's) content in the newer-messages estimate."""
@@ -193,8 +202,11 @@ def newer_message_tokens(msg: Mapping[str, Any], profile: Profile) -> int:
     """One record as the newer-messages estimate counts it (``IOA`` in 2.1.39)."""
     t = msg.get("type")
     if t in ("user", "assistant"):
-        return _newer_content((msg.get("message") or {}).get("content"),
-                              profile.newer_image_tokens, profile.newer_counts_all_blocks)
+        return _newer_content(
+            (msg.get("message") or {}).get("content"),
+            profile.newer_image_tokens,
+            profile.newer_counts_all_blocks,
+        )
     if t == "attachment" and profile.newer_counts_attachments and msg.get("attachment"):
         return attachment_tokens(msg["attachment"], profile)
     return 0

@@ -22,12 +22,21 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from engine.tokens import output_content_tokens, usage_prompt
 
-KNOWN_TYPES = frozenset({
-    "user", "assistant", "system", "progress", "file-history-snapshot", "queue-operation",
-    "summary", "attachment",
-})
+KNOWN_TYPES = frozenset(
+    {
+        "user",
+        "assistant",
+        "system",
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "summary",
+        "attachment",
+    }
+)
 SYNTHETIC_MODEL = "<synthetic>"  # cli.js Dj1: replies made up by the client carry no real usage
 STALE_OUTPUT_MAX = 2  # streaming placeholder values seen in transcripts
 
@@ -106,25 +115,32 @@ def is_compact_boundary(rec: dict) -> bool:
 
 def _read_lines(path: Path) -> list[str]:
     if not path.exists():
-        raise TranscriptError(f"cannot read {path}", "no such file",
-                              "pass the path of a .jsonl session transcript")
+        raise TranscriptError(
+            f"cannot read {path}", "no such file", "pass the path of a .jsonl session transcript"
+        )
     if path.is_dir():
-        raise TranscriptError(f"cannot read {path}", "it is a directory",
-                              "pass one .jsonl file, e.g. ~/.claude/projects/<dir>/<id>.jsonl")
+        raise TranscriptError(
+            f"cannot read {path}",
+            "it is a directory",
+            "pass one .jsonl file, e.g. ~/.claude/projects/<dir>/<id>.jsonl",
+        )
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise TranscriptError(f"cannot read {path}", e.strerror or str(e),
-                              "check the file's permissions") from e
+        raise TranscriptError(
+            f"cannot read {path}", e.strerror or str(e), "check the file's permissions"
+        ) from e
     if b"\x00" in data[:4096]:
-        raise TranscriptError(f"cannot read {path}", "it is a binary file",
-                              "pass a Claude Code JSONL transcript")
+        raise TranscriptError(
+            f"cannot read {path}", "it is a binary file", "pass a Claude Code JSONL transcript"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise TranscriptError(f"cannot read {path}", "invalid UTF-8",
-                              "transcripts are UTF-8 JSON lines", line) from e
+        raise TranscriptError(
+            f"cannot read {path}", "invalid UTF-8", "transcripts are UTF-8 JSON lines", line
+        ) from e
     return text.splitlines()
 
 
@@ -138,13 +154,19 @@ def parse_records(lines: list[str], source: str = "<transcript>") -> list[dict]:
         try:
             rec = json.loads(raw)
         except json.JSONDecodeError as e:
-            raise TranscriptError(f"malformed transcript {source}", f"invalid JSON: {e.msg}",
-                                  "each line must be one JSON object (was the file truncated?)",
-                                  i) from e
+            raise TranscriptError(
+                f"malformed transcript {source}",
+                f"invalid JSON: {e.msg}",
+                "each line must be one JSON object (was the file truncated?)",
+                i,
+            ) from e
         if not isinstance(rec, dict):
-            raise TranscriptError(f"malformed transcript {source}",
-                                  f"a line holds a JSON {type(rec).__name__}, not an object",
-                                  "each line must be one JSON object", i)
+            raise TranscriptError(
+                f"malformed transcript {source}",
+                f"a line holds a JSON {type(rec).__name__}, not an object",
+                "each line must be one JSON object",
+                i,
+            )
         records.append(rec)
     return records
 
@@ -153,19 +175,31 @@ def _make_reply(mid: str, lines: list[int], records: list[dict]) -> Reply:
     last = records[lines[-1] - 1]["message"]
     usage = dict(last.get("usage") or {})
     recorded = int(usage.get("output_tokens") or 0)
-    out = max(int((records[i - 1]["message"].get("usage") or {}).get("output_tokens") or 0)
-              for i in lines)
+    out = max(
+        int((records[i - 1]["message"].get("usage") or {}).get("output_tokens") or 0) for i in lines
+    )
     estimated = False
     if out <= STALE_OUTPUT_MAX:
-        blocks = [b for i in lines for b in (records[i - 1]["message"].get("content") or [])
-                  if isinstance(records[i - 1]["message"].get("content"), list)]
+        blocks = [
+            b
+            for i in lines
+            for b in (records[i - 1]["message"].get("content") or [])
+            if isinstance(records[i - 1]["message"].get("content"), list)
+        ]
         guess = output_content_tokens(blocks)
         if guess > out:
             out, estimated = guess, True
     usage["output_tokens"] = out
-    return Reply(message_id=mid, lines=tuple(lines), usage=usage, recorded_output=recorded,
-                 output_tokens=out, output_estimated=estimated, model=str(last.get("model") or ""),
-                 sidechain=is_sidechain(records[lines[0] - 1]))
+    return Reply(
+        message_id=mid,
+        lines=tuple(lines),
+        usage=usage,
+        recorded_output=recorded,
+        output_tokens=out,
+        output_estimated=estimated,
+        model=str(last.get("model") or ""),
+        sidechain=is_sidechain(records[lines[0] - 1]),
+    )
 
 
 def build_transcript(records: list[dict], path: str = "<transcript>") -> Transcript:
@@ -197,8 +231,13 @@ def build_transcript(records: list[dict], path: str = "<transcript>") -> Transcr
         if is_compact_boundary(rec):
             meta = rec.get("compactMetadata") or {}
             pre = meta.get("preTokens")
-            boundaries.append(CompactBoundary(line=i, trigger=str(meta.get("trigger") or "?"),
-                                              pre_tokens=int(pre) if pre is not None else None))
+            boundaries.append(
+                CompactBoundary(
+                    line=i,
+                    trigger=str(meta.get("trigger") or "?"),
+                    pre_tokens=int(pre) if pre is not None else None,
+                )
+            )
         if t == "assistant" and isinstance(rec.get("message"), dict):
             msg = rec["message"]
             model = msg.get("model")
@@ -214,10 +253,16 @@ def build_transcript(records: list[dict], path: str = "<transcript>") -> Transcr
     replies = tuple(_make_reply(mid, groups[mid], records) for mid in order)
     reply_of_line = {ln: k for k, r in enumerate(replies) for ln in r.lines}
     return Transcript(
-        path=path, records=tuple(records), type_counts=dict(type_counts),
-        unknown_types=dict(unknown), versions=tuple(dict.fromkeys(versions)),
-        models=tuple(dict.fromkeys(models)), replies=replies, boundaries=tuple(boundaries),
-        sidechain_lines=side, reply_of_line=reply_of_line,
+        path=path,
+        records=tuple(records),
+        type_counts=dict(type_counts),
+        unknown_types=dict(unknown),
+        versions=tuple(dict.fromkeys(versions)),
+        models=tuple(dict.fromkeys(models)),
+        replies=replies,
+        boundaries=tuple(boundaries),
+        sidechain_lines=side,
+        reply_of_line=reply_of_line,
     )
 
 
@@ -227,6 +272,9 @@ def load_transcript(path: str | Path) -> Transcript:
     lines = _read_lines(p)
     records = parse_records(lines, str(p))
     if not any(records):
-        raise TranscriptError(f"empty transcript {p}", "it holds no records",
-                              "pass a session that has at least one message")
+        raise TranscriptError(
+            f"empty transcript {p}",
+            "it holds no records",
+            "pass a session that has at least one message",
+        )
     return build_transcript(records, str(p))

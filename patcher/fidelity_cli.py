@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +17,7 @@ import typer
 from patcher.errors import CtxpatchError, ExitCode, NotFound
 
 
-class PackageChoice(str, Enum):
+class PackageChoice(StrEnum):
     cc = "cc"
     sdk = "sdk"
     both = "both"
@@ -40,11 +40,15 @@ def _refuse(err: CtxpatchError, as_json: bool) -> typer.Exit:
 def inspect_cmd(
     path: Annotated[
         Path | None,
-        typer.Argument(help="cli.js or its package folder. Default: as `ctxpatch check` "
-                       "(CTXPATCH_CLI_JS, local node_modules upward, then the global install).",
-                       show_default=False),
+        typer.Argument(
+            help="cli.js or its package folder. Default: as `ctxpatch check` "
+            "(CTXPATCH_CLI_JS, local node_modules upward, then the global install).",
+            show_default=False,
+        ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON document on stdout.")
+    ] = False,
 ) -> None:
     """Show the compaction constants a cli.js really uses and compare them with the engine.
 
@@ -53,7 +57,7 @@ def inspect_cmd(
     Exit 0 no drift, 1 drift, 3 not a cli.js (or none found), 4 native build.
 
     Example: ctxpatch inspect node_modules/@anthropic-ai/claude-code/cli.js --json
-    """  # noqa: E501
+    """
     from patcher import bundle, inspect_bundle, markers, snippet
     from patcher.discover import environ, targets
 
@@ -81,9 +85,13 @@ def inspect_cmd(
     rep = inspect_bundle.inspect(data, b.version)
     code = int(ExitCode.CHANGE_NEEDED) if rep.drift else 0
     if as_json:
-        doc = {"path": str(b.path), "exit_code": code,
-               "package": f"{b.package.name}@{b.package.version}" if b.package else None,
-               "note": note, **rep.to_json()}
+        doc = {
+            "path": str(b.path),
+            "exit_code": code,
+            "package": f"{b.package.name}@{b.package.version}" if b.package else None,
+            "note": note,
+            **rep.to_json(),
+        }
         typer.echo(json.dumps(doc, indent=2))
     else:
         typer.echo(f"{b.path}" + (f"  ({b.package.name}@{b.package.version})" if b.package else ""))
@@ -96,31 +104,58 @@ def inspect_cmd(
 def regress_cmd(
     versions: Annotated[
         str | None,
-        typer.Option("--versions", help="Versions or ranges, e.g. 2.1.40..2.1.68 or "
-                     "2.0.76,2.1.7 (Claude Code numbers; for the SDK they map 2.0.N→0.1.N, "
-                     "2.1.N→0.2.N; SDK numbers are accepted too).", show_default=False),
+        typer.Option(
+            "--versions",
+            help="Versions or ranges, e.g. 2.1.40..2.1.68 or "
+            "2.0.76,2.1.7 (Claude Code numbers; for the SDK they map 2.0.N→0.1.N, "
+            "2.1.N→0.2.N; SDK numbers are accepted too).",
+            show_default=False,
+        ),
     ] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Every published version that can take the "
-                                       "patch (cc 1.0.60-2.1.112, sdk 0.0.4-0.2.112).")] = False,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Every published version that can take the "
+            "patch (cc 1.0.60-2.1.112, sdk 0.0.4-0.2.112).",
+        ),
+    ] = False,
     sample: Annotated[
         int | None,
         typer.Option("--sample", help="N versions spread evenly over --all.", show_default=False),
     ] = None,
     package: Annotated[PackageChoice, typer.Option("--package", help="Which npm package.")] = (
-        PackageChoice.cc),
+        PackageChoice.cc
+    ),
     json_file: Annotated[
         Path | None,
-        typer.Option("--json", help="Write the results as JSON to FILE (rewritten after every "
-                     "version).", show_default=False),
+        typer.Option(
+            "--json",
+            help="Write the results as JSON to FILE (rewritten after every version).",
+            show_default=False,
+        ),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Versions run in parallel.")] = 1,
-    resume: Annotated[bool, typer.Option("--resume", help="Skip the patch cycle of versions that "
-                                         "already passed (or were rightly refused) in the --json "
-                                         "FILE of an earlier run; their drift is read again.")] = False,
-    prune: Annotated[bool, typer.Option("--prune", help="Keep only cli.js and package.json of "
-                                        "the versions this run downloads (saves disk).")] = False,
-    no_node_check: Annotated[bool, typer.Option("--no-node-check", help="Skip node's ESM check "
-                                                "of each patched file.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Skip the patch cycle of versions that "
+            "already passed (or were rightly refused) in the --json "
+            "FILE of an earlier run; their drift is read again.",
+        ),
+    ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Keep only cli.js and package.json of "
+            "the versions this run downloads (saves disk).",
+        ),
+    ] = False,
+    no_node_check: Annotated[
+        bool, typer.Option("--no-node-check", help="Skip node's ESM check of each patched file.")
+    ] = False,
 ) -> None:
     """Run the patch life cycle on published versions and report drift from the engine.
 
@@ -129,7 +164,7 @@ def regress_cmd(
     Exit 0 every version passed (or was rightly refused) with no drift, 1 a version failed or drifted, 2 bad options.
 
     Example: ctxpatch regress --versions 2.1.40..2.1.68 --package both --json out.json -j 2
-    """  # noqa: E501
+    """
     from patcher import regress
 
     if jobs < 1:
@@ -152,12 +187,21 @@ def regress_cmd(
 
     on_done, close = _progress(len(selected))
     try:
-        result = regress.run(selected, workers=jobs, prune=prune, node_check=not no_node_check,
-                             json_path=json_file, resume=resume, on_done=on_done)
+        result = regress.run(
+            selected,
+            workers=jobs,
+            prune=prune,
+            node_check=not no_node_check,
+            json_path=json_file,
+            resume=resume,
+            on_done=on_done,
+        )
     except KeyboardInterrupt:
         close()
-        typer.echo("interrupted: results so far are in the --json file" if json_file
-                   else "interrupted", err=True)
+        typer.echo(
+            "interrupted: results so far are in the --json file" if json_file else "interrupted",
+            err=True,
+        )
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     close()
     outcomes = list(result.outcomes.values())
@@ -184,9 +228,15 @@ def _progress(total: int):
             TimeRemainingColumn,
         )
 
-        bar = Progress(TextColumn("regress"), BarColumn(), MofNCompleteColumn(),
-                       TimeRemainingColumn(), TextColumn("{task.description}"),
-                       console=Console(stderr=True), transient=True)
+        bar = Progress(
+            TextColumn("regress"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=True,
+        )
         task = bar.add_task("", total=total)
         bar.start()
 

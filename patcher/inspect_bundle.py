@@ -16,7 +16,7 @@ saving all at once). The anchors, each a meaning rather than a minified name
   whose ``Math.min(maxOutput, CAP)`` is the output-reserve cap.
 * **blocking limit**: ``base - 3000`` where base is the effective window or the raw window.
 * **micro-compaction**: the function that reads ``DISABLE_MICROCOMPACT`` / emits
-  ``"tengu_microcompact"`` (:mod:`patcher.site`), else the ``microcompact`` slot of the query-deps
+  ``"tengu_microcompact"`` (:mod:`patcher.callsite`), else the ``microcompact`` slot of the query-deps
   factory ``{callModel, microcompact, autocompact, ...}``. Legacy constants come from its body:
   ``total - saved > TARGET``, ``ids.slice(-KEEP)``, ``... || saved < MIN_SAVING`` beside
   ``isAboveWarningThreshold``, ``TOOLS.has(block.name)``.
@@ -30,6 +30,7 @@ Only functions around those anchors are parsed (windowed tree-sitter parses, see
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -37,7 +38,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from patcher import jsparse, site
+from patcher import callsite, jsparse
 from patcher.bundle import version_of
 from patcher.jsparse import FUNCTION_TYPES, ParsedFunction
 from patcher.markers import sha256
@@ -177,7 +178,9 @@ class _Reader:
             if ident in scope.defaults:
                 return Constant(self.eval(scope.defaults[ident], 0), f"default of {ident}", name)
             if ident in scope.params or ident in scope.locals:
-                raise Unresolved(f"{role}: {ident} is a parameter or a non-constant local in {name}")
+                raise Unresolved(
+                    f"{role}: {ident} is a parameter or a non-constant local in {name}"
+                )
             return Constant(self.global_value(ident, 0), ident, name)
         return Constant(self.eval(node, 0), "literal", name)
 
@@ -195,7 +198,9 @@ class _Reader:
         needle = ident.encode() + b"="
         hits = []
         for hit in jsparse.iter_find(self.data, needle):
-            if hit > 0 and (jsparse.is_ident_byte(self.data[hit - 1]) or self.data[hit - 1] in b".#"):
+            if hit > 0 and (
+                jsparse.is_ident_byte(self.data[hit - 1]) or self.data[hit - 1] in b".#"
+            ):
                 continue
             after = hit + len(needle)
             if self.data[after : after + 1] in (b"=", b">"):
@@ -266,8 +271,12 @@ class _Reader:
             a = self.eval(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
             b = self.eval(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
             if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-                res = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-                       "/": lambda: a / b if b else math.inf}.get(op)
+                res = {
+                    "+": lambda: a + b,
+                    "-": lambda: a - b,
+                    "*": lambda: a * b,
+                    "/": lambda: a / b if b else math.inf,
+                }.get(op)
                 if res is not None:
                     return _clean(res())
             raise Unresolved(_text(node)[:60])
@@ -361,18 +370,24 @@ def inspect(data: bytes, version: str | None = None) -> Report:
     """Read ``data`` (a whole ``cli.js``) and compare it with the engine's profile."""
     rep = Report(version=version or version_of(data), sha256=sha256(data), size=len(data))
     r = _Reader(data)
-    found = site.search(data)
+    found = callsite.search(data)
     if len(found.candidates) == 1:
         c = found.candidates[0]
         rep.shape = c.shape
-        rep.call_site = {"callee": c.callee, "generator": c.generator, "messages_var": c.messages_var,
-                         "byte": c.call_start}
+        rep.call_site = {
+            "callee": c.callee,
+            "generator": c.generator,
+            "messages_var": c.messages_var,
+            "byte": c.call_start,
+        }
     elif found.candidates:
         rep.locate_problem = f"{len(found.candidates)} candidate call sites (ambiguous)"
     else:
         rep.locate_problem = (
-            "no micro-compaction function" if not found.mc_functions and not found.deps_calls
-            else "micro-compaction found but no query-loop call of it")
+            "no micro-compaction function"
+            if not found.mc_functions and not found.deps_calls
+            else "micro-compaction found but no query-loop call of it"
+        )
     rep.env_vars = {v: _env_read(data, v) for v in ENV_VARS}
     for step in (_warning_state, _counter, _micro_compaction, _estimator, _session_memory):
         try:
@@ -388,8 +403,11 @@ def _threshold_expr(r: Any, rep: Report, expr: Node, fn: Any, scope: Any) -> str
     constant and the era, and return the name of the function giving the window."""
     ratio = _op(expr) == "*"
     rep.era = "ratio" if ratio else "offset"
-    _set(rep, "autocompact_ratio" if ratio else "autocompact_offset",
-         lambda: r.const(expr.child_by_field_name("right"), fn, "autocompact"))
+    _set(
+        rep,
+        "autocompact_ratio" if ratio else "autocompact_offset",
+        lambda: r.const(expr.child_by_field_name("right"), fn, "autocompact"),
+    )
     return _callee(scope.follow(expr.child_by_field_name("left")))
 
 
@@ -400,18 +418,21 @@ def _set(rep: Report, key: str, get: Any) -> None:
         rep.unresolved.append(f"{key}: {e}")
 
 
-def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
+def _warning_state(r: _Reader, rep: Report, found: callsite.Search) -> None:
     w = _find_warning_state(r)
     if w is None:
         rep.era = "none"
-        raise Unresolved("warning-state function ({percentLeft, isAboveWarningThreshold, ...}) "
-                         "not found: no auto-compaction thresholds")
+        raise Unresolved(
+            "warning-state function ({percentLeft, isAboveWarningThreshold, ...}) "
+            "not found: no auto-compaction thresholds"
+        )
     wname = _name(w)
     rep.functions["warning_state"] = wname
     scope = r.scope(w)
     flags = _return_object(w)
     rep.features["blocking_override_in_warning_state"] = (
-        b"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE" in r.data[w.start : w.end])
+        b"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE" in r.data[w.start : w.end]
+    )
 
     # warning and error: tokens >= base - OFFSET (offset era) or base * RATIO (ratio era)
     for flag, key in (("isAboveWarningThreshold", "warning"), ("isAboveErrorThreshold", "error")):
@@ -421,13 +442,21 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             continue
         op = _op(lim)
         if op == "-":
-            _set(rep, f"{key}_offset",
-                 lambda lim=lim, key=key: r.const(lim.child_by_field_name("right"), w, key))
+            _set(
+                rep,
+                f"{key}_offset",
+                lambda lim=lim, key=key: r.const(lim.child_by_field_name("right"), w, key),
+            )
         elif op == "*":
-            _set(rep, f"{key}_ratio",
-                 lambda lim=lim, key=key: r.const(lim.child_by_field_name("right"), w, key))
+            _set(
+                rep,
+                f"{key}_ratio",
+                lambda lim=lim, key=key: r.const(lim.child_by_field_name("right"), w, key),
+            )
         else:
-            rep.unresolved.append(f"{key}: limit {_text(lim)[:60]!r} is neither base-offset nor base*ratio")
+            rep.unresolved.append(
+                f"{key}: limit {_text(lim)[:60]!r} is neither base-offset nor base*ratio"
+            )
 
     # auto-compact: enabled() && tokens >= threshold
     ac = flags.get("isAboveAutoCompactThreshold")
@@ -442,7 +471,9 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
         if en is not None:
             body = r.data[en.start : en.end]
             rep.features["disable_compact_in_enabled"] = _env_read(body, "DISABLE_COMPACT")
-            rep.features["disable_auto_compact_in_enabled"] = _env_read(body, "DISABLE_AUTO_COMPACT")
+            rep.features["disable_auto_compact_in_enabled"] = _env_read(
+                body, "DISABLE_AUTO_COMPACT"
+            )
     # DISABLE_COMPACT may also (2.0.30-2.0.64: only) be read by the auto-compact dispatcher, the
     # function that returns {wasCompacted} / {compactionResult}
     dispatcher = _dispatcher_reading(r, "DISABLE_COMPACT", exclude=enabled)
@@ -452,7 +483,9 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
     lim = _limit(scope, ac)
     threshold_fn = None
     if lim is None:
-        rep.unresolved.append("autocompact: the isAboveAutoCompactThreshold value is not `tokens >= limit`")
+        rep.unresolved.append(
+            "autocompact: the isAboveAutoCompactThreshold value is not `tokens >= limit`"
+        )
     elif lim.type == "call_expression":
         threshold_fn = _callee(lim)
     effective_fn = None
@@ -465,7 +498,8 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             rep.unresolved.append(f"threshold: function {threshold_fn} not found")
         else:
             rep.features["pct_override_in_threshold"] = (
-                b"process.env.CLAUDE_AUTOCOMPACT_PCT_OVERRIDE" in r.data[t.start : t.end])
+                b"process.env.CLAUDE_AUTOCOMPACT_PCT_OVERRIDE" in r.data[t.start : t.end]
+            )
             tscope = r.scope(t)
             ret = _last_return(t)
             ret = tscope.follow(ret) if ret is not None else None
@@ -474,7 +508,9 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             if ret is not None and _op(ret) in ("-", "*"):
                 effective_fn = _threshold_expr(r, rep, ret, t, tscope)
             else:
-                rep.unresolved.append(f"autocompact: {threshold_fn} does not return `window - offset`")
+                rep.unresolved.append(
+                    f"autocompact: {threshold_fn} does not return `window - offset`"
+                )
     if rep.era == "unknown" and ("autocompact_offset" in rep.constants):
         rep.era = "offset"
 
@@ -500,19 +536,26 @@ def _warning_state(r: _Reader, rep: Report, found: site.Search) -> None:
             else:
                 break
         if lim is not None and _op(lim) == "-":
-            _set(rep, "blocking_offset", lambda: r.const(lim.child_by_field_name("right"), w, "blocking"))
+            _set(
+                rep,
+                "blocking_offset",
+                lambda: r.const(lim.child_by_field_name("right"), w, "blocking"),
+            )
             base = _callee(scope.follow(lim.child_by_field_name("left")))  # type: ignore[arg-type]
             if base:
                 rep.functions["blocking_base"] = base
                 rep.features["blocking_base"] = (
-                    "effective" if effective_fn and base == effective_fn else "window")
+                    "effective" if effective_fn and base == effective_fn else "window"
+                )
         else:
-            rep.unresolved.append("blocking: the isAtBlockingLimit value is not `tokens >= base - offset`")
+            rep.unresolved.append(
+                "blocking: the isAtBlockingLimit value is not `tokens >= base - offset`"
+            )
     else:
         rep.features["blocking_base"] = None
 
 
-def _counter(r: _Reader, rep: Report, found: site.Search) -> None:
+def _counter(r: _Reader, rep: Report, found: callsite.Search) -> None:
     """The auto-compact token count: ``{isAboveAutoCompactThreshold:x}=warningState(COUNT(m))``
     in the should-auto-compact function. Usage only, or usage plus an estimate of the newer
     messages (its image constant is the profile's ``newer_image_tokens``)."""
@@ -524,7 +567,10 @@ def _counter(r: _Reader, rep: Report, found: site.Search) -> None:
         if fn is None or _name(fn) == wname:
             continue
         node = fn.node_at(hit, hit + 1)
-        while node is not None and node.type not in ("variable_declarator", "assignment_expression"):
+        while node is not None and node.type not in (
+            "variable_declarator",
+            "assignment_expression",
+        ):
             node = node.parent
         value = None
         if node is not None:
@@ -588,8 +634,11 @@ def _newer_estimate(counter: ParsedFunction) -> str | None:
         if first is None or first.type != "call_expression":
             continue
         f = first.child_by_field_name("function")
-        if f is not None and f.type == "member_expression" and _text(
-                f.child_by_field_name("property")) == "slice":
+        if (
+            f is not None
+            and f.type == "member_expression"
+            and _text(f.child_by_field_name("property")) == "slice"
+        ):
             return _callee(node)
     return None
 
@@ -608,8 +657,12 @@ def _from_message_start(r: _Reader, counter: ParsedFunction) -> bool | str:
             continue
         f = node.child_by_field_name("function")
         args = node.child_by_field_name("arguments")
-        if f is None or f.type != "member_expression" or _text(
-                f.child_by_field_name("property")) != "slice" or args is None:
+        if (
+            f is None
+            or f.type != "member_expression"
+            or _text(f.child_by_field_name("property")) != "slice"
+            or args is None
+        ):
             continue
         first = args.named_children[0] if args.named_child_count else None
         left = first.child_by_field_name("left") if _op(first) == "+" else None
@@ -649,22 +702,25 @@ def _from_message_start(r: _Reader, counter: ParsedFunction) -> bool | str:
 def _reserve_cap(r: _Reader, rep: Report, e: ParsedFunction) -> None:
     """``Math.min(maxOutput(model), CAP)`` in the effective-window function; none = full reserve."""
     for node in _walk(e.node):
-        if node.type != "call_expression" or _text(node.child_by_field_name("function")) != "Math.min":
+        if (
+            node.type != "call_expression"
+            or _text(node.child_by_field_name("function")) != "Math.min"
+        ):
             continue
-        args = [a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"]  # type: ignore[union-attr]
+        args = [
+            a for a in node.child_by_field_name("arguments").named_children if a.type != "comment"
+        ]  # type: ignore[union-attr]
         consts = []
         for a in args:
-            try:
+            with contextlib.suppress(Unresolved):
                 consts.append(r.const(a, e, "reserve cap"))
-            except Unresolved:
-                pass
         if consts:
             rep.constants["reserve_cap"] = consts[-1]
             return
     rep.constants["reserve_cap"] = Constant(None, "no Math.min(maxOutput, cap)", _name(e))
 
 
-def _micro_compaction(r: _Reader, rep: Report, found: site.Search) -> None:
+def _micro_compaction(r: _Reader, rep: Report, found: callsite.Search) -> None:
     legacy = None
     for name in found.mc_functions:
         fn = r.function(name)
@@ -682,7 +738,9 @@ def _micro_compaction(r: _Reader, rep: Report, found: site.Search) -> None:
         if mc is None:
             mc = slot_fn
         elif slot_fn is not None:
-            rep.unresolved.append(f"micro-compaction: the deps slot {slot} is not the legacy {_name(mc)}")
+            rep.unresolved.append(
+                f"micro-compaction: the deps slot {slot} is not the legacy {_name(mc)}"
+            )
     if mc is None:
         rep.features["microcompact"] = None
         if found.mc_functions or slot:
@@ -694,16 +752,15 @@ def _micro_compaction(r: _Reader, rep: Report, found: site.Search) -> None:
     env_gate = b"process.env.DISABLE_MICROCOMPACT" in body
     rep.features["mc_env_gate"] = env_gate
     rep.features["mc_remote_kill_switch"] = b'"tengu_cache_plum_violet"' in body
-    if env_gate or b'"tengu_microcompact"' in body:
-        kind = "legacy"
-    else:
-        kind = _stub_or_time_based(r, mc)
+    kind = "legacy" if env_gate or b'"tengu_microcompact"' in body else _stub_or_time_based(r, mc)
     rep.features["microcompact"] = kind
     if kind == "legacy":
         rep.features["mc_clears_images"] = _compares_type(r, mc, "image", depth=0)
         rep.features["mc_replacement"] = (
-            "persisted" if b"Tool result saved to" in body and b'"tengu_compact_mc_files"' not in body
-            else "cleared")
+            "persisted"
+            if b"Tool result saved to" in body and b'"tengu_compact_mc_files"' not in body
+            else "cleared"
+        )
         _legacy_constants(r, rep, mc)
     elif kind == "time-based":
         _time_based_config(r, rep)
@@ -719,7 +776,9 @@ def _stub_or_time_based(r: _Reader, mc: ParsedFunction) -> str:
         while arg.type == "sequence_expression":
             arg = arg.named_children[-1]
         arg = scope.follow(arg)
-        if arg.type == "call_expression" or (arg.type == "identifier" and _text(arg) not in scope.params):
+        if arg.type == "call_expression" or (
+            arg.type == "identifier" and _text(arg) not in scope.params
+        ):
             return "time-based"
         if arg.type == "await_expression":
             return "time-based"
@@ -743,28 +802,48 @@ def _legacy_constants(r: _Reader, rep: Report, mc: ParsedFunction) -> None:
                 target = right
         elif keep is None and t == "call_expression":
             callee = node.child_by_field_name("function")
-            if callee is not None and callee.type == "member_expression" and _text(
-                callee.child_by_field_name("property")) == "slice":
+            if (
+                callee is not None
+                and callee.type == "member_expression"
+                and _text(callee.child_by_field_name("property")) == "slice"
+            ):
                 args = [a for a in node.child_by_field_name("arguments").named_children]  # type: ignore[union-attr]
-                if len(args) == 1 and args[0].type == "unary_expression" and _text(
-                    args[0].child_by_field_name("operator")) == "-":
+                if (
+                    len(args) == 1
+                    and args[0].type == "unary_expression"
+                    and _text(args[0].child_by_field_name("operator")) == "-"
+                ):
                     keep = args[0].child_by_field_name("argument")
         if tools is None and t == "call_expression":
             callee = node.child_by_field_name("function")
-            if callee is not None and callee.type == "member_expression" and _text(
-                callee.child_by_field_name("property")) in ("has", "includes"):
+            if (
+                callee is not None
+                and callee.type == "member_expression"
+                and _text(callee.child_by_field_name("property")) in ("has", "includes")
+            ):
                 args = node.child_by_field_name("arguments").named_children  # type: ignore[union-attr]
                 obj = callee.child_by_field_name("object")
-                if (len(args) == 1 and args[0].type == "member_expression"
-                        and _text(args[0].child_by_field_name("property")) == "name"
-                        and obj is not None and obj.type == "identifier"
-                        and _text(obj) not in scope.locals and _text(obj) not in scope.params):
+                if (
+                    len(args) == 1
+                    and args[0].type == "member_expression"
+                    and _text(args[0].child_by_field_name("property")) == "name"
+                    and obj is not None
+                    and obj.type == "identifier"
+                    and _text(obj) not in scope.locals
+                    and _text(obj) not in scope.params
+                ):
                     tools = obj
-        if min_saving is None and t == "member_expression" and _text(
-            node.child_by_field_name("property")) == "isAboveWarningThreshold":
+        if (
+            min_saving is None
+            and t == "member_expression"
+            and _text(node.child_by_field_name("property")) == "isAboveWarningThreshold"
+        ):
             cur = node.parent
-            while cur is not None and cur != mc.node and not (
-                cur.type == "binary_expression" and _op(cur) == "||"):
+            while (
+                cur is not None
+                and cur != mc.node
+                and not (cur.type == "binary_expression" and _op(cur) == "||")
+            ):
                 cur = cur.parent
             if cur is not None and cur != mc.node:
                 cmp = scope.follow(cur.child_by_field_name("right"))  # type: ignore[arg-type]
@@ -778,11 +857,13 @@ def _legacy_constants(r: _Reader, rep: Report, mc: ParsedFunction) -> None:
     if tools is None:
         rep.unresolved.append(f"mc_tools: no `TOOLS.has(block.name)` in {_name(mc)}")
     else:
+
         def get_tools() -> Constant:
             c = r.const(tools, mc, "mc_tools")
             if not isinstance(c.value, list) or not all(isinstance(x, str) for x in c.value):
                 raise Unresolved(f"mc_tools: {c.via} is not a list of names")
             return c
+
         _set(rep, "mc_tools", get_tools)
     img, div = _image_and_divisor(r, mc, depth=3)
     if img is not None:
@@ -795,7 +876,9 @@ def _time_based_config(r: _Reader, rep: Report) -> None:
     """The default of the time-based flag: ``{enabled, gapThresholdMinutes, keepRecent}``."""
     obj = _object_with_key(r, b"gapThresholdMinutes:")
     if obj is None:
-        rep.unresolved.append("time-based config object {gapThresholdMinutes, keepRecent} not found")
+        rep.unresolved.append(
+            "time-based config object {gapThresholdMinutes, keepRecent} not found"
+        )
         return
     value, where = obj
     for k_src, k_dst in (("keepRecent", "mc_keep"), ("gapThresholdMinutes", "mc_gap_minutes")):
@@ -805,7 +888,7 @@ def _time_based_config(r: _Reader, rep: Report) -> None:
         rep.features["time_based_default_enabled"] = value["enabled"]
 
 
-def _estimator(r: _Reader, rep: Report, found: site.Search) -> None:
+def _estimator(r: _Reader, rep: Report, found: callsite.Search) -> None:
     """The message-level estimate: iterates ``message.content``, maybe ends with x4/3."""
     factor_fn = None
     for hit in jsparse.iter_find(r.data, b"*1.3333333333333333)"):
@@ -824,7 +907,8 @@ def _estimator(r: _Reader, rep: Report, found: site.Search) -> None:
     rep.features["estimate_counts_documents"] = _compares_type(r, factor_fn, "document", 0)
     # 2.1.75+: thinking/redacted_thinking/tool_use branches (profile estimate_counts_block_text)
     rep.features["estimate_counts_block_text"] = all(
-        _compares_type(r, factor_fn, t, 0) for t in ("thinking", "redacted_thinking", "tool_use"))
+        _compares_type(r, factor_fn, t, 0) for t in ("thinking", "redacted_thinking", "tool_use")
+    )
     img, div = _image_and_divisor(r, factor_fn, depth=2)
     if img is not None:
         rep.constants["image_tokens"] = img
@@ -832,14 +916,17 @@ def _estimator(r: _Reader, rep: Report, found: site.Search) -> None:
         rep.constants["chars_per_token"] = div
 
 
-def _session_memory(r: _Reader, rep: Report, found: site.Search) -> None:
+def _session_memory(r: _Reader, rep: Report, found: callsite.Search) -> None:
     rep.features["session_memory"] = b'"tengu_sm_compact' in r.data
     obj = _object_with_key(r, b"minTextBlockMessages:")
     if obj is None:
         return
     value, where = obj
-    for k_src, k_dst in (("minTokens", "sm_min_tokens"), ("minTextBlockMessages", "sm_min_text_messages"),
-                         ("maxTokens", "sm_max_tokens")):
+    for k_src, k_dst in (
+        ("minTokens", "sm_min_tokens"),
+        ("minTextBlockMessages", "sm_min_text_messages"),
+        ("maxTokens", "sm_max_tokens"),
+    ):
         if k_src in value:
             rep.constants[k_dst] = Constant(value[k_src], f"{{{k_src}}}", where)
 
@@ -931,8 +1018,11 @@ def _deps_factory(r: _Reader) -> tuple[str | None, str | None]:
             continue
         keys = {_text(p.child_by_field_name("key")) for p in obj.named_children if p.type == "pair"}
         value = pair.child_by_field_name("value")
-        if {"callModel", "microcompact", "autocompact"} <= keys and value is not None and (
-            value.type == "identifier"):
+        if (
+            {"callModel", "microcompact", "autocompact"} <= keys
+            and value is not None
+            and (value.type == "identifier")
+        ):
             return _name(fn), _text(value)
     return None, None
 
@@ -972,21 +1062,30 @@ def _image_and_divisor(
         scope = r.scope(fn)
         callees: list[str] = []
         for node in _walk(fn.node, nested=True):  # callbacks too: content.reduce((n,b)=>...)
-            if img is None and node.type == "binary_expression" and _op(node) == "===" and (
-                _text(node.child_by_field_name("right")) == '"image"'):
+            if (
+                img is None
+                and node.type == "binary_expression"
+                and _op(node) == "==="
+                and (_text(node.child_by_field_name("right")) == '"image"')
+            ):
                 img = _image_branch(r, fn, node)
             elif div is None and node.type == "binary_expression" and _op(node) == "/":
                 left = node.child_by_field_name("left")
-                if left is not None and left.type == "member_expression" and _text(
-                    left.child_by_field_name("property")) == "length":
-                    try:
+                if (
+                    left is not None
+                    and left.type == "member_expression"
+                    and _text(left.child_by_field_name("property")) == "length"
+                ):
+                    with contextlib.suppress(Unresolved):
                         div = r.const(node.child_by_field_name("right"), fn, "chars per token")
-                    except Unresolved:
-                        pass
             elif node.type == "call_expression":
                 callee = node.child_by_field_name("function")
-                if callee is not None and callee.type == "identifier" and _text(callee) not in (
-                    scope.locals) and _text(callee) not in scope.params:
+                if (
+                    callee is not None
+                    and callee.type == "identifier"
+                    and _text(callee) not in (scope.locals)
+                    and _text(callee) not in scope.params
+                ):
                     callees.append(_text(callee))
         if level < depth:
             for name in dict.fromkeys(callees):
@@ -1021,8 +1120,11 @@ def _renders_attachments(r: _Reader, est: ParsedFunction) -> bool | None:
     if body is None:
         return False
     loops = [n for n in _walk(body) if n.type == "for_in_statement"]
-    return any(n.type == "member_expression" and _text(n).endswith(".message.content")
-               for loop in loops for n in _walk(loop))
+    return any(
+        n.type == "member_expression" and _text(n).endswith(".message.content")
+        for loop in loops
+        for n in _walk(loop)
+    )
 
 
 def _counts_all_blocks(r: _Reader, est: ParsedFunction) -> bool | str:
@@ -1044,12 +1146,15 @@ def _counts_all_blocks(r: _Reader, est: ParsedFunction) -> bool | str:
         return True
     if not (tool_use or thinking) and zero:
         return False
-    return (f"{_name(fn)}: tool_use branch {tool_use}, thinking branch {thinking}, "
-            f"other blocks {'0' if zero else 'counted'}")
+    return (
+        f"{_name(fn)}: tool_use branch {tool_use}, thinking branch {thinking}, "
+        f"other blocks {'0' if zero else 'counted'}"
+    )
 
 
-def _type_comparison(r: _Reader, fn: ParsedFunction, value: str, depth: int,
-                     with_function: bool = False) -> Any:
+def _type_comparison(
+    r: _Reader, fn: ParsedFunction, value: str, depth: int, with_function: bool = False
+) -> Any:
     """The first ``x.type==="<value>"`` in ``fn`` or a function it calls (``depth`` levels);
     with ``with_function``, ``(node, the function holding it)``."""
     needle = f'"{value}"'
@@ -1058,8 +1163,11 @@ def _type_comparison(r: _Reader, fn: ParsedFunction, value: str, depth: int,
         cur, level = queue.pop(0)
         scope = r.scope(cur)
         for node in _walk(cur.node, nested=True):
-            if node.type == "binary_expression" and _op(node) == "===" and _text(
-                    node.child_by_field_name("right")) == needle:
+            if (
+                node.type == "binary_expression"
+                and _op(node) == "==="
+                and _text(node.child_by_field_name("right")) == needle
+            ):
                 left = node.child_by_field_name("left")
                 if left is not None and _text(left.child_by_field_name("property")) == "type":
                     return (node, cur) if with_function else node
@@ -1092,7 +1200,8 @@ def _image_branch(r: _Reader, fn: ParsedFunction, cmp: Node) -> Constant | None:
         elif node.type == "return_statement" and node.named_child_count == 1:
             candidates = [node.named_children[0]]
         elif node.type == "augmented_assignment_expression" or (
-                node.type == "binary_expression" and _op(node) == "+"):
+            node.type == "binary_expression" and _op(node) == "+"
+        ):
             candidates = [node.child_by_field_name("right")]
         for c in candidates:
             try:
@@ -1188,7 +1297,9 @@ def _name(fn: ParsedFunction | None) -> str:
 
 
 def _text(node: Node | None) -> str:
-    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
+    return (
+        node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
+    )
 
 
 def _number(s: str) -> int | float:
@@ -1242,8 +1353,9 @@ def compare(rep: Report) -> None:
         rep.profile_problem = "unknown version: no profile to compare with"
         return
     if rep.era == "ratio":
-        rep.profile_problem = ("ratio-era auto-compaction (before 1.0.80): the engine does not "
-                               "model it")
+        rep.profile_problem = (
+            "ratio-era auto-compaction (before 1.0.80): the engine does not model it"
+        )
         return
     try:
         p = profile_for(rep.version)
@@ -1267,29 +1379,51 @@ def compare(rep: Report) -> None:
     if rep.value("blocking_offset") is not None and rep.features.get("blocking_base"):
         check("blocking_base", rep.features["blocking_base"], p.blocking_base)
     if rep.functions.get("threshold"):
-        check("has_pct_override", bool(rep.features.get("pct_override_in_threshold")),
-              p.has_pct_override)
+        check(
+            "has_pct_override",
+            bool(rep.features.get("pct_override_in_threshold")),
+            p.has_pct_override,
+        )
     if rep.functions.get("autocompact_enabled"):
-        check("has_disable_compact", bool(rep.features.get("disable_compact_in_enabled")
-                                          or rep.features.get("disable_compact_in_dispatcher")),
-              p.has_disable_compact)
+        check(
+            "has_disable_compact",
+            bool(
+                rep.features.get("disable_compact_in_enabled")
+                or rep.features.get("disable_compact_in_dispatcher")
+            ),
+            p.has_disable_compact,
+        )
         if rep.features.get("disable_compact_in_dispatcher") or rep.features.get(
-                "disable_compact_in_enabled"):
+            "disable_compact_in_enabled"
+        ):
             scope = "enabled" if rep.features.get("disable_compact_in_enabled") else "dispatcher"
             check("disable_compact_scope", scope, p.disable_compact_scope)
-        check("has_disable_auto_compact",
-              bool(rep.features.get("disable_auto_compact_in_enabled")), p.has_disable_auto_compact)
+        check(
+            "has_disable_auto_compact",
+            bool(rep.features.get("disable_auto_compact_in_enabled")),
+            p.has_disable_auto_compact,
+        )
     if rep.functions.get("warning_state"):
-        check("has_blocking_override", bool(rep.features.get("blocking_override_in_warning_state")),
-              p.has_blocking_override)
-    check("estimate_factor_4_3", bool(rep.features.get("estimate_factor_4_3")),
-          p.estimate_factor_4_3)
+        check(
+            "has_blocking_override",
+            bool(rep.features.get("blocking_override_in_warning_state")),
+            p.has_blocking_override,
+        )
+    check(
+        "estimate_factor_4_3", bool(rep.features.get("estimate_factor_4_3")), p.estimate_factor_4_3
+    )
     if "estimate_counts_documents" in rep.features:
-        check("estimate_counts_documents", rep.features["estimate_counts_documents"],
-              p.estimate_counts_documents)
+        check(
+            "estimate_counts_documents",
+            rep.features["estimate_counts_documents"],
+            p.estimate_counts_documents,
+        )
     if "estimate_counts_block_text" in rep.features:
-        check("estimate_counts_block_text", rep.features["estimate_counts_block_text"],
-              p.estimate_counts_block_text)
+        check(
+            "estimate_counts_block_text",
+            rep.features["estimate_counts_block_text"],
+            p.estimate_counts_block_text,
+        )
     check("session_memory", bool(rep.features.get("session_memory")), p.session_memory)
     for key in ("sm_min_tokens", "sm_min_text_messages", "sm_max_tokens"):
         if key in rep.constants:
@@ -1298,21 +1432,39 @@ def compare(rep: Report) -> None:
         check("count_mode", rep.features["count_mode"], p.count_mode)
         if rep.features["count_mode"] == "usage+newer" and "newer_image_tokens" in rep.constants:
             check("newer_image_tokens", rep.value("newer_image_tokens"), p.newer_image_tokens)
-        if rep.features["count_mode"] == "usage+newer" and "newer_counts_attachments" in rep.features:
-            check("newer_counts_attachments", rep.features["newer_counts_attachments"],
-                  p.newer_counts_attachments)
+        if (
+            rep.features["count_mode"] == "usage+newer"
+            and "newer_counts_attachments" in rep.features
+        ):
+            check(
+                "newer_counts_attachments",
+                rep.features["newer_counts_attachments"],
+                p.newer_counts_attachments,
+            )
         if rep.features["count_mode"] == "usage+newer" and "newer_renders_attachments" in (
-                rep.features):
-            check("newer_renders_attachments", rep.features["newer_renders_attachments"],
-                  p.newer_renders_attachments)
+            rep.features
+        ):
+            check(
+                "newer_renders_attachments",
+                rep.features["newer_renders_attachments"],
+                p.newer_renders_attachments,
+            )
         if rep.features["count_mode"] == "usage+newer" and "newer_from_message_start" in (
-                rep.features):
-            check("newer_from_message_start", rep.features["newer_from_message_start"],
-                  p.newer_from_message_start)
+            rep.features
+        ):
+            check(
+                "newer_from_message_start",
+                rep.features["newer_from_message_start"],
+                p.newer_from_message_start,
+            )
         if rep.features["count_mode"] == "usage+newer" and "newer_counts_all_blocks" in (
-                rep.features):
-            check("newer_counts_all_blocks", rep.features["newer_counts_all_blocks"],
-                  p.newer_counts_all_blocks)
+            rep.features
+        ):
+            check(
+                "newer_counts_all_blocks",
+                rep.features["newer_counts_all_blocks"],
+                p.newer_counts_all_blocks,
+            )
     kind = rep.features.get("microcompact")
     check("microcompact", kind, p.microcompact)
     for key in ("chars_per_token", "mc_chars_per_token", "newer_chars_per_token"):
@@ -1320,12 +1472,18 @@ def compare(rep: Report) -> None:
             check(key, rep.constants[key].value, 4)
     if kind == "legacy" and p.microcompact == "legacy":
         check("mc_has_env_gate", bool(rep.features.get("mc_env_gate")), p.mc_has_env_gate)
-        check("mc_remote_kill_switch", bool(rep.features.get("mc_remote_kill_switch")),
-              p.mc_remote_kill_switch)
+        check(
+            "mc_remote_kill_switch",
+            bool(rep.features.get("mc_remote_kill_switch")),
+            p.mc_remote_kill_switch,
+        )
         check("mc_replacement", rep.features.get("mc_replacement"), p.mc_replacement)
         check("mc_clears_images", bool(rep.features.get("mc_clears_images")), p.mc_clears_images)
-        for key, attr in (("mc_target", "mc_target"), ("mc_keep", "mc_keep"),
-                          ("mc_min_saving", "mc_min_saving")):
+        for key, attr in (
+            ("mc_target", "mc_target"),
+            ("mc_keep", "mc_keep"),
+            ("mc_min_saving", "mc_min_saving"),
+        ):
             if key in rep.constants:
                 check(attr, rep.constants[key].value, getattr(p, attr))
         if "mc_tools" in rep.constants:
@@ -1348,11 +1506,17 @@ def _first(rep: Report, *keys: str) -> str:
 def render(rep: Report) -> str:
     """A human-readable report (what ``ctxpatch inspect`` prints)."""
     lines = [
-        (f"Claude Code {rep.version or '(unknown version)'}   sha256 {rep.sha256[:16]}…   "
-         f"{rep.size:,} bytes"),
+        (
+            f"Claude Code {rep.version or '(unknown version)'}   sha256 {rep.sha256[:16]}…   "
+            f"{rep.size:,} bytes"
+        ),
         f"call site:   {rep.shape or '-'}"
-        + (f"  ({rep.call_site['callee']} in {rep.call_site['generator']}, byte "
-           f"{rep.call_site['byte']})" if rep.call_site else f"  ({rep.locate_problem})"),
+        + (
+            f"  ({rep.call_site['callee']} in {rep.call_site['generator']}, byte "
+            f"{rep.call_site['byte']})"
+            if rep.call_site
+            else f"  ({rep.locate_problem})"
+        ),
         f"thresholds:  {rep.era} era",
     ]
 
@@ -1365,16 +1529,22 @@ def render(rep: Report) -> str:
         return f"{k.value} ({k.via})" if k.via != "literal" else str(k.value)
 
     if rep.era == "ratio":
-        lines.append(f"  auto-compact ratio {c('autocompact_ratio')}, warning {c('warning_ratio')},"
-                     f" error {c('error_ratio')}")
+        lines.append(
+            f"  auto-compact ratio {c('autocompact_ratio')}, warning {c('warning_ratio')},"
+            f" error {c('error_ratio')}"
+        )
     else:
         lines += [
             f"  auto-compact offset   {c('autocompact_offset')}",
             f"  warning / error       {c('warning_offset')} / {c('error_offset')}",
             "  blocking offset       "
             + (c("blocking_offset") if "blocking_offset" in rep.constants else "none")
-            + ({"window": " from the raw context window", "effective": " from the effective window"}
-               .get(rep.features.get("blocking_base") or "", "")),
+            + (
+                {
+                    "window": " from the raw context window",
+                    "effective": " from the effective window",
+                }.get(rep.features.get("blocking_base") or "", "")
+            ),
             f"  output-reserve cap    {c('reserve_cap')}",
         ]
     lines += [
@@ -1384,11 +1554,16 @@ def render(rep: Report) -> str:
         f"  chars per token       {c(_first(rep, 'chars_per_token', 'mc_chars_per_token', 'newer_chars_per_token'))}",
         f"  image tokens          {c(_first(rep, 'image_tokens', 'mc_image_tokens'))}",
         f"  auto-compact count    {rep.features.get('count_mode') or '?'}"
-        + (f" (newer messages: images {c('newer_image_tokens')}, chars/"
-           f"{c('newer_chars_per_token')}"
-           + {True: ", every block", False: ", text/tool_result/images only"}.get(
-               rep.features.get("newer_counts_all_blocks"), "")
-           + ")" if rep.features.get("count_mode") == "usage+newer" else ""),
+        + (
+            f" (newer messages: images {c('newer_image_tokens')}, chars/"
+            f"{c('newer_chars_per_token')}"
+            + {True: ", every block", False: ", text/tool_result/images only"}.get(
+                rep.features.get("newer_counts_all_blocks"), ""
+            )
+            + ")"
+            if rep.features.get("count_mode") == "usage+newer"
+            else ""
+        ),
         f"micro-compaction: {rep.features.get('microcompact') or 'none'}"
         + (f" ({rep.functions['microcompact']})" if rep.functions.get("microcompact") else ""),
     ]
@@ -1398,22 +1573,35 @@ def render(rep: Report) -> str:
             f"  target / keep / min saving  {c('mc_target')} / {c('mc_keep')} / {c('mc_min_saving')}",
             f"  tools                 {', '.join(tools) if tools else '?'}",
             f"  replacement           {rep.features.get('mc_replacement')}"
-            + ("; remote kill-switch tengu_cache_plum_violet"
-               if rep.features.get("mc_remote_kill_switch") else ""),
+            + (
+                "; remote kill-switch tengu_cache_plum_violet"
+                if rep.features.get("mc_remote_kill_switch")
+                else ""
+            ),
         ]
     elif rep.features.get("microcompact") == "time-based":
-        lines.append(f"  keep recent {c('mc_keep')}, gap {c('mc_gap_minutes')} min "
-                     f"(default enabled: {rep.features.get('time_based_default_enabled')})")
+        lines.append(
+            f"  keep recent {c('mc_keep')}, gap {c('mc_gap_minutes')} min "
+            f"(default enabled: {rep.features.get('time_based_default_enabled')})"
+        )
     sm = rep.features.get("session_memory")
-    lines.append(f"session memory: {'yes' if sm else 'no'}"
-                 + (f" (min {c('sm_min_tokens')}, min text messages {c('sm_min_text_messages')}, "
-                    f"max {c('sm_max_tokens')})" if "sm_min_tokens" in rep.constants else ""))
+    lines.append(
+        f"session memory: {'yes' if sm else 'no'}"
+        + (
+            f" (min {c('sm_min_tokens')}, min text messages {c('sm_min_text_messages')}, "
+            f"max {c('sm_max_tokens')})"
+            if "sm_min_tokens" in rep.constants
+            else ""
+        )
+    )
     present = [k for k, v in rep.env_vars.items() if v]
     lines.append("env vars: " + (", ".join(present) if present else "none"))
     if rep.profile:
-        lines.append(f"engine profile {rep.profile} ({rep.profile_range}): "
-                     f"{len(rep.compared)} fields compared, "
-                     + ("no drift" if not rep.drift else f"{len(rep.drift)} DRIFT"))
+        lines.append(
+            f"engine profile {rep.profile} ({rep.profile_range}): "
+            f"{len(rep.compared)} fields compared, "
+            + ("no drift" if not rep.drift else f"{len(rep.drift)} DRIFT")
+        )
         lines += [f"  drift {d}" for d in rep.drift]
     else:
         lines.append(f"engine profile: none ({rep.profile_problem})")

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patcher import backup, markers, plan, snippet, verify
+from patcher import backup, markers, plan, selfcheck, snippet
 from patcher.backup import BackupInfo, BackupStatus
 from patcher.bundle import Bundle, load, native_shadow, resolve_target, writable_problem
 from patcher.errors import (
@@ -183,9 +183,9 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
         )
     patch = plan.plan_patch(original, b.version, snip)
     with ThreadPoolExecutor(1) as pool:  # node's whole-file check overlaps our own checks
-        node = verify.node_binary() if node_check else None
+        node = selfcheck.node_binary() if node_check else None
         gate = pool.submit(_node_gate, patch.new, original, node) if node else None
-        verify.check_patch(patch, snip, snip_sha, esprima_check=gate is None)
+        selfcheck.check_patch(patch, snip, snip_sha, esprima_check=gate is None)
         info, backup_notes = _backup_plan(b, original_sha, bpath)
         notes = gate.result() if gate else [_no_node_note(node_check)]
     info = _save_backup(b, original, bpath, info)
@@ -214,10 +214,10 @@ def _no_node_note(asked: bool) -> str:
 
 
 def _node_gate(new: bytes, original: bytes, node: str) -> list[str]:
-    res = verify.node_check(new, node)
+    res = selfcheck.node_check(new, node)
     if res.ok:
         return []
-    if not verify.node_check(original, node).ok:
+    if not selfcheck.node_check(original, node).ok:
         raise NotABundle(
             "this cli.js does not parse as an ES module, even before patching",
             why="it is truncated or corrupted (node --input-type=module --check: "

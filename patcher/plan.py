@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from patcher import __version__, markers, site
+from patcher import __version__, callsite, markers
 from patcher.bundle import FIRST_WITH_MICROCOMPACT, is_supported_version
 from patcher.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
 from patcher.markers import Marks
@@ -36,15 +36,15 @@ def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
 class Patch:
     original: bytes
     new: bytes
-    site: site.Site
+    site: callsite.Site
     edits: tuple[Edit, ...]
 
 
-def locate(data: bytes, version: str | None) -> site.Site:
+def locate(data: bytes, version: str | None) -> callsite.Site:
     """Exactly one loop call site, or a CtxpatchError that says why not."""
-    found = site.search(data)
+    found = callsite.search(data)
     if len(found.candidates) == 1:
-        return site.Site(found.candidates[0], found.mc_functions)
+        return callsite.Site(found.candidates[0], found.mc_functions)
     if found.candidates:
         listing = "; ".join(
             f"byte {c.call_start} in {c.generator or 'an anonymous generator'}: {c.excerpt}"

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patcher import __version__, inspect_bundle, npmcache, ops, plan, snippet, verify
+from patcher import __version__, inspect_bundle, npmcache, ops, plan, selfcheck, snippet
 from patcher.bundle import version_of, version_tuple
 from patcher.errors import CtxpatchError, Unsupported
 
@@ -98,8 +98,13 @@ def published(package: str, *, refresh: bool = False) -> list[str]:
         npm = shutil.which("npm")
         proc = None
         if npm is not None:
-            proc = subprocess.run([npm, "view", name, "versions", "--json"], capture_output=True,
-                                  text=True, timeout=120, check=False)
+            proc = subprocess.run(
+                [npm, "view", name, "versions", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
         if proc is not None and proc.returncode == 0:
             versions = json.loads(proc.stdout)
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -326,18 +331,21 @@ def _cycle(job: Job, out: Outcome, *, prune: bool, node_check: bool) -> None:
         _step(out, "apply-again")
         r = ops.apply_file(target, node_check=False)
         if r.action != "already-patched" or target.read_bytes() != patched:
-            return _fail(out, f"apply again: {r.action}, the file "
-                         f"{'changed' if target.read_bytes() != patched else 'kept'}")
+            return _fail(
+                out,
+                f"apply again: {r.action}, the file "
+                f"{'changed' if target.read_bytes() != patched else 'kept'}",
+            )
         out.steps["apply-again"] = "ok"
 
         _step(out, "node-check")
-        node = verify.node_binary()
+        node = selfcheck.node_binary()
         if not node_check:
             out.steps["node-check"] = "skipped: --no-node-check"
         elif node is None:
             out.steps["node-check"] = "skipped: node not found"
         else:
-            res = verify.node_check(patched, node)
+            res = selfcheck.node_check(patched, node)
             if not res.ok:
                 return _fail(out, "node --input-type=module --check: " + res.message[:400])
             out.steps["node-check"] = "ok"
@@ -370,8 +378,13 @@ def _inspect(data: bytes, out: Outcome) -> None:
 
 def refresh_inspect(o: Outcome) -> Outcome:
     """Re-read the drift of an earlier outcome with the current ``inspect`` (cache only, ~1 s)."""
-    path = (npmcache.cache_root() / "npm" / npmcache._slug(PACKAGES[o.package], o.version)
-            / "package" / "cli.js")
+    path = (
+        npmcache.cache_root()
+        / "npm"
+        / npmcache._slug(PACKAGES[o.package], o.version)
+        / "package"
+        / "cli.js"
+    )
     if o.result == "pass" and path.is_file():
         data = path.read_bytes()
         if o.sha256 in (None, inspect_bundle.sha256(data)):
@@ -408,8 +421,9 @@ class Run:
         }
 
     def to_json(self) -> dict[str, Any]:
-        ordered = sorted(self.outcomes.values(),
-                         key=lambda o: (o.package, version_tuple(o.version)))
+        ordered = sorted(
+            self.outcomes.values(), key=lambda o: (o.package, version_tuple(o.version))
+        )
         return {
             "ctxpatch": __version__,
             "snippet_sha256": snippet.sha(),
@@ -485,9 +499,11 @@ def run(
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures: dict[Future[Outcome], Job] = {
-                pool.submit(refresh_inspect, o): Job(o.package, o.version) for o in resumed}
-            futures.update({
-                pool.submit(run_one, j, prune=prune, node_check=node_check): j for j in todo})
+                pool.submit(refresh_inspect, o): Job(o.package, o.version) for o in resumed
+            }
+            futures.update(
+                {pool.submit(run_one, j, prune=prune, node_check=node_check): j for j in todo}
+            )
             pending = set(futures)
             from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -498,8 +514,12 @@ def run(
                     try:
                         o = f.result()
                     except Exception as e:  # the worker died (out of memory, killed)
-                        o = Outcome(j.package, j.version, failed_step="internal",
-                                    reason=f"worker failed: {type(e).__name__}: {e}")
+                        o = Outcome(
+                            j.package,
+                            j.version,
+                            failed_step="internal",
+                            reason=f"worker failed: {type(e).__name__}: {e}",
+                        )
                     finish(o)
     if json_path is not None:
         state.write(json_path)
@@ -513,12 +533,18 @@ def matrix(outcomes: Iterable[Outcome]) -> str:
     """One line per version: package, version, Claude Code version, shape, MC, result, drift."""
     rows = [("package", "version", "claude-code", "shape", "mc", "result", "drift", "seconds")]
     for o in sorted(outcomes, key=lambda o: (o.package, version_tuple(o.version))):
-        rows.append((
-            o.package, o.version, o.claude_code_version or "-", o.shape or "-",
-            o.microcompact or "-",
-            o.result + (f" ({o.failed_step})" if o.result == "fail" and o.failed_step else ""),
-            str(len(o.drift)) if o.drift else "-", f"{o.seconds:.1f}",
-        ))
+        rows.append(
+            (
+                o.package,
+                o.version,
+                o.claude_code_version or "-",
+                o.shape or "-",
+                o.microcompact or "-",
+                o.result + (f" ({o.failed_step})" if o.result == "fail" and o.failed_step else ""),
+                str(len(o.drift)) if o.drift else "-",
+                f"{o.seconds:.1f}",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)

@@ -50,8 +50,14 @@ def _drift_fields(r: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _signature(r: dict[str, Any]) -> tuple:
-    return (r.get("shape"), r.get("microcompact"), r["result"], r.get("profile"),
-            _drift_fields(r), r.get("failed_step"))
+    return (
+        r.get("shape"),
+        r.get("microcompact"),
+        r["result"],
+        r.get("profile"),
+        _drift_fields(r),
+        r.get("failed_step"),
+    )
 
 
 def fold(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -82,12 +88,15 @@ def folded_table(results: list[dict[str, Any]]) -> str:
     ]
     for row in fold(results):
         shape, mc, result, profile, drift, step = row["sig"]
-        res = RESULT_WORDS.get(result, result) + (f" at {step}" if result == "fail" and step else "")
+        res = RESULT_WORDS.get(result, result) + (
+            f" at {step}" if result == "fail" and step else ""
+        )
         cc = _range(row, "claude_code_version") if row["package"] == "sdk" else "same"
         lines.append(
             f"| {row['package']} | {_range(row)} | {cc} | {row['count']} | {shape or '—'} | "
             f"{mc or '—'} | {res} | {profile or '— (not modelled)'} | "
-            f"{', '.join(drift) if drift else 'none'} |")
+            f"{', '.join(drift) if drift else 'none'} |"
+        )
     return "\n".join(lines)
 
 
@@ -120,16 +129,23 @@ def render(doc: dict[str, Any], source: str) -> str:
             continue
         n = {k: sum(1 for r in rs if r["result"] == k) for k in RESULT_WORDS}
         refused = n["unsupported"] + n["native"]
-        span = f"{min(rs, key=lambda r: vt(r['version']))['version']} – " \
-               f"{max(rs, key=lambda r: vt(r['version']))['version']}"
-        out.append(f"| {PACKAGE_NAMES[pkg]} {span} | {len(rs)} | {n['pass']} | "
-                   f"{n['fail'] + n['fetch-failed']} | {refused} | "
-                   f"{sum(1 for r in rs if r.get('drift'))} |")
+        span = (
+            f"{min(rs, key=lambda r: vt(r['version']))['version']} – "
+            f"{max(rs, key=lambda r: vt(r['version']))['version']}"
+        )
+        out.append(
+            f"| {PACKAGE_NAMES[pkg]} {span} | {len(rs)} | {n['pass']} | "
+            f"{n['fail'] + n['fetch-failed']} | {refused} | "
+            f"{sum(1 for r in rs if r.get('drift'))} |"
+        )
     out += [
         "",
         f"Overall: {s.get('versions', len(results))} versions, "
-        + ("every one passed with no drift." if s.get("ok") else
-           f"{len(s.get('failed', []))} failed, {s.get('with_drift', 0)} with drift."),
+        + (
+            "every one passed with no drift."
+            if s.get("ok")
+            else f"{len(s.get('failed', []))} failed, {s.get('with_drift', 0)} with drift."
+        ),
         "",
         "## By version range",
         "",
@@ -143,28 +159,47 @@ def render(doc: dict[str, Any], source: str) -> str:
         folded_table(results),
         "",
     ]
-    odd = [r for r in results if r["package"] == "sdk" and r.get("claude_code_version")
-           and r["claude_code_version"] != _usual_cc(r["version"])]
+    odd = [
+        r
+        for r in results
+        if r["package"] == "sdk"
+        and r.get("claude_code_version")
+        and r["claude_code_version"] != _usual_cc(r["version"])
+    ]
     if odd:
-        out += ["SDK versions that bundle another Claude Code than the usual mapping (0.0.4 = "
-                "1.0.128, 0.1.N = 2.0.N, 0.2.N = 2.1.N): "
-                + ", ".join(f"{r['version']} bundles {r['claude_code_version']}" for r in odd)
-                + ".", ""]
+        out += [
+            "SDK versions that bundle another Claude Code than the usual mapping (0.0.4 = "
+            "1.0.128, 0.1.N = 2.0.N, 0.2.N = 2.1.N): "
+            + ", ".join(f"{r['version']} bundles {r['claude_code_version']}" for r in odd)
+            + ".",
+            "",
+        ]
     problems = [r for r in results if r["result"] in ("fail", "fetch-failed")]
     if problems:
         out += ["## Failures", ""]
-        out += [f"- {r['package']}@{r['version']}: {r['result']} at {r.get('failed_step')}: "
-                f"{r.get('reason', '').strip()}" for r in problems]
+        out += [
+            f"- {r['package']}@{r['version']}: {r['result']} at {r.get('failed_step')}: "
+            f"{r.get('reason', '').strip()}"
+            for r in problems
+        ]
         out.append("")
     drifted = [r for r in results if r.get("drift")]
     if drifted:
-        out += ["## Drift", "", "Profile fields the real file contradicts (file value != profile "
-                "value), by version range:", ""]
+        out += [
+            "## Drift",
+            "",
+            "Profile fields the real file contradicts (file value != profile "
+            "value), by version range:",
+            "",
+        ]
         runs: list[list[dict[str, Any]]] = []  # consecutive versions with the same drift
         for r in sorted(results, key=lambda r: (r["package"], vt(r["version"]))):
             prev = runs[-1][-1] if runs else None
-            if prev is not None and prev["package"] == r["package"] and prev.get("drift") == r.get(
-                    "drift"):
+            if (
+                prev is not None
+                and prev["package"] == r["package"]
+                and prev.get("drift") == r.get("drift")
+            ):
                 runs[-1].append(r)
             else:
                 runs.append([r])
@@ -172,8 +207,9 @@ def render(doc: dict[str, Any], source: str) -> str:
             if not rs[0].get("drift"):
                 continue
             span = rs[0]["version"] + (f" – {rs[-1]['version']}" if len(rs) > 1 else "")
-            out.append(f"- {rs[0]['package']} {span} ({len(rs)} versions): "
-                       + "; ".join(rs[0]["drift"]))
+            out.append(
+                f"- {rs[0]['package']} {span} ({len(rs)} versions): " + "; ".join(rs[0]["drift"])
+            )
         out.append("")
     out += [
         "## Every version",
@@ -188,7 +224,8 @@ def render(doc: dict[str, Any], source: str) -> str:
         out.append(
             f"| {r['package']} | {r['version']} | {r.get('claude_code_version') or '—'} | "
             f"`{(r.get('sha256') or '')[:12]}` | {r.get('shape') or '—'} | "
-            f"{r.get('microcompact') or '—'} | {r['result']} | {len(r.get('drift', []))} |")
+            f"{r.get('microcompact') or '—'} | {r['result']} | {len(r.get('drift', []))} |"
+        )
     out += ["", "</details>", ""]
     return "\n".join(out)
 
@@ -206,14 +243,18 @@ def update_readme(path: Path, table: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("json", type=Path, help="output of `ctxpatch regress --json FILE`")
-    ap.add_argument("-o", "--output", default=str(DEFAULT_OUT),
-                    help="Markdown file to write, or - for stdout (default docs/support-matrix.md)")
+    ap.add_argument(
+        "-o",
+        "--output",
+        default=str(DEFAULT_OUT),
+        help="Markdown file to write, or - for stdout (default docs/support-matrix.md)",
+    )
     ap.add_argument("--readme", type=Path, help="also replace the marked block in this file")
     ap.add_argument("--source", help="how to name the JSON in the header (default: its file name)")
     args = ap.parse_args(argv)
     try:
         doc = json.loads(args.json.read_text(encoding="utf-8"))
-        doc["results"]  # noqa: B018 - shape check
+        doc["results"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"error: {args.json} is not a regress JSON: {e}", file=sys.stderr)
         return 3

@@ -99,5 +99,3 @@ def register(app: typer.Typer) -> None:
             for r in reports:
                 typer.echo(r.render())
         raise typer.Exit(code)
-
-

@@ -138,11 +138,14 @@ def split_compact_messages(messages: list[dict]) -> list[dict]:
     out = [dict(m) for m in messages]
     last = out[-1]
     c = last.get("content")
-    is_prompt = lambda b: (
-        isinstance(b, Mapping)
-        and b.get("type") == "text"
-        and any(k in (b.get("text") or "") for k in COMPACT_MARKERS)
-    )
+
+    def is_prompt(b):
+        return (
+            isinstance(b, Mapping)
+            and b.get("type") == "text"
+            and any(k in (b.get("text") or "") for k in COMPACT_MARKERS)
+        )
+
     if isinstance(c, str) and any(k in c for k in COMPACT_MARKERS):
         return out[:-1]
     if isinstance(c, list):
@@ -222,7 +225,7 @@ def run_case(
     compact = compacts[0] if compacts else None
 
     records = case.session.copy()
-    with_prompt = records + [prompt_record(case.prompt)]
+    with_prompt = [*records, prompt_record(case.prompt)]
     captured = (compact.body if compact else main.body if main else {}) or {}
     api = without_deferred_tools(captured.get("messages") or [])
     positions = reminder_positions(api)
@@ -296,7 +299,7 @@ def engine_boundaries(
     """Where the engine puts the micro- and auto-compaction boundaries for ``session``."""
     profile = profile_for(version)
     th = compute_thresholds(profile, model, dict(env or {}))
-    msgs = session.copy() + [prompt_record(prompt)]
+    msgs = [*session.copy(), prompt_record(prompt)]
     newer = autocompact_tokens(msgs, profile) - last_usage_tokens(msgs)
     mc = th.warning if th.microcompact_enabled else None
     ac = th.auto_compact - newer if th.auto_compact_enabled else None

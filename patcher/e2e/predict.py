@@ -206,13 +206,13 @@ def _short(obj: Any, n: int = 300) -> str:
 
 def first_difference(expected: Sequence[Any], actual: Sequence[Any]) -> str | None:
     """``None`` when equal byte for byte, else where and how they first differ."""
-    for i, (e, a) in enumerate(zip(expected, actual)):
+    for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
         if canonical(e) == canonical(a):
             continue
         where = f"message {i} (role {e.get('role')!r} expected, {a.get('role')!r} sent)"
         ec, ac = e.get("content"), a.get("content")
         if isinstance(ec, list) and isinstance(ac, list):
-            for j, (eb, ab) in enumerate(zip(ec, ac)):
+            for j, (eb, ab) in enumerate(zip(ec, ac, strict=False)):
                 if canonical(eb) != canonical(ab):
                     hint = ""
                     if eb == ab:

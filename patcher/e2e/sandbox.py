@@ -22,6 +22,7 @@ are deterministic). The one call no variable stops (the metrics exporter's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -145,7 +146,9 @@ class RunResult:
         return None
 
     def describe(self) -> str:
-        tail = lambda s: "\n".join(s.strip().splitlines()[-15:])
+        def tail(s):
+            return "\n".join(s.strip().splitlines()[-15:])
+
         return (
             f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout (tail)\n"
             f"{tail(self.stdout)}\n--- stderr (tail)\n{tail(self.stderr)}"
@@ -256,10 +259,8 @@ class Sandbox:
 
 def _kill_group(proc: subprocess.Popen) -> None:
     """Kill the process group the run started (node and anything it spawned), by its id."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, 9)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def copy_install(cli_js: Path, dest: Path) -> Path:

@@ -118,12 +118,21 @@ def newer_blocks_session(
     tid = s.next_tool_id()
     line = s.assistant(
         [
-            {"type": "thinking", "thinking": filler(thinking_chars, "think", seed),
-             "signature": "c2lnbmF0dXJl"},
+            {
+                "type": "thinking",
+                "thinking": filler(thinking_chars, "think", seed),
+                "signature": "c2lnbmF0dXJl",
+            },
             {"type": "text", "text": "Writing the notes file now."},
-            {"type": "tool_use", "id": tid, "name": "Write",
-             "input": {"file_path": f"{cwd}/notes.txt",
-                       "content": filler(input_chars, "notes", seed)}},
+            {
+                "type": "tool_use",
+                "id": tid,
+                "name": "Write",
+                "input": {
+                    "file_path": f"{cwd}/notes.txt",
+                    "content": filler(input_chars, "notes", seed),
+                },
+            },
         ],
         usage_total=0,
     )

@@ -217,8 +217,10 @@ def test_autocompaction_counts_tool_use_and_thinking_from_2_1_74(sandbox_for, mo
             sandbox_for,
             mock,
             version,
-            Case("newer-blocks", newer_blocks_session(str(sb.proj), last_usage=usage,
-                                                      version=version)),
+            Case(
+                "newer-blocks",
+                newer_blocks_session(str(sb.proj), last_usage=usage, version=version),
+            ),
         )
         assert o.run.returncode == 0, o.explain()
         assert o.ac_expected is fires and o.ac_fired is fires, o.explain()

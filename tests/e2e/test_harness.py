@@ -42,7 +42,9 @@ def _events(sse: str) -> list[tuple[str, dict]]:
 
 
 def test_classify() -> None:
-    user = lambda t: {"role": "user", "content": t}
+    def user(t):
+        return {"role": "user", "content": t}
+
     assert classify("/v1/messages?beta=true", {"tools": TOOLS, "messages": [user("hi")]}) == "main"
     assert classify("/v1/messages", {"tools": [], "messages": [user("Warmup")]}) == "side"
     assert classify("/v1/messages", {"messages": [user("Extract any file paths")]}) == "side"

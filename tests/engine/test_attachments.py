@@ -61,12 +61,20 @@ def test_types_sent_as_nothing_count_zero_from_2_1_45(t):
 def test_hook_and_reminder_renderings():
     w = system_reminder
     assert render_attachment({"type": "critical_system_reminder", "content": "Be brief."}) == [
-        w("Be brief.")]
-    assert render_attachment({"type": "date_change", "newDate": "2026-01-02"}) == [w(
-        "The date has changed. Today's date is now 2026-01-02. DO NOT mention this to the user "
-        "explicitly because they are already aware.")]
-    ok = {"type": "hook_success", "hookName": "SessionStart:startup", "hookEvent": "SessionStart",
-          "content": "hello"}
+        w("Be brief.")
+    ]
+    assert render_attachment({"type": "date_change", "newDate": "2026-01-02"}) == [
+        w(
+            "The date has changed. Today's date is now 2026-01-02. DO NOT mention this to the user "
+            "explicitly because they are already aware."
+        )
+    ]
+    ok = {
+        "type": "hook_success",
+        "hookName": "SessionStart:startup",
+        "hookEvent": "SessionStart",
+        "content": "hello",
+    }
     assert render_attachment(ok) == [w("SessionStart:startup hook success: hello")]
     assert render_attachment({**ok, "hookEvent": "PostToolUse"}) == []
     assert render_attachment({**ok, "content": ""}) == []
@@ -81,12 +89,14 @@ def test_unmodelled_or_odd_attachments_keep_the_json_count():
     """Types not modelled (and modelled ones with fields of an unexpected type) fall back to
     the 2.1.33-2.1.44 rule: the attachment's JSON at chars/4."""
     p = profile_for("2.1.112")
-    for att in ({"type": "todo_reminder", "content": [], "itemCount": 0},
-                {"type": "deferred_tools_delta", "addedLines": ["x"], "removedNames": []},
-                {"type": "file", "filename": "/a", "content": {"type": "text"}},
-                {"type": "skill_listing", "content": ["not", "a", "string"]},
-                {"type": "hook_success", "hookEvent": "SessionStart", "content": 3},
-                {"type": "critical_system_reminder", "content": ""}):
+    for att in (
+        {"type": "todo_reminder", "content": [], "itemCount": 0},
+        {"type": "deferred_tools_delta", "addedLines": ["x"], "removedNames": []},
+        {"type": "file", "filename": "/a", "content": {"type": "text"}},
+        {"type": "skill_listing", "content": ["not", "a", "string"]},
+        {"type": "hook_success", "hookEvent": "SessionStart", "content": 3},
+        {"type": "critical_system_reminder", "content": ""},
+    ):
         assert render_attachment(att) is None, att
         assert attachment_tokens(att, p) == count_text(js_stringify(att)), att
     assert "todo_reminder" not in MODELLED and "skill_listing" in MODELLED
@@ -94,12 +104,20 @@ def test_unmodelled_or_odd_attachments_keep_the_json_count():
 
 def test_autocompact_count_adds_the_rendered_attachment_2_1_112():
     p = profile_for("2.1.112")
-    reply = {"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [
-        {"type": "text", "text": "ok"}], "usage": {"input_tokens": 5000, "output_tokens": 0}}}
+    reply = {
+        "type": "assistant",
+        "message": {
+            "id": "m1",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "ok"}],
+            "usage": {"input_tokens": 5000, "output_tokens": 0},
+        },
+    }
     prompt = {"type": "user", "message": {"role": "user", "content": "continue"}}
     att = _skills("- a: b\n" * 50)
     text = render_attachment(att)[0]
     got = autocompact_tokens([reply, prompt, _att(**att)], p)
     assert got == 5000 + count_text("continue") + count_text(text)
     assert autocompact_tokens([reply, prompt, _att(**att)], profile_for("2.1.44")) == (
-        5000 + count_text("continue") + count_text(js_stringify(att)))
+        5000 + count_text("continue") + count_text(js_stringify(att))
+    )

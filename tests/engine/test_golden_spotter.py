@@ -24,7 +24,7 @@ def test_recorded_predicts_every_auto_compaction_and_no_other(name):
     real = [b for b in tr.boundaries if b.trigger == "auto"]
     autos = [e for e in sim.events if e.kind == "auto_compact"]
     assert [e.line for e in autos] == [b.line for b in real]
-    for e, b in zip(autos, real):
+    for e, b in zip(autos, real, strict=False):
         assert e.predicted and e.recorded
         assert abs(e.tokens - b.pre_tokens) <= 0.01 * b.pre_tokens, (e.tokens, b.pre_tokens)
 
@@ -54,7 +54,8 @@ def test_manual_compaction_is_reported_as_manual(tmp_path, need_spotter):
     tr = load_transcript(dst)
     ev = simulate_recorded(tr, profile_for("2.1.39")).events
     assert [(e.kind, e.line) for e in ev if e.kind in ("auto_compact", "manual_compact")] == [
-        ("manual_compact", 1256)]
+        ("manual_compact", 1256)
+    ]
 
 
 def test_unpatched_replay_reproduces_the_recorded_compaction(need_spotter):
@@ -65,13 +66,15 @@ def test_unpatched_replay_reproduces_the_recorded_compaction(need_spotter):
     rec = simulate_recorded(tr, profile_for("2.1.39"))
     before = [r for r in rec.requests if r.line < 754]
     assert [r.prompt_tokens for r in sim.requests[: len(before)]] == [
-        r.prompt_tokens for r in before]
+        r.prompt_tokens for r in before
+    ]
 
 
 def test_micro_compaction_predicted_but_not_observed_on_2_1_39(need_spotter):
     """2.1.39 pm: last usage >= 147000 and saving >= 20000 → would fire; usage shows it didn't."""
     tr = load_transcript(SPOTTER / "258c7280-ae70-4798-800f-63464d01a85d.jsonl")
-    mc = [e for e in simulate_recorded(tr, profile_for("2.1.39")).events
-          if e.kind == "micro_compact"]
+    mc = [
+        e for e in simulate_recorded(tr, profile_for("2.1.39")).events if e.kind == "micro_compact"
+    ]
     assert len(mc) == 1 and mc[0].recorded is False and mc[0].tokens >= 147000
     assert "tengu_cache_plum_violet" in mc[0].note

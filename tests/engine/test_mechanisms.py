@@ -14,19 +14,39 @@ OPUS = "claude-opus-4-6"
 
 
 def use(i, name="Read"):
-    return {"type": "assistant", "message": {"id": f"m{i}", "role": "assistant", "content": [
-        {"type": "tool_use", "id": f"t{i}", "name": name, "input": {"file_path": f"/f{i}"}}]}}
+    return {
+        "type": "assistant",
+        "message": {
+            "id": f"m{i}",
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": f"t{i}", "name": name, "input": {"file_path": f"/f{i}"}}
+            ],
+        },
+    }
 
 
 def result(i, chars):
-    return {"type": "user", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * chars}]}}
+    return {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * chars}],
+        },
+    }
 
 
 def usage_msg(total, mid="u"):
-    return {"type": "assistant", "message": {"id": mid, "role": "assistant", "model": OPUS,
+    return {
+        "type": "assistant",
+        "message": {
+            "id": mid,
+            "role": "assistant",
+            "model": OPUS,
             "content": [{"type": "text", "text": "ok"}],
-            "usage": {"input_tokens": total, "output_tokens": 0}}}
+            "usage": {"input_tokens": total, "output_tokens": 0},
+        },
+    }
 
 
 def session(n, chars, last_usage):
@@ -38,6 +58,7 @@ def session(n, chars, last_usage):
 
 
 # --- count ---------------------------------------------------------------------------------
+
 
 def test_count_2_1_39_is_usage_plus_newer_estimate():
     msgs = [usage_msg(1000), result(1, 400)]
@@ -57,21 +78,30 @@ def test_count_skips_synthetic_replies():
 
 def test_count_2_1_112_starts_newer_at_first_block_of_reply():
     p = profile_for("2.1.112")
-    first = {"type": "assistant", "message": {"id": "R", "content": [
-        {"type": "tool_use", "id": "a", "name": "Read", "input": {}}]}}
+    first = {
+        "type": "assistant",
+        "message": {
+            "id": "R",
+            "content": [{"type": "tool_use", "id": "a", "name": "Read", "input": {}}],
+        },
+    }
     last = usage_msg(1000, "R")
     msgs = [first, result(9, 400), last]
     assert autocompact_tokens(msgs, p) == 1000 + 100 + 1
     assert autocompact_tokens(msgs, P39) == 1000
 
 
-
 def test_count_starts_at_first_record_of_reply_in_2_1_64_and_2_1_69_on():
     """PN (2.1.64) and XV (2.1.69) .. wJ (2.1.104) walk back over the records of the last
     usage's message.id like vJ (2.1.112); 2.1.63 and 2.1.67/2.1.68 count from the usage record
     (profile field newer_from_message_start)."""
-    first = {"type": "assistant", "message": {"id": "R", "content": [
-        {"type": "tool_use", "id": "a", "name": "Read", "input": {}}]}}
+    first = {
+        "type": "assistant",
+        "message": {
+            "id": "R",
+            "content": [{"type": "tool_use", "id": "a", "name": "Read", "input": {}}],
+        },
+    }
     msgs = [first, result(9, 400), usage_msg(1000, "R")]
     for v in ("2.1.64", "2.1.69", "2.1.73", "2.1.74", "2.1.75", "2.1.85", "2.1.90", "2.1.104"):
         p = profile_for(v)
@@ -86,10 +116,18 @@ def test_count_walk_back_skips_synthetic_replies_2_1_112():
     """KZ4 (2.1.112): a <synthetic> reply has no id for the walk back, so it does not stop it;
     another real reply's id does."""
     p = profile_for("2.1.112")
-    first = {"type": "assistant", "message": {"id": "R", "content": [
-        {"type": "text", "text": "x" * 40}]}}
-    synth = {"type": "assistant", "message": {"id": "S", "model": "<synthetic>", "content": [
-        {"type": "text", "text": "y" * 400}]}}
+    first = {
+        "type": "assistant",
+        "message": {"id": "R", "content": [{"type": "text", "text": "x" * 40}]},
+    }
+    synth = {
+        "type": "assistant",
+        "message": {
+            "id": "S",
+            "model": "<synthetic>",
+            "content": [{"type": "text", "text": "y" * 400}],
+        },
+    }
     other = {"type": "assistant", "message": {"id": "Q", "content": []}}
     last = usage_msg(1000, "R")
     assert autocompact_tokens([first, synth, last], p) == 1000 + 100 + 1  # synth + "ok"
@@ -97,6 +135,7 @@ def test_count_walk_back_skips_synthetic_replies_2_1_112():
 
 
 # --- micro-compaction ----------------------------------------------------------------------
+
 
 def test_mc_keeps_last_3_and_clears_to_40000_2_1_39():
     """2.1.39 pm: MFY=3 kept, clear while total-saved > jFY=40000, DFY=20000 minimum."""
@@ -114,9 +153,18 @@ def test_mc_result_size_counts_documents_from_2_1_47():
     """Legacy MC sizes a tool result with the estimator's helper (JmY -> gt4 in 2.1.47): a
     document in the result counts 2000 from 2.1.47 (estimate_counts_documents), 0 in 2.1.45."""
     from engine.microcompact import compactable_results
+
     doc = {"type": "document", "source": {"type": "text", "data": "d" * 400}}
-    msgs = [use(1), {"type": "user", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t1", "content": [doc]}]}}]
+    msgs = [
+        use(1),
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [doc]}],
+            },
+        },
+    ]
     assert compactable_results(msgs, profile_for("2.1.45"))[1] == {"t1": 0}
     assert compactable_results(msgs, profile_for("2.1.47"))[1] == {"t1": 2000}
     assert compactable_results(msgs, profile_for("2.1.68"))[1] == {"t1": 2000}
@@ -166,6 +214,7 @@ def test_mc_clears_answered_images_2_1_39():
 
 # --- session memory ------------------------------------------------------------------------
 
+
 def test_sm_gate():
     assert sm_enabled({"ENABLE_CLAUDE_CODE_SM_COMPACT": "1"})
     assert not sm_enabled({}, remote_flags=False)
@@ -181,8 +230,12 @@ def test_sm_keep_expands_to_10000_tokens_and_never_splits_pairs_2_1_39():
     assert msgs[k]["type"] == "assistant"  # starts at a tool_use, not an orphaned result
     kept = msgs[k:]
     ids = {b["id"] for m in kept for b in m["message"]["content"] if b["type"] == "tool_use"}
-    assert all(b["tool_use_id"] in ids for m in kept for b in m["message"]["content"]
-               if b["type"] == "tool_result")
+    assert all(
+        b["tool_use_id"] in ids
+        for m in kept
+        for b in m["message"]["content"]
+        if b["type"] == "tool_result"
+    )
 
 
 def test_sm_gives_up_at_threshold():
@@ -194,8 +247,9 @@ def test_sm_gives_up_at_threshold():
 
 # --- full compaction, flattening -----------------------------------------------------------
 
+
 def test_full_compact_shape_and_deterministic_summary():
-    msgs = [{"type": "user", "message": {"role": "user", "content": "build X"}}] + session(2, 40, 5)
+    msgs = [{"type": "user", "message": {"role": "user", "content": "build X"}}, *session(2, 40, 5)]
     a = full_compact(msgs, P39, 170000, todos=[{"content": "t", "status": "pending"}])
     b = full_compact(msgs, P39, 170000)
     assert a.messages[0]["compactMetadata"] == {"trigger": "auto", "preTokens": 170000}
@@ -212,9 +266,13 @@ def test_restore_files_5_files_5000_each_50000_total_2_1_7():
 
 
 def test_flatten_merges_roles_and_validates_pairs():
-    msgs = [{"type": "user", "message": {"role": "user", "content": "hi"}},
-            {"type": "progress"}, use(1), result(1, 4),
-            {"type": "user", "message": {"role": "user", "content": "more"}}]
+    msgs = [
+        {"type": "user", "message": {"role": "user", "content": "hi"}},
+        {"type": "progress"},
+        use(1),
+        result(1, 4),
+        {"type": "user", "message": {"role": "user", "content": "more"}},
+    ]
     api = flatten(msgs)
     assert [m["role"] for m in api] == ["user", "assistant", "user"]
     assert api[2]["content"][-1] == {"type": "text", "text": "more"}

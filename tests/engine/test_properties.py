@@ -11,8 +11,11 @@ from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds
 from engine.tokens import count_text, estimate_messages, estimate_newer
 
-SETTINGS = settings(derandomize=True, max_examples=int(os.environ.get("CTXPATCH_MAX_EXAMPLES",
-                                                                      "100")), deadline=None)
+SETTINGS = settings(
+    derandomize=True,
+    max_examples=int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "100")),
+    deadline=None,
+)
 P = profile_for("2.1.39")
 TH = compute_thresholds(P, "claude-opus-4-6")
 TOOLS = ["Read", "Bash", "Grep", "Task", "Edit", "TodoWrite"]
@@ -23,13 +26,39 @@ turn = st.tuples(st.sampled_from(TOOLS), st.integers(0, 60000))
 def build(turns, last_usage):
     msgs = []
     for i, (name, chars) in enumerate(turns):
-        msgs.append({"type": "assistant", "message": {"id": f"m{i}", "role": "assistant",
-                     "content": [{"type": "tool_use", "id": f"t{i}", "name": name, "input": {}}]}})
-        msgs.append({"type": "user", "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"t{i}", "content": "y" * chars}]}})
-    msgs.append({"type": "assistant", "message": {"id": "last", "role": "assistant",
-                 "model": "claude-opus-4-6", "content": [{"type": "text", "text": "k"}],
-                 "usage": {"input_tokens": last_usage, "output_tokens": 0}}})
+        msgs.append(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": f"m{i}",
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": f"t{i}", "name": name, "input": {}}],
+                },
+            }
+        )
+        msgs.append(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"t{i}", "content": "y" * chars}
+                    ],
+                },
+            }
+        )
+    msgs.append(
+        {
+            "type": "assistant",
+            "message": {
+                "id": "last",
+                "role": "assistant",
+                "model": "claude-opus-4-6",
+                "content": [{"type": "text", "text": "k"}],
+                "usage": {"input_tokens": last_usage, "output_tokens": 0},
+            },
+        }
+    )
     return msgs
 
 
@@ -40,8 +69,8 @@ def test_mc_never_touches_last_3_compactable(turns, last_usage):
     ids, _ = compactable_results(msgs, P)
     res = microcompact(msgs, P, TH)
     assert not set(ids[-3:]) & set(res.cleared)
-    for a, b in zip(msgs, res.messages):
-        for x, y in zip(a["message"]["content"], b["message"]["content"]):
+    for a, b in zip(msgs, res.messages, strict=False):
+        for x, y in zip(a["message"]["content"], b["message"]["content"], strict=False):
             if x.get("type") == "tool_result" and x["tool_use_id"] in ids[-3:]:
                 assert x == y
 

@@ -547,12 +547,17 @@ def test_what_is_pruned_and_what_is_not() -> None:
     assert out[2]["message"]["content"][0] == {"type": "text", "text": cut, "citations": None}
     assert out[2]["message"]["content"][1:] == msgs[2]["message"]["content"][1:]
     assert all(
-        a is b for a, b in zip(out[2]["message"]["content"][1:], msgs[2]["message"]["content"][1:])
+        a is b
+        for a, b in zip(
+            out[2]["message"]["content"][1:], msgs[2]["message"]["content"][1:], strict=False
+        )
     )
     assert out[3]["message"]["content"][-1] == text(cut)
     assert all(
         a is b
-        for a, b in zip(out[3]["message"]["content"][:-1], msgs[3]["message"]["content"][:-1])
+        for a, b in zip(
+            out[3]["message"]["content"][:-1], msgs[3]["message"]["content"][:-1], strict=False
+        )
     )
     # new objects all the way down for changed messages
     for i in (0, 2, 3):

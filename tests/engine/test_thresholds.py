@@ -30,13 +30,18 @@ def test_1m_window():
 
 def test_pct_override_only_lowers():
     p = profile_for("2.1.39")
-    assert compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"}).auto_compact \
-        == 90000
-    assert compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "99"}).auto_compact \
+    assert (
+        compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "50"}).auto_compact == 90000
+    )
+    assert (
+        compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "99"}).auto_compact
         == 167000
+    )
     for bad in ("0", "101", "abc", "-5"):
-        assert compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": bad}
-                                  ).auto_compact == 167000
+        assert (
+            compute_thresholds(p, OPUS, {"CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": bad}).auto_compact
+            == 167000
+        )
 
 
 def test_pct_override_absent_before_2_0_30():
@@ -56,14 +61,16 @@ def test_disable_gates_per_era():
     assert not compute_thresholds(p, OPUS, {"DISABLE_COMPACT": "true"}).auto_compact_enabled
     assert not compute_thresholds(p, OPUS, auto_compact_setting=False).auto_compact_enabled
     # DISABLE_AUTO_COMPACT appears in 2.0.77; 2.0.76 ignores it
-    assert compute_thresholds(profile_for("2.0.76"), OPUS,
-                              {"DISABLE_AUTO_COMPACT": "1"}).auto_compact_enabled
+    assert compute_thresholds(
+        profile_for("2.0.76"), OPUS, {"DISABLE_AUTO_COMPACT": "1"}
+    ).auto_compact_enabled
     assert not compute_thresholds(p, OPUS, {"DISABLE_MICROCOMPACT": "1"}).microcompact_enabled
 
 
 def test_blocking_override():
-    t = compute_thresholds(profile_for("2.1.39"), OPUS,
-                           {"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE": "190000"})
+    t = compute_thresholds(
+        profile_for("2.1.39"), OPUS, {"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE": "190000"}
+    )
     assert t.blocking == 190000
 
 

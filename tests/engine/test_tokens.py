@@ -2,7 +2,13 @@
 
 from engine.profiles import profile_for
 from engine.tokens import (
-    count_text, estimate_messages, estimate_newer, js_round_div, usage_total, utf16_len)
+    count_text,
+    estimate_messages,
+    estimate_newer,
+    js_round_div,
+    usage_total,
+    utf16_len,
+)
 
 
 def test_js_math_round_halves_up():
@@ -45,9 +51,16 @@ def test_message_estimate_is_the_newer_estimate_from_2_1_105():
 def test_newer_estimate_ignores_tool_use_and_thinking_2_1_39():
     """hOA/IOA/D99 in 2.1.39: text, tool_result, image 2000; tool_use and thinking count 0."""
     p = profile_for("2.1.39")
-    a = {"type": "assistant", "message": {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "x" * 400}},
-        {"type": "thinking", "thinking": "y" * 400}]}}
+    a = {
+        "type": "assistant",
+        "message": {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "x" * 400}},
+                {"type": "thinking", "thinking": "y" * 400},
+            ],
+        },
+    }
     u = _user([{"type": "tool_result", "tool_use_id": "t", "content": "z" * 40}])
     assert estimate_newer([a, u, _user("s" * 8)], p) == 12
 
@@ -69,8 +82,16 @@ def test_newer_estimate_ignores_tool_use_thinking_documents_up_to_2_1_73():
         p = profile_for(v)
         assert not p.newer_counts_all_blocks, v
         doc = _user([{"type": "document", "source": {"type": "text", "data": "d" * 400}}])
-        other = _assistant([{"type": "server_tool_use", "id": "s", "name": "web_search",
-                             "input": {"query": "q" * 40}}])
+        other = _assistant(
+            [
+                {
+                    "type": "server_tool_use",
+                    "id": "s",
+                    "name": "web_search",
+                    "input": {"query": "q" * 40},
+                }
+            ]
+        )
         assert estimate_newer([_assistant(_BLOCKS), doc, other], p) == 0, v
 
 
@@ -91,14 +112,24 @@ def test_newer_estimate_counts_every_block_from_2_1_74():
         assert estimate_newer([_assistant([no_input])], p) == 2, v  # "Glob{}": 6 → 2
         doc = {"type": "document", "source": {"type": "text", "data": "d" * 400}}
         assert estimate_newer([_user([doc])], p) == 2000, v
-        other = {"type": "server_tool_use", "id": "s", "name": "web_search",
-                 "input": {"query": "q" * 40}}
-        json_len = len('{"type":"server_tool_use","id":"s","name":"web_search",'
-                       '"input":{"query":""}}') + 40
+        other = {
+            "type": "server_tool_use",
+            "id": "s",
+            "name": "web_search",
+            "input": {"query": "q" * 40},
+        }
+        json_len = (
+            len('{"type":"server_tool_use","id":"s","name":"web_search","input":{"query":""}}') + 40
+        )
         assert estimate_newer([_assistant([other])], p) == (json_len * 2 + 4) // 8, v
-        ref = {"type": "tool_result", "tool_use_id": "t",
-               "content": [{"type": "tool_reference", "tool_name": "Read"},
-                           {"type": "text", "text": "z" * 40}]}
+        ref = {
+            "type": "tool_result",
+            "tool_use_id": "t",
+            "content": [
+                {"type": "tool_reference", "tool_name": "Read"},
+                {"type": "text", "text": "z" * 40},
+            ],
+        }
         assert estimate_newer([_user([ref])], p) == 11 + 10, v  # the reference: 44 JSON chars
 
 
@@ -108,18 +139,26 @@ def test_newer_image_1334_before_2_1_39():
 
 
 def test_usage_total_is_input_cache_output():
-    u = {"input_tokens": 1, "cache_creation_input_tokens": 955,
-         "cache_read_input_tokens": 165803, "output_tokens": 301}
+    u = {
+        "input_tokens": 1,
+        "cache_creation_input_tokens": 955,
+        "cache_read_input_tokens": 165803,
+        "output_tokens": 301,
+    }
     assert usage_total(u) == 167060
 
 
-_DOC = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d" * 400}}
+_DOC = {
+    "type": "document",
+    "source": {"type": "text", "media_type": "text/plain", "data": "d" * 400},
+}
 
 
 def test_message_estimate_counts_documents_as_json_in_2_1_45():
     """Ep6/mo4 (2.1.45): a document block, in a message or in tool_result content, falls to the
     JSON branch of the message-level estimate (tool_result content: not counted at all)."""
     from engine.tokens import count_text, js_stringify
+
     p = profile_for("2.1.45")
     assert not p.estimate_counts_documents
     assert estimate_messages([_user([_DOC])], p) == -(-count_text(js_stringify(_DOC)) * 4 // 3)
@@ -149,6 +188,7 @@ def test_message_estimate_counts_thinking_and_tool_use_as_json_up_to_2_1_74():
     """uW6 (2.1.74) and before: thinking, redacted_thinking and tool_use fall to the JSON branch
     (signature, id, type keys included), then x4/3."""
     from engine.tokens import count_text, js_stringify
+
     raw = sum(count_text(js_stringify(b)) for b in _SIGNED)
     for v in ("2.1.39", "2.1.73", "2.1.74"):
         p = profile_for(v)

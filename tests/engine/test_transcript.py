@@ -27,11 +27,19 @@ def test_streaming_placeholder_output_is_estimated(need_spotter):
 def test_unknown_types_counted_sidechains_and_synthetic_skipped():
     recs = [
         {"type": "user", "message": {"role": "user", "content": "hi"}},
-        {"type": "mystery"}, {"type": "progress"},
+        {"type": "mystery"},
+        {"type": "progress"},
         {"type": "assistant", "isSidechain": True, "message": {"id": "s", "usage": {}}},
         {"type": "assistant", "message": {"id": "x", "model": "<synthetic>", "usage": {}}},
-        {"type": "assistant", "message": {"id": "a", "model": "m", "content": [],
-                                          "usage": {"input_tokens": 5, "output_tokens": 3}}},
+        {
+            "type": "assistant",
+            "message": {
+                "id": "a",
+                "model": "m",
+                "content": [],
+                "usage": {"input_tokens": 5, "output_tokens": 3},
+            },
+        },
     ]
     tr = build_transcript(recs)
     assert tr.unknown_types == {"mystery": 1} and tr.sidechain_lines == 1
@@ -53,8 +61,9 @@ def test_claude_code_log_edge_cases_malformed_line_13():
     assert e.value.line == 13
 
 
-@pytest.mark.parametrize("name", ["representative_messages.jsonl",
-                                  "session_b.jsonl", "todowrite_examples.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["representative_messages.jsonl", "session_b.jsonl", "todowrite_examples.jsonl"]
+)
 def test_claude_code_log_fixtures_load(name):
     p = CCLOG / name
     if not p.exists():

@@ -120,7 +120,7 @@ def test_unsupported_exits_4(tmp_path: Path) -> None:
     assert doc["results"][0]["state"] == "UNSUPPORTED" and "1.0.60" in doc["results"][0]["reason"]
     pkg = tmp_path / "native"
     shutil.copytree(FIXTURES / "native-2.1.113", pkg)
-    code, out, err = run("apply", "-p", str(pkg))
+    code, _out, err = run("apply", "-p", str(pkg))
     assert code == 4 and "native binary" in err
 
 

@@ -20,20 +20,56 @@ LEGACY_8 = ["Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Wr
 
 # fixture -> what inspect must read from it (the fixtures carry these numbers inline)
 FIXTURE_CASES = {
-    "s0-1.0.60.js": dict(shape="S0", era="ratio", mc="legacy", autocompact_ratio=0.92,
-                         warning_ratio=0.8, mc_target=40000, mc_keep=3, mc_min_saving=20000),
-    "s1-2.0.76.js": dict(shape="S1", era="offset", mc="legacy", autocompact_offset=13000,
-                         warning_offset=20000, error_offset=20000, mc_target=40000, mc_keep=3,
-                         mc_min_saving=20000, mc_tools=LEGACY_8),
-    "s1p-2.1.7.js": dict(shape="S1'", era="offset", mc="legacy", blocking_offset=3000,
-                         mc_tools=LEGACY_8, image_tokens=2000, chars_per_token=4),
-    "s1pp-2.1.30.js": dict(shape="S1''", era="offset", mc="legacy", reserve_cap=20000,
-                           blocking_offset=3000, mc_target=40000),
+    "s0-1.0.60.js": dict(
+        shape="S0",
+        era="ratio",
+        mc="legacy",
+        autocompact_ratio=0.92,
+        warning_ratio=0.8,
+        mc_target=40000,
+        mc_keep=3,
+        mc_min_saving=20000,
+    ),
+    "s1-2.0.76.js": dict(
+        shape="S1",
+        era="offset",
+        mc="legacy",
+        autocompact_offset=13000,
+        warning_offset=20000,
+        error_offset=20000,
+        mc_target=40000,
+        mc_keep=3,
+        mc_min_saving=20000,
+        mc_tools=LEGACY_8,
+    ),
+    "s1p-2.1.7.js": dict(
+        shape="S1'",
+        era="offset",
+        mc="legacy",
+        blocking_offset=3000,
+        mc_tools=LEGACY_8,
+        image_tokens=2000,
+        chars_per_token=4,
+    ),
+    "s1pp-2.1.30.js": dict(
+        shape="S1''",
+        era="offset",
+        mc="legacy",
+        reserve_cap=20000,
+        blocking_offset=3000,
+        mc_target=40000,
+    ),
     "s3-2.1.50.js": dict(shape="S3", era="offset", mc="legacy", reserve_cap=20000),
     "s4-2.1.61.js": dict(shape="S4", era="offset", mc="legacy", mc_target=40000, mc_keep=3),
     "s5-2.1.68.js": dict(shape="S5", era="offset", mc="legacy", mc_min_saving=20000),
-    "s6-2.1.112.js": dict(shape="S6", era="offset", mc="stub", reserve_cap=20000,
-                          autocompact_offset=13000, blocking_offset=3000),
+    "s6-2.1.112.js": dict(
+        shape="S6",
+        era="offset",
+        mc="stub",
+        reserve_cap=20000,
+        autocompact_offset=13000,
+        blocking_offset=3000,
+    ),
     "none-1.0.50.js": dict(shape=None, era="ratio", mc=None, autocompact_ratio=0.92),
 }
 
@@ -116,7 +152,9 @@ def test_changing_one_20000_changes_only_its_role() -> None:
 
 
 def test_conflicting_declarations_are_not_guessed() -> None:
-    data = SYNTH.replace("function win(){", "function other(){let AA=12000;return AA}\nfunction win(){")
+    data = SYNTH.replace(
+        "function win(){", "function other(){let AA=12000;return AA}\nfunction win(){"
+    )
     rep = ib.inspect(data.encode())
     assert rep.value("autocompact_offset") is None
     assert any("AA" in u and "different values" in u for u in rep.unresolved)
@@ -138,6 +176,7 @@ def test_not_a_bundle_gives_an_empty_report() -> None:
 
 
 # ------------------------------------------------------------------ the command
+
 
 def _app() -> typer.Typer:
     app = typer.Typer()
@@ -202,24 +241,58 @@ def test_cli_usage_error() -> None:
 
 # versions.md §3 and the engine profiles: (package, version) -> expected reading
 REAL = {
-    ("cc", "1.0.60"): dict(shape="S0", era="ratio", mc="legacy", autocompact_ratio=0.92,
-                           mc_target=40000),
-    ("cc", "1.0.128"): dict(shape="S1", era="offset", mc="legacy", autocompact_offset=13000,
-                            reserve_cap=None),
-    ("cc", "2.0.76"): dict(shape="S1", era="offset", mc="legacy", autocompact_offset=13000,
-                           warning_offset=20000, error_offset=20000, reserve_cap=None,
-                           mc_target=40000, mc_keep=3, mc_min_saving=20000, mc_tools=LEGACY_8,
-                           image_tokens=2000, chars_per_token=4),
-    ("cc", "2.1.7"): dict(shape="S1'", era="offset", mc="legacy", blocking_offset=3000,
-                          reserve_cap=None, sm_min_tokens=10000, sm_max_tokens=40000),
-    ("cc", "2.1.30"): dict(shape="S1''", era="offset", mc="legacy", reserve_cap=20000,
-                           blocking_offset=3000, mc_target=40000, mc_tools=LEGACY_8),
-    ("cc", "2.1.50"): dict(shape="S3", era="offset", mc="legacy", reserve_cap=20000,
-                           mc_tools=LEGACY_8),
+    ("cc", "1.0.60"): dict(
+        shape="S0", era="ratio", mc="legacy", autocompact_ratio=0.92, mc_target=40000
+    ),
+    ("cc", "1.0.128"): dict(
+        shape="S1", era="offset", mc="legacy", autocompact_offset=13000, reserve_cap=None
+    ),
+    ("cc", "2.0.76"): dict(
+        shape="S1",
+        era="offset",
+        mc="legacy",
+        autocompact_offset=13000,
+        warning_offset=20000,
+        error_offset=20000,
+        reserve_cap=None,
+        mc_target=40000,
+        mc_keep=3,
+        mc_min_saving=20000,
+        mc_tools=LEGACY_8,
+        image_tokens=2000,
+        chars_per_token=4,
+    ),
+    ("cc", "2.1.7"): dict(
+        shape="S1'",
+        era="offset",
+        mc="legacy",
+        blocking_offset=3000,
+        reserve_cap=None,
+        sm_min_tokens=10000,
+        sm_max_tokens=40000,
+    ),
+    ("cc", "2.1.30"): dict(
+        shape="S1''",
+        era="offset",
+        mc="legacy",
+        reserve_cap=20000,
+        blocking_offset=3000,
+        mc_target=40000,
+        mc_tools=LEGACY_8,
+    ),
+    ("cc", "2.1.50"): dict(
+        shape="S3", era="offset", mc="legacy", reserve_cap=20000, mc_tools=LEGACY_8
+    ),
     ("cc", "2.1.61"): dict(shape="S4", era="offset", mc="legacy", mc_target=40000),
     ("cc", "2.1.68"): dict(shape="S5", era="offset", mc="legacy", mc_keep=3),
-    ("cc", "2.1.112"): dict(shape="S6", era="offset", mc="stub", reserve_cap=20000,
-                            autocompact_offset=13000, blocking_offset=3000),
+    ("cc", "2.1.112"): dict(
+        shape="S6",
+        era="offset",
+        mc="stub",
+        reserve_cap=20000,
+        autocompact_offset=13000,
+        blocking_offset=3000,
+    ),
     ("sdk", "0.2.112"): dict(shape="S6", era="offset", mc="stub", reserve_cap=20000),
 }
 
@@ -316,8 +389,13 @@ def test_real_message_estimate_counts_block_text_2_1_75_to_2_1_104() -> None:
 def test_real_newer_from_message_start_in_2_1_64_and_from_2_1_69() -> None:
     """2.1.63 and 2.1.68 count the newer messages from the last usage record; 2.1.64 and 2.1.69
     walk back to the first record with the same message.id (profile newer_from_message_start)."""
-    for version, want in (("2.1.63", False), ("2.1.64", True), ("2.1.68", False),
-                          ("2.1.69", True), ("2.1.112", True)):
+    for version, want in (
+        ("2.1.63", False),
+        ("2.1.64", True),
+        ("2.1.68", False),
+        ("2.1.69", True),
+        ("2.1.112", True),
+    ):
         rep = ib.inspect(_real("cc", version))
         assert rep.features["newer_from_message_start"] is want, version
         assert "newer_from_message_start" in rep.compared and rep.drift == [], version

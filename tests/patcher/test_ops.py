@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, SHAPE_FIXTURES, copy_fixture
 
-from patcher import backup, fsio, markers, ops, snippet, verify
+from patcher import backup, fsio, markers, ops, selfcheck, snippet
 from patcher.errors import (
     AmbiguousTarget,
     BackupMismatch,
@@ -62,7 +62,7 @@ def test_patched_fixtures_pass_the_node_esm_check(fixture_copy, node: str) -> No
     for name in SHAPES:
         cli = fixture_copy(name)
         ops.apply_file(cli)
-        res = verify.node_check(cli.read_bytes(), node)
+        res = selfcheck.node_check(cli.read_bytes(), node)
         assert res.ok, (name, res.message)
 
 
@@ -71,13 +71,13 @@ def test_validator_rejects_a_broken_esm_file(fixture_copy, node: str) -> None:
     # (research/deps.md §3): the validator must feed the bytes in explicit ESM mode.
     cli = fixture_copy("s1-2.0.76.js")
     good = cli.read_bytes()
-    assert verify.node_check(good, node).ok
+    assert selfcheck.node_check(good, node).ok
     for broken in (
         good + b"\nfunction f(){ a(,); }\n",
         good.replace(b"void 0", b"void", 1),
         good + b"\nlet x=1;let x=2;\n",
     ):
-        res = verify.node_check(broken, node)
+        res = selfcheck.node_check(broken, node)
         assert not res.ok and "SyntaxError" in res.message
 
 
@@ -243,7 +243,7 @@ def test_ambiguous_and_unsupported_fixtures_are_refused_untouched(fixture_copy, 
 def test_native_binary_package_is_unsupported(tmp_path: Path) -> None:
     pkg = tmp_path / "claude-code"
     shutil.copytree(FIXTURES / "native-2.1.113", pkg)
-    with pytest.raises(Unsupported, match="has no cli.js") as e:
+    with pytest.raises(Unsupported, match=r"has no cli\.js") as e:
         ops.apply_file(pkg)
     assert "2.1.112" in e.value.hint
     with pytest.raises(Unsupported):
@@ -379,9 +379,12 @@ def test_change_on_disk_between_read_and_write_is_detected(fixture_copy, monkeyp
 def test_lock_held_by_another_run_times_out(fixture_copy) -> None:
     cli = fixture_copy("s3-2.1.50.js")
     before = cli.read_bytes()
-    with fsio.folder_lock(cli.parent), pytest.raises(FileBusy, match="another ctxpatch"):
-        with fsio.folder_lock(cli.parent, timeout=0.2):
-            pass
+    with (
+        fsio.folder_lock(cli.parent),
+        pytest.raises(FileBusy, match="another ctxpatch"),
+        fsio.folder_lock(cli.parent, timeout=0.2),
+    ):
+        pass
     assert cli.read_bytes() == before
 
 
@@ -413,7 +416,7 @@ def test_without_node_the_snippet_must_be_es2017(fixture_copy, monkeypatch) -> N
     modern = b"function _aggressiveTextPrune(m){return m?.slice()}\n"
     monkeypatch.setattr(snippet, "source", lambda: modern)
     monkeypatch.setattr(snippet, "sha", lambda: markers.sha256(modern))
-    monkeypatch.setattr(verify, "node_binary", lambda: None)
+    monkeypatch.setattr(selfcheck, "node_binary", lambda: None)
     with pytest.raises(VerificationFailed) as e:
         ops.apply_file(cli)
     assert "not valid ES2017" in e.value.why
@@ -429,7 +432,7 @@ def test_without_node_the_snippet_must_be_es2017(fixture_copy, monkeypatch) -> N
 
 def test_without_node_apply_says_the_whole_file_check_was_skipped(fixture_copy, monkeypatch):
     cli = fixture_copy("s3-2.1.50.js")
-    monkeypatch.setattr(verify, "node_binary", lambda: None)
+    monkeypatch.setattr(selfcheck, "node_binary", lambda: None)
     r = ops.apply_file(cli)
     assert r.state == "PATCHED"
     assert any("node not found" in n for n in r.notes)

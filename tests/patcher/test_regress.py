@@ -15,8 +15,19 @@ from patcher import npmcache, regress
 from patcher.fidelity_cli import register
 from patcher.regress import Job, Outcome
 
-CC = ["1.0.50", "1.0.60", "1.0.61", "1.0.128", "2.0.0", "2.0.76", "2.1.7", "2.1.30", "2.1.68",
-      "2.1.112", "2.1.113"]
+CC = [
+    "1.0.50",
+    "1.0.60",
+    "1.0.61",
+    "1.0.128",
+    "2.0.0",
+    "2.0.76",
+    "2.1.7",
+    "2.1.30",
+    "2.1.68",
+    "2.1.112",
+    "2.1.113",
+]
 SDK = ["0.0.4", "0.1.0", "0.1.76", "0.2.7", "0.2.30", "0.2.112", "0.2.113"]
 
 
@@ -37,28 +48,48 @@ def test_ranges_and_lists() -> None:
     jobs = regress.select(["cc"], versions="2.0.76..2.1.68", lister=lister)
     assert [j.version for j in jobs] == ["2.0.76", "2.1.7", "2.1.30", "2.1.68"]
     jobs = regress.select(["cc", "sdk"], versions="2.1.7..2.1.112,1.0.128", lister=lister)
-    assert [j.key for j in jobs] == ["cc@1.0.128", "cc@2.1.7", "cc@2.1.30", "cc@2.1.68",
-                                     "cc@2.1.112", "sdk@0.0.4", "sdk@0.2.7", "sdk@0.2.30",
-                                     "sdk@0.2.112"]
+    assert [j.key for j in jobs] == [
+        "cc@1.0.128",
+        "cc@2.1.7",
+        "cc@2.1.30",
+        "cc@2.1.68",
+        "cc@2.1.112",
+        "sdk@0.0.4",
+        "sdk@0.2.7",
+        "sdk@0.2.30",
+        "sdk@0.2.112",
+    ]
     # SDK numbers are accepted and mapped back for claude-code
     assert [j.key for j in regress.select(["cc"], versions="0.2.7", lister=lister)] == ["cc@2.1.7"]
 
 
 def test_all_spans_the_patchable_versions_and_sample_spreads() -> None:
     cc = [j.version for j in regress.select(["cc"], all_=True, lister=lister)]
-    assert cc == ["1.0.60", "1.0.61", "1.0.128", "2.0.0", "2.0.76", "2.1.7", "2.1.30", "2.1.68",
-                  "2.1.112"]
+    assert cc == [
+        "1.0.60",
+        "1.0.61",
+        "1.0.128",
+        "2.0.0",
+        "2.0.76",
+        "2.1.7",
+        "2.1.30",
+        "2.1.68",
+        "2.1.112",
+    ]
     sample = [j.version for j in regress.select(["cc"], sample=3, lister=lister)]
     assert sample == ["1.0.60", "2.0.76", "2.1.112"]
     assert len(regress.select(["sdk"], sample=100, lister=lister)) == 6
 
 
-@pytest.mark.parametrize(("kw", "match"), [
-    (dict(versions="2.1.7", all_=True), "only one"),
-    (dict(sample=0), "positive"),
-    (dict(versions="latest"), "not a version"),
-    (dict(versions="2.1.68..2.1.7"), "empty"),
-])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (dict(versions="2.1.7", all_=True), "only one"),
+        (dict(sample=0), "positive"),
+        (dict(versions="latest"), "not a version"),
+        (dict(versions="2.1.68..2.1.7"), "empty"),
+    ],
+)
 def test_usage_errors(kw: dict, match: str) -> None:
     with pytest.raises(regress.UsageError, match=match):
         regress.select(["cc"], lister=lister, **kw)
@@ -89,8 +120,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             return
         folder.mkdir(parents=True)
         shutil.copyfile(FIXTURES / fixture, folder / "cli.js")
-        (folder / "package.json").write_text(json.dumps(
-            {"name": name, "version": version, "type": "module"}))
+        (folder / "package.json").write_text(
+            json.dumps({"name": name, "version": version, "type": "module"})
+        )
 
     put("cc", "2.1.112", "s6-2.1.112.js")
     put("cc", "2.1.7", "s1p-2.1.7.js")
@@ -101,11 +133,21 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_cycle_passes_and_leaves_the_cache_untouched(cache: Path) -> None:
-    before = (cache / "npm" / "anthropic-ai-claude-code-2.1.112" / "package" / "cli.js").read_bytes()
+    before = (
+        cache / "npm" / "anthropic-ai-claude-code-2.1.112" / "package" / "cli.js"
+    ).read_bytes()
     o = regress.run_one(Job("cc", "2.1.112"))
     assert (o.result, o.shape, o.microcompact, o.failed_step) == ("pass", "S6", "stub", None)
-    assert list(o.steps) == ["fetch", "locate", "apply", "check", "apply-again", "node-check",
-                             "revert", "inspect"]
+    assert list(o.steps) == [
+        "fetch",
+        "locate",
+        "apply",
+        "check",
+        "apply-again",
+        "node-check",
+        "revert",
+        "inspect",
+    ]
     assert o.drift == [] and o.profile == "2.1.105" and o.ok
     after = (cache / "npm" / "anthropic-ai-claude-code-2.1.112" / "package" / "cli.js").read_bytes()
     assert after == before and not list((cache / "npm").rglob("*.backup"))
@@ -120,8 +162,9 @@ def test_refusals_and_failures_are_classified(cache: Path) -> None:
     assert drift.result == "pass" and drift.drift and not drift.ok
 
 
-def test_run_writes_json_and_resumes(cache: Path, tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_writes_json_and_resumes(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "r.json"
     jobs = [Job("cc", "2.1.112"), Job("cc", "1.0.50"), Job("cc", "2.0.76")]
     first = regress.run(jobs, json_path=out)
@@ -164,12 +207,29 @@ def test_parallel_run(cache: Path) -> None:
 
 
 def test_matrix_and_details() -> None:
-    outs = [Outcome("cc", "2.1.7", result="pass", claude_code_version="2.1.7", shape="S1'",
-                    microcompact="legacy", drift=["mc_keep: file 4 != profile 3"]),
-            Outcome("sdk", "0.2.7", result="fail", failed_step="apply", reason="boom")]
+    outs = [
+        Outcome(
+            "cc",
+            "2.1.7",
+            result="pass",
+            claude_code_version="2.1.7",
+            shape="S1'",
+            microcompact="legacy",
+            drift=["mc_keep: file 4 != profile 3"],
+        ),
+        Outcome("sdk", "0.2.7", result="fail", failed_step="apply", reason="boom"),
+    ]
     text = regress.matrix(outs)
-    assert text.splitlines()[0].split() == ["package", "version", "claude-code", "shape", "mc",
-                                            "result", "drift", "seconds"]
+    assert text.splitlines()[0].split() == [
+        "package",
+        "version",
+        "claude-code",
+        "shape",
+        "mc",
+        "result",
+        "drift",
+        "seconds",
+    ]
     assert "fail (apply)" in text and "S1'" in text
     assert "sdk@0.2.7: fail at apply: boom" in regress.details(outs)
     assert "cc@2.1.7: drift mc_keep" in regress.details(outs)
@@ -199,13 +259,16 @@ def test_cli_on_the_fake_cache(cache: Path, tmp_path: Path) -> None:
     assert res.exit_code == 1 and "drift" in res.stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["regress", "--all", "--sample", "3"],
-    ["regress", "--jobs", "0"],
-    ["regress", "--resume"],
-    ["regress", "--versions", "nope"],
-    ["regress", "--package", "npm"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["regress", "--all", "--sample", "3"],
+        ["regress", "--jobs", "0"],
+        ["regress", "--resume"],
+        ["regress", "--versions", "nope"],
+        ["regress", "--package", "npm"],
+    ],
+)
 def test_cli_usage_errors(args: list[str]) -> None:
     assert _invoke(*args).exit_code == 2
 
@@ -223,8 +286,9 @@ def test_cli_on_two_real_versions(tmp_path: Path) -> None:
     rows = {r["version"]: r for r in doc["results"]}
     assert (rows["1.0.60"]["shape"], rows["1.0.128"]["shape"]) == ("S0", "S1")
     assert all(r["result"] == "pass" and r["drift"] == [] for r in rows.values())
-    assert all(r["steps"]["revert"] == "ok" and r["steps"]["node-check"] == "ok"
-               for r in rows.values())
+    assert all(
+        r["steps"]["revert"] == "ok" and r["steps"]["node-check"] == "ok" for r in rows.values()
+    )
     assert rows["1.0.128"]["profile"] == "1.0.128"
 
 
@@ -236,19 +300,30 @@ def test_support_matrix_is_generated_from_a_regress_json(cache: Path, tmp_path: 
 
     from conftest import ROOT
 
-    spec = importlib.util.spec_from_file_location("support_matrix",
-                                                  ROOT / "scripts" / "support_matrix.py")
+    spec = importlib.util.spec_from_file_location(
+        "support_matrix", ROOT / "scripts" / "support_matrix.py"
+    )
     sm = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(sm)  # type: ignore[union-attr]
     out = tmp_path / "r.json"
-    regress.run([Job("cc", "2.1.112"), Job("cc", "1.0.50"), Job("cc", "2.0.76"),
-                 Job("cc", "2.1.113"), Job("cc", "2.1.7")], json_path=out)
+    regress.run(
+        [
+            Job("cc", "2.1.112"),
+            Job("cc", "1.0.50"),
+            Job("cc", "2.0.76"),
+            Job("cc", "2.1.113"),
+            Job("cc", "2.1.7"),
+        ],
+        json_path=out,
+    )
     md = tmp_path / "m.md"
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{sm.BEGIN}\nold\n{sm.END}\nrest\n")
     assert sm.main([str(out), "-o", str(md), "--readme", str(readme)]) == 0
     text = md.read_text()
-    assert "Do not edit by hand" in text and "| cc | 2.1.112 | same | 1 | S6 | stub | pass |" in text
+    assert (
+        "Do not edit by hand" in text and "| cc | 2.1.112 | same | 1 | S6 | stub | pass |" in text
+    )
     assert "**FAIL** at locate" in text and "refused (native binary" in text
     assert "## Failures" in text and "cc@2.0.76" in text and "## Drift" in text
     assert sm.main([str(out), "-o", str(md)]) == 0 and md.read_text() == text  # reproducible

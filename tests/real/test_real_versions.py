@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI, need
 
-from patcher import backup, markers, npmcache, ops, snippet, verify
+from patcher import backup, markers, npmcache, ops, selfcheck, snippet
 from patcher.errors import CtxpatchError, Unsupported
 
 pytestmark = pytest.mark.real
@@ -72,7 +72,7 @@ def test_real_round_trip(pkg: str, version: str, tmp_path: Path, node: str) -> N
     patched = cli.read_bytes()
     assert patched.startswith(original.split(b"\n", 1)[0] + b"\n")
     assert cli.stat().st_mode == mode
-    assert verify.node_check(patched, node).ok
+    assert selfcheck.node_check(patched, node).ok
     assert snippet.source() in patched
     assert backup.path_for(cli).read_bytes() == original
 
