@@ -2,7 +2,7 @@
 
 A patched ``cli.js`` carries exactly two marked edits:
 
-* right after the shebang line, one block::
+* right after the shebang line (and a byte-order mark), one block::
 
     /*ctxpatch:begin v=0.1.0 snippet=<sha256> original=<sha256> shape=S6*/function _aggressiveTextPrune(messages){...}/*ctxpatch:end*/\\n
 
@@ -28,6 +28,7 @@ END = b"/*ctxpatch:end*/\n"
 WRAP_OPEN = b"/*ctxpatch:wrap*/_aggressiveTextPrune("
 WRAP_CLOSE = b")/*ctxpatch:/wrap*/"
 FUNCTION_NAME = b"_aggressiveTextPrune"
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark
 
 # The original ruflo patch-aggressive-prune.mjs (see shared/research/anchors.md §1).
 RUFLO_BEGIN = b"\n/*AGGRESSIVE_TEXT_PRUNE_PATCH*/\n"
@@ -75,11 +76,16 @@ def sha256(data: bytes) -> str:
 
 
 def insertion_point(data: bytes) -> int:
-    """Where the function block goes: after the shebang line, else at the very start."""
-    if data.startswith(b"#!"):
-        nl = data.find(b"\n")
+    """Where the head block goes: after a UTF-8 byte-order mark, then after a shebang line.
+
+    Node's ESM loader drops a leading BOM, then skips a ``#!`` line; both must stay first, or
+    they become text in the middle of the file (a SyntaxError).
+    """
+    at = len(BOM) if data.startswith(BOM) else 0
+    if data.startswith(b"#!", at):
+        nl = data.find(b"\n", at)
         return len(data) if nl < 0 else nl + 1
-    return 0
+    return at
 
 
 def render_block(snippet: bytes, *, version: str, original_sha: str, shape: str) -> bytes:

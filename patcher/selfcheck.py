@@ -96,10 +96,14 @@ def node_binary() -> str | None:
 
 
 def node_check(source: bytes, node: str, timeout: float = 120.0) -> NodeResult:
-    """``node --input-type=module --check`` on ``source`` fed through stdin."""
+    """``node --input-type=module --check`` on ``source`` fed through stdin.
+
+    A leading byte-order mark is dropped first, as node's loader does when it runs the file:
+    ``--check`` and stdin keep it, and then reject a ``#!`` line right after it.
+    """
     proc = subprocess.run(
         [node, "--input-type=module", "--check"],
-        input=source,
+        input=source.removeprefix(markers.BOM),
         capture_output=True,
         timeout=timeout,
         check=False,
