@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from patcher.errors import CtxpatchError
@@ -87,6 +88,110 @@ def _npm_pack(package: str, version: str, base: Path, tgz: Path) -> None:
 
 def cli_js(package: str, version: str, root: Path | None = None) -> Path:
     return package_dir(package, version, root) / "cli.js"
+
+
+# --- native builds (2.1.113 on): the platform packages, 230-380 MB each ----------------------
+#
+# ``@anthropic-ai/claude-code-linux-x64@2.1.330`` is a 175 MB download holding one 381 MB
+# executable (2.1.113: 74 MB / 236 MB). The cache keeps the unpacked binary only: the tarball
+# is deleted as soon as it is unpacked, and at most NATIVE_KEEP versions stay (least recently
+# used evicted first; ``CTXPATCH_NATIVE_KEEP`` overrides), so the cache stays under ~1.2 GB.
+
+NATIVE_PACKAGES = {
+    "cc": "@anthropic-ai/claude-code-{platform}",
+    "sdk": "@anthropic-ai/claude-agent-sdk-{platform}",
+}
+NATIVE_EXECUTABLE = "claude"
+NATIVE_KEEP = 3
+NATIVE_CI_SAMPLE: tuple[tuple[str, str], ...] = (
+    ("cc", "2.1.113"),  # first native build, single module (236 MB)
+    ("cc", "2.1.217"),  # a 2.1.2xx single-module build (269 MB)
+    ("cc", "2.1.330"),  # code-split, zstd entries (381 MB)
+)
+
+
+def native_keep() -> int:
+    try:
+        return max(1, int(os.environ.get("CTXPATCH_NATIVE_KEEP", NATIVE_KEEP)))
+    except ValueError:
+        return NATIVE_KEEP
+
+
+def native_binary(
+    package: str,
+    version: str,
+    platform: str = "linux-x64",
+    root: Path | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """The ``claude`` executable of ``package``'s platform package at ``version``, cached.
+
+    Only ``package/claude`` and ``package/package.json`` are unpacked; the tarball is deleted
+    right after; older native versions beyond :func:`native_keep` are evicted.
+    """
+    name = NATIVE_PACKAGES.get(package, package).format(platform=platform)
+    base = (root or cache_root()) / "npm"
+    slug = _slug(name, version)
+    out = base / slug
+    exe = out / "package" / NATIVE_EXECUTABLE
+    if exe.is_file() and (out / "package" / "package.json").is_file():
+        os.utime(out)  # recently used: evicted last
+        return exe
+    base.mkdir(parents=True, exist_ok=True)
+    tgz = base / f"{slug}.tgz"
+    if log is not None:
+        log(
+            f"fetching {name}@{version} (a 70-180 MB download, 230-380 MB unpacked; kept: "
+            f"the {native_keep()} most recently used native versions)"
+        )
+    try:
+        if not tgz.is_file():
+            _npm_pack(name, version, base, tgz)
+        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{slug}."))
+        try:
+            with tarfile.open(tgz) as tar:
+                members = [
+                    m
+                    for m in tar.getmembers()
+                    if m.name in (f"package/{NATIVE_EXECUTABLE}", "package/package.json")
+                ]
+                tar.extractall(tmp, members=members, filter="data")
+            if not (tmp / "package" / NATIVE_EXECUTABLE).is_file():
+                raise FetchFailed(
+                    f"{name}@{version} has no `{NATIVE_EXECUTABLE}` executable",
+                    why="the platform package's layout is not the one ctxpatch knows",
+                    hint="check the version; native builds start at claude-code 2.1.113",
+                )
+            if out.exists():
+                shutil.rmtree(out)
+            tmp.rename(out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        tgz.unlink(missing_ok=True)  # 70-180 MB that nothing reads again
+    prune_native(base, keep=native_keep(), spare=out)
+    return exe
+
+
+def native_dirs(base: Path) -> list[Path]:
+    """Cached native platform packages, least recently used first."""
+    found = [
+        d
+        for d in base.glob("anthropic-ai-claude-*-*-*")
+        if (d / "package" / NATIVE_EXECUTABLE).is_file()
+    ]
+    return sorted(found, key=lambda d: d.stat().st_mtime)
+
+
+def prune_native(base: Path, keep: int, spare: Path | None = None) -> list[Path]:
+    """Delete all but the ``keep`` most recently used native versions; return what went."""
+    dirs = [d for d in native_dirs(base) if d != spare]
+    room = keep - (1 if spare is not None else 0)
+    gone = dirs[: max(0, len(dirs) - room)]
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return gone
 
 
 # One version per call-site shape (shared/research/versions.md §4), both packages, and the

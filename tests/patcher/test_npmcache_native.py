@@ -1,0 +1,73 @@
+"""The cache policy for native platform packages, on tiny synthetic tarballs (no network)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import native_builder as nbld
+import pytest
+
+from patcher import npmcache
+
+
+def fake_tgz(root: Path, version: str) -> Path:
+    base = root / "npm"
+    base.mkdir(parents=True, exist_ok=True)
+    tgz = base / f"anthropic-ai-claude-code-linux-x64-{version}.tgz"
+    files = {
+        "package/claude": nbld.elf(nbld.blob(nbld.single_module_app())),
+        "package/package.json": json.dumps({"name": "x", "version": version}).encode(),
+        "package/README.md": b"big docs we never read\n" * 100,
+    }
+    with tarfile.open(tgz, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return tgz
+
+
+def test_unpacks_only_the_binary_and_deletes_the_tarball(tmp_path: Path) -> None:
+    tgz = fake_tgz(tmp_path, "2.1.200")
+    exe = npmcache.native_binary("cc", "2.1.200", root=tmp_path)
+    assert exe.read_bytes().startswith(b"\x7fELF")
+    assert sorted(p.name for p in exe.parent.iterdir()) == ["claude", "package.json"]
+    assert not tgz.exists()
+    assert npmcache.native_binary("cc", "2.1.200", root=tmp_path) == exe  # cached, no tarball
+
+
+def test_keeps_the_most_recently_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXPATCH_NATIVE_KEEP", "2")
+    exes = {}
+    for i, v in enumerate(("2.1.201", "2.1.202")):
+        fake_tgz(tmp_path, v)
+        exes[v] = npmcache.native_binary("cc", v, root=tmp_path)
+        os.utime(exes[v].parent.parent, (1000 + i, 1000 + i))
+    npmcache.native_binary("cc", "2.1.201", root=tmp_path)  # touch: now the most recent
+    fake_tgz(tmp_path, "2.1.203")
+    npmcache.native_binary("cc", "2.1.203", root=tmp_path)
+    left = sorted(d.name for d in npmcache.native_dirs(tmp_path / "npm"))
+    assert left == [
+        "anthropic-ai-claude-code-linux-x64-2.1.201",
+        "anthropic-ai-claude-code-linux-x64-2.1.203",
+    ]
+    assert not list((tmp_path / "npm").glob("*.tgz"))
+
+
+def test_cli_js_packages_are_never_evicted(tmp_path: Path) -> None:
+    keep = tmp_path / "npm" / "anthropic-ai-claude-code-2.1.112" / "package"
+    keep.mkdir(parents=True)
+    (keep / "cli.js").write_text("// Version: 2.1.112\n")
+    for i, v in enumerate(("2.1.204", "2.1.205")):
+        fake_tgz(tmp_path, v)
+        exe = npmcache.native_binary("cc", v, root=tmp_path)
+        os.utime(exe.parent.parent, (2000 + i, 2000 + i))
+    os.utime(keep.parent, (1, 1))  # the oldest of all, yet not a native package
+    gone = npmcache.prune_native(tmp_path / "npm", keep=1)
+    assert [d.name for d in gone] == ["anthropic-ai-claude-code-linux-x64-2.1.204"]
+    assert (keep / "cli.js").exists()
+    assert len(npmcache.native_dirs(tmp_path / "npm")) == 1

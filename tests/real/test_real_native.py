@@ -1,0 +1,62 @@
+"""Real native builds (linux-x64 platform packages, 230-380 MB), read in pure Python.
+
+Fetched with ``npm pack`` into the cache (``npmcache.native_binary``: tarball deleted once
+unpacked, at most 3 native versions kept). Nothing of them is committed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI, need
+
+from patcher import npmcache
+from patcher.errors import CtxpatchError
+from patcher.native.app import read_app
+from patcher.native.reader import NativeBinary
+
+pytestmark = pytest.mark.real
+
+# What each build holds (measured on the real packages; api-2026.md "Native binaries")
+EXPECT = {
+    "2.1.113": ("single", 5, 12_900_000),
+    "2.1.217": ("single", 8, 20_000_000),
+    "2.1.330": ("split", 3_700, 60_000_000),
+}
+
+
+def binary(version: str) -> Path:
+    need("npm", "native builds are downloaded with npm pack")
+    try:
+        return npmcache.native_binary("cc", version)
+    except CtxpatchError as e:
+        if IN_CI:
+            raise
+        pytest.skip(f"cannot fetch claude-code-linux-x64@{version}: {e.what}")
+
+
+@pytest.mark.parametrize("version", sorted(EXPECT))
+def test_real_native_js(version: str) -> None:
+    layout, min_modules, min_js = EXPECT[version]
+    with NativeBinary(binary(version)) as nb:
+        assert nb.location.how == "ELF section .bun"
+        assert nb.graph.record_size == 52
+        assert len(nb.entries) >= min_modules
+        app = read_app(nb)
+        compressed = [e for e in nb.entries if e.compressed]
+        if compressed:  # every zstd entry inflates, bounded
+            assert all(len(nb.read(e)) > e.size for e in compressed)
+    assert app.layout == layout
+    assert app.version == version
+    assert app.size >= min_js
+    head = app.sources[0].data[:64]
+    if layout == "single":
+        assert head.startswith(b"// @bun @bytecode @bun-cjs\n(function(exports, require, module")
+        assert len(app.sources) == 1
+    else:
+        assert head.startswith(b"// @bun @bytecode\n")
+        assert app.sources[0].name == "/$bunfs/root/cli"
+        assert len(app.sources) > 3_000
+        assert compressed, "2.1.243+ ships zstd-compressed documents"
+        assert all(b"// Version: " + version.encode() in s.data[:4096] for s in app.sources)
