@@ -58,8 +58,9 @@ def inspect_cmd(
 
     Example: ctxpatch inspect node_modules/@anthropic-ai/claude-code/cli.js --json
     """
-    from patcher import bundle, inspect_bundle, markers, snippet
+    from patcher import bundle, markers, snippet
     from patcher.discover import environ, targets
+    from patcher.inspect import inspect, render
 
     try:
         if path is None:
@@ -82,7 +83,7 @@ def inspect_cmd(
         original = markers.strip(data)
         if original is not None:
             data, note = original, "patched by ctxpatch: inspected the original it records"
-    rep = inspect_bundle.inspect(data, b.version)
+    rep = inspect(data, b.version)
     code = int(ExitCode.CHANGE_NEEDED) if rep.drift else 0
     if as_json:
         doc = {
@@ -97,7 +98,7 @@ def inspect_cmd(
         typer.echo(f"{b.path}" + (f"  ({b.package.name}@{b.package.version})" if b.package else ""))
         if note:
             typer.echo(f"note: {note}")
-        typer.echo(inspect_bundle.render(rep))
+        typer.echo(render(rep))
     raise typer.Exit(code)
 
 

@@ -28,9 +28,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patcher import __version__, inspect_bundle, npmcache, ops, plan, selfcheck, snippet
+from patcher import __version__, npmcache, ops, plan, selfcheck, snippet
 from patcher.bundle import version_of, version_tuple
 from patcher.errors import CtxpatchError, Unsupported
+from patcher.inspect import inspect
+from patcher.markers import sha256
 
 PACKAGES = npmcache.SHORT  # "cc" / "sdk" -> npm name
 FIRST = {"cc": "1.0.60", "sdk": "0.0.4"}  # first with micro-compaction (sdk: its first release)
@@ -288,7 +290,7 @@ def _cycle(job: Job, out: Outcome, *, prune: bool, node_check: bool) -> None:
         out.reason = "no cli.js in the package (native-binary era)"
         return
     data = cli.read_bytes()
-    out.sha256, out.size = inspect_bundle.sha256(data), len(data)
+    out.sha256, out.size = sha256(data), len(data)
     out.claude_code_version = version_of(data)
 
     _step(out, "locate")
@@ -364,11 +366,11 @@ def _cycle(job: Job, out: Outcome, *, prune: bool, node_check: bool) -> None:
 
 def _inspect(data: bytes, out: Outcome) -> None:
     try:
-        rep = inspect_bundle.inspect(data, out.claude_code_version)
+        rep = inspect(data, out.claude_code_version)
     except Exception as e:  # inspect is a report: its own bug must not hide the patch result
         out.unresolved.append(f"inspect failed: {type(e).__name__}: {e}")
         return
-    out.microcompact = rep.features.get("microcompact")
+    out.microcompact = rep.micro.kind
     out.profile = rep.profile
     out.drift = [str(d) for d in rep.drift]
     out.unresolved = list(rep.unresolved)
@@ -387,7 +389,7 @@ def refresh_inspect(o: Outcome) -> Outcome:
     )
     if o.result == "pass" and path.is_file():
         data = path.read_bytes()
-        if o.sha256 in (None, inspect_bundle.sha256(data)):
+        if o.sha256 in (None, sha256(data)):
             started = time.monotonic()
             _inspect(data, o)
             o.steps["inspect"] = "ok" if not o.drift else f"{len(o.drift)} drift"

@@ -11,7 +11,7 @@ import typer
 from conftest import FIXTURES, IN_CI, need
 from typer.testing import CliRunner
 
-from patcher import inspect_bundle as ib
+from patcher import inspect as ib
 from patcher import npmcache, ops
 from patcher.errors import CtxpatchError
 from patcher.fidelity_cli import register
@@ -77,7 +77,7 @@ FIXTURE_CASES = {
 def _check(rep: ib.Report, want: dict) -> None:
     assert rep.shape == want["shape"]
     assert rep.era == want["era"]
-    assert rep.features.get("microcompact") == want["mc"]
+    assert rep.micro.kind == want["mc"]
     for key, value in want.items():
         if key not in ("shape", "era", "mc"):
             assert rep.value(key) == value, (key, rep.constants.get(key), rep.unresolved)
@@ -138,8 +138,8 @@ def test_constants_resolve_through_identifiers_not_values() -> None:
     assert got["image_tokens"] == (2000, "II")
     assert rep.value("mc_tools") == ["Read", "Bash", "Grep"]  # spread of a filtered list
     assert (rep.value("sm_min_tokens"), rep.value("sm_max_tokens")) == (10000, 40000)
-    assert rep.features["estimate_factor_4_3"] is True
-    assert rep.features["session_memory"] is True
+    assert rep.estimator.factor_4_3 is True
+    assert rep.session_memory.present is True
     assert rep.functions["threshold"] == "thr" and rep.functions["effective_window"] == "eff"
 
 
@@ -322,9 +322,9 @@ def test_real_auto_compact_count() -> None:
     """Usage only up to 2.1.1; usage + a chars/4 estimate of newer messages from 2.1.2, whose
     images count 1334 up to 2.1.21 and 2000 from 2.1.39 (engine/profiles.py)."""
     old = ib.inspect(_real("cc", "2.0.76"))
-    assert old.features["count_mode"] == "usage" and "newer_image_tokens" not in old.constants
+    assert old.counter.mode == "usage" and "newer_image_tokens" not in old.constants
     mid = ib.inspect(_real("cc", "2.1.7"))
-    assert mid.features["count_mode"] == "usage+newer" and mid.value("newer_image_tokens") == 1334
+    assert mid.counter.mode == "usage+newer" and mid.value("newer_image_tokens") == 1334
     new = ib.inspect(_real("cc", "2.1.112"))
     assert new.value("newer_image_tokens") == 2000 and new.value("newer_chars_per_token") == 4
     assert "count_mode" in new.compared and "newer_image_tokens" in new.compared
@@ -335,10 +335,10 @@ def test_real_attachments_rendered_in_the_newer_estimate_from_2_1_45() -> None:
     """2.1.44 counts an attachment record's JSON; 2.1.45 loops over the messages it renders the
     attachment to and counts their content (profile field newer_renders_attachments)."""
     old = ib.inspect(_real("cc", "2.1.44"))
-    assert old.features["newer_counts_attachments"] is True
-    assert old.features["newer_renders_attachments"] is False
+    assert old.counter.counts_attachments is True
+    assert old.counter.renders_attachments is False
     new = ib.inspect(_real("cc", "2.1.45"))
-    assert new.features["newer_renders_attachments"] is True
+    assert new.counter.renders_attachments is True
     for rep in (old, new):
         assert "newer_renders_attachments" in rep.compared and rep.drift == []
 
@@ -349,9 +349,9 @@ def test_real_newer_estimate_counts_every_block_from_2_1_74() -> None:
     for anything else; 2.1.74's also counts tool_use, thinking, redacted_thinking, documents
     and any other block as JSON (profile field newer_counts_all_blocks)."""
     old = ib.inspect(_real("cc", "2.1.73"))
-    assert old.features["newer_counts_all_blocks"] is False
+    assert old.counter.counts_all_blocks is False
     new = ib.inspect(_real("cc", "2.1.74"))
-    assert new.features["newer_counts_all_blocks"] is True
+    assert new.counter.counts_all_blocks is True
     for rep in (old, new):
         assert "newer_counts_all_blocks" in rep.compared and rep.drift == []
     assert "every block" in ib.render(new) and "text/tool_result/images only" in ib.render(old)
@@ -362,9 +362,9 @@ def test_real_message_estimate_counts_documents_from_2_1_47() -> None:
     """2.1.45's x4/3 estimator counts a document block as JSON; 2.1.47's counts it like an image
     (``type==="image"||type==="document"``; profile field estimate_counts_documents)."""
     old = ib.inspect(_real("cc", "2.1.45"))
-    assert old.features["estimate_counts_documents"] is False
+    assert old.estimator.counts_documents is False
     new = ib.inspect(_real("cc", "2.1.47"))
-    assert new.features["estimate_counts_documents"] is True
+    assert new.estimator.counts_documents is True
     for rep in (old, new):
         assert "estimate_counts_documents" in rep.compared and rep.drift == []
 
@@ -375,14 +375,14 @@ def test_real_message_estimate_counts_block_text_2_1_75_to_2_1_104() -> None:
     (through 2.1.104) by their text (profile field estimate_counts_block_text); 2.1.105 has no
     x4/3 estimator left (the engine then uses the newer estimate, message_estimate_is_newer)."""
     old = ib.inspect(_real("cc", "2.1.74"))
-    assert old.features["estimate_counts_block_text"] is False
+    assert old.estimator.counts_block_text is False
     new = ib.inspect(_real("cc", "2.1.75"))
-    assert new.features["estimate_counts_block_text"] is True
+    assert new.estimator.counts_block_text is True
     for rep in (old, new):
         assert "estimate_counts_block_text" in rep.compared and rep.drift == []
     gone = ib.inspect(_real("cc", "2.1.105"))
-    assert gone.features["estimate_factor_4_3"] is False
-    assert "estimate_counts_block_text" not in gone.features and gone.drift == []
+    assert gone.estimator.factor_4_3 is False
+    assert gone.estimator.counts_block_text is None and gone.drift == []
 
 
 @pytest.mark.real
@@ -397,12 +397,12 @@ def test_real_newer_from_message_start_in_2_1_64_and_from_2_1_69() -> None:
         ("2.1.112", True),
     ):
         rep = ib.inspect(_real("cc", version))
-        assert rep.features["newer_from_message_start"] is want, version
+        assert rep.counter.from_message_start is want, version
         assert "newer_from_message_start" in rep.compared and rep.drift == [], version
 
 
 @pytest.mark.real
 def test_real_blocking_base_differs_between_versions() -> None:
     """2.0.77 counts the blocking limit off the raw window, 2.1.7 off the effective one."""
-    assert ib.inspect(_real("cc", "2.1.7")).features["blocking_base"] == "effective"
-    assert ib.inspect(_real("cc", "2.1.30")).features["blocking_base"] == "window"
+    assert ib.inspect(_real("cc", "2.1.7")).thresholds.blocking_base == "effective"
+    assert ib.inspect(_real("cc", "2.1.30")).thresholds.blocking_base == "window"
