@@ -19,12 +19,28 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
+from patcher.e2e.server_edits import (
+    RequestRefused,
+    apply_context_management,
+    betas_of,
+    prompt_tokens,
+)
 from patcher.e2e.session import usage_of
+from patcher.e2e.thinking_binding import (
+    DEFAULT_SECRET,
+    MODES,
+    BindingError,
+    Mismatch,
+    Mode,
+    apply_binding,
+    sign,
+    thinking_on,
+)
 
 Kind = Literal["main", "compact", "side", "count_tokens", "other"]
 
@@ -108,6 +124,21 @@ def make_usage(total: int = 1000, output: int = 1, cache_read: int = 0) -> dict[
 
 @dataclass
 class MockConfig:
+    """What the mock answers. The defaults are the old behaviour: no thinking, no check.
+
+    Server behaviours of 2026 (see the module docstring):
+
+    * ``thinking``: a request that turns thinking on gets a ``thinking`` block (signed by
+      :mod:`patcher.e2e.thinking_binding` over the request as sent) before the reply's blocks;
+    * ``binding``: the account's preserved-thinking mode, ``"off"`` (an account the check does
+      not enforce), ``"error"`` (an enforced account: 400) or ``"drop_block"``; a request's
+      ``thinking.block_binding`` overrides it as documented;
+    * ``count_prompt``: usage ``input_tokens`` is the mock's count of the prompt after server
+      edits (:func:`patcher.e2e.server_edits.prompt_tokens`), cache fields 0, output as
+      scripted; ``count_tokens`` answers the same count;
+    * ``unsupported_models``: model patterns that refuse ``clear_tool_uses_20250919``.
+    """
+
     script: list[Step] = field(default_factory=list)
     default_main: Step = field(default_factory=Step)
     usage: dict[str, int] = field(default_factory=lambda: make_usage(1000))
@@ -115,11 +146,21 @@ class MockConfig:
     compact_usage: dict[str, int] = field(default_factory=lambda: make_usage(2000, output=500))
     side_reply: str = "OK"
     count_tokens: int = 1000
+    thinking: bool = False
+    binding: Mode = "off"
+    count_prompt: bool = False
+    unsupported_models: tuple[str, ...] = ()
+    secret: bytes = DEFAULT_SECRET
+    thinking_text: str = "Mock reasoning {n}: weigh the request, then answer."
+
+    def __post_init__(self) -> None:
+        if self.binding not in MODES:
+            raise ValueError(f"MockConfig.binding must be one of {MODES}, not {self.binding!r}")
 
 
 @dataclass(frozen=True)
 class Logged:
-    """One request as the mock saw it."""
+    """One request as the mock saw it, and what it answered."""
 
     seq: int
     time: float
@@ -128,6 +169,16 @@ class Logged:
     headers: dict[str, str]
     body: Any
     kind: Kind
+    status: int = 200
+    error: str | None = None  # the 400 message
+    mismatches: tuple[Mismatch, ...] = ()  # preserved-thinking check (error or drop_block)
+    applied_edits: tuple[dict, ...] = ()  # server-side context editing
+    input_tokens: int | None = None  # usage input_tokens answered (count_prompt)
+
+    @property
+    def dropped(self) -> int:
+        """Thinking blocks dropped (drop_block mode)."""
+        return len(self.mismatches) if self.status == 200 else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,7 +189,36 @@ class Logged:
             "headers": self.headers,
             "body": self.body,
             "kind": self.kind,
+            "status": self.status,
+            "error": self.error,
+            "mismatches": [m.to_json() for m in self.mismatches],
+            "applied_edits": list(self.applied_edits),
+            "input_tokens": self.input_tokens,
         }
+
+
+@dataclass
+class Answer:
+    """What the handler sends: a 400, a JSON body, or a message (streamed or not)."""
+
+    status: int = 200
+    error: str | None = None
+    json_body: Any = None
+    content: list[dict] = field(default_factory=list)
+    stop: str = "end_turn"
+    usage: dict[str, int] = field(default_factory=dict)
+    mid: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # context_management, input_transformations
+    mismatches: tuple[Mismatch, ...] = ()
+    applied_edits: tuple[dict, ...] = ()
+
+
+def error_body(message: str) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": message},
+        "request_id": "req_mock",
+    }
 
 
 class MockServer:
@@ -201,8 +281,15 @@ class MockServer:
     # --- used by the handler ---------------------------------------------------------------
 
     def _record(
-        self, method: str, path: str, headers: Mapping[str, str], body: Any, kind: Kind
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: Any,
+        kind: Kind,
+        answer: Answer | None = None,
     ) -> None:
+        a = answer or Answer()
         with self._lock:
             self._log.append(
                 Logged(
@@ -213,34 +300,101 @@ class MockServer:
                     {k.lower(): v for k, v in headers.items() if k.lower() not in HIDDEN_HEADERS},
                     body,
                     kind,
+                    a.status,
+                    a.error,
+                    a.mismatches,
+                    a.applied_edits,
+                    a.usage.get("input_tokens") if a.usage else a.extra.get("input_tokens"),
                 )
             )
 
-    def _reply(self, kind: Kind) -> tuple[list[dict], str, dict[str, int], str]:
+    def _next_step(self, kind: Kind, cfg: MockConfig) -> tuple[list[dict], str, dict[str, int]]:
+        if kind == "compact":
+            return (
+                [{"type": "text", "text": cfg.compact_reply}],
+                "end_turn",
+                dict(cfg.compact_usage),
+            )
+        if kind == "main":
+            if self._script_pos < len(cfg.script):
+                step = cfg.script[self._script_pos]
+                self._script_pos += 1
+            else:
+                step = cfg.default_main
+            return (
+                json.loads(json.dumps(step.content)),
+                step.stop_reason,
+                dict(step.usage or cfg.usage),
+            )
+        return [{"type": "text", "text": cfg.side_reply}], "end_turn", make_usage(100, 5)
+
+    def _answer(self, kind: Kind, headers: Mapping[str, str], body: Any) -> Answer:
+        """Everything the mock decides for one ``/v1/messages`` or ``count_tokens`` request."""
+        cfg = self.config
+        if not isinstance(body, Mapping):
+            return Answer(400, "request body must be a JSON object")
+        betas = betas_of(headers)
+        try:
+            binding = apply_binding(body, cfg.binding, betas, cfg.secret)
+            if binding.error is not None:
+                return Answer(400, binding.error, mismatches=binding.mismatches)
+            # the edits run on the server's copy, after the check (on what the client sent)
+            edited = apply_context_management(binding.body, betas, cfg.unsupported_models)
+        except (RequestRefused, BindingError) as e:
+            return Answer(400, str(e))
+        extra: dict[str, Any] = {}
+        if binding.dropped:
+            extra["input_transformations"] = binding.dropped
+        applied: tuple[dict, ...] = ()
+        messages = list(binding.body.get("messages") or [])
+        if edited is not None:
+            messages = edited.messages
+            applied = tuple(edited.applied_edits)
+            extra["context_management"] = edited.response_field()
+        counted = prompt_tokens(body, messages)
+        if kind == "count_tokens":
+            n = counted if cfg.count_prompt else cfg.count_tokens
+            out: dict[str, Any] = {"input_tokens": n}
+            if edited is not None:
+                out["context_management"] = {"original_input_tokens": edited.original_tokens}
+            return Answer(
+                json_body=out,
+                mismatches=binding.mismatches,
+                applied_edits=applied,
+                extra={"input_tokens": n},
+            )
         with self._lock:
-            cfg = self.config
             self._msg_seq += 1
             mid = f"msg_mock_{self._msg_seq:04d}"
-            if kind == "compact":
-                return (
-                    [{"type": "text", "text": cfg.compact_reply}],
-                    "end_turn",
-                    dict(cfg.compact_usage),
-                    mid,
-                )
-            if kind == "main":
-                if self._script_pos < len(cfg.script):
-                    step = cfg.script[self._script_pos]
-                    self._script_pos += 1
-                else:
-                    step = cfg.default_main
-                return (
-                    json.loads(json.dumps(step.content)),
-                    step.stop_reason,
-                    dict(step.usage or cfg.usage),
-                    mid,
-                )
-            return ([{"type": "text", "text": cfg.side_reply}], "end_turn", make_usage(100, 5), mid)
+            content, stop, usage = self._next_step(kind, cfg)
+        if cfg.count_prompt:
+            usage = {
+                **usage,
+                "input_tokens": counted,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            }
+        if cfg.thinking and thinking_on(body):
+            n_msgs = len(body.get("messages") or [])
+            text = cfg.thinking_text.format(n=self._msg_seq)
+            block = {
+                "type": "thinking",
+                "thinking": text,
+                "signature": sign(body, n_msgs, 0, text, cfg.secret),
+            }
+            content = [block, *content]
+        return Answer(
+            200,
+            None,
+            None,
+            content,
+            stop,
+            usage,
+            mid,
+            extra,
+            binding.mismatches,
+            applied,
+        )
 
 
 def _make_handler(server: MockServer) -> type[BaseHTTPRequestHandler]:
@@ -277,31 +431,34 @@ def _make_handler(server: MockServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = self._read_body()
             kind = classify(self.path, body)
-            server._record("POST", self.path, dict(self.headers), body, kind)
-            if kind == "count_tokens":
-                return self._json({"input_tokens": server.config.count_tokens})
+            headers = dict(self.headers)
             if kind == "other":
+                server._record("POST", self.path, headers, body, kind)
                 return self._json({})
-            content, stop, usage, mid = server._reply(kind)
+            a = server._answer(kind, headers, body)
+            server._record("POST", self.path, headers, body, kind, a)
+            if a.status != 200:
+                return self._json(error_body(a.error or "invalid request"), a.status)
+            if a.json_body is not None:
+                return self._json(a.json_body)
             model = (body or {}).get("model") or "claude-sonnet-4-5-20250929"
             if not (body or {}).get("stream"):
                 return self._json(
                     {
-                        "id": mid,
+                        "id": a.mid,
                         "type": "message",
                         "role": "assistant",
                         "model": model,
-                        "content": content,
-                        "stop_reason": stop,
+                        "content": a.content,
+                        "stop_reason": a.stop,
                         "stop_sequence": None,
-                        "usage": usage,
+                        "usage": a.usage,
+                        **a.extra,
                     }
                 )
-            self._stream(mid, model, content, stop, usage)
+            self._stream(a, model)
 
-        def _stream(
-            self, mid: str, model: str, content: Sequence[dict], stop: str, usage: Mapping[str, int]
-        ) -> None:
+        def _stream(self, a: Answer, model: str) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
@@ -314,75 +471,32 @@ def _make_handler(server: MockServer) -> type[BaseHTTPRequestHandler]:
             def ev(name: str, data: Mapping[str, Any]) -> None:
                 chunks.append(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
 
-            start_usage = {**usage, "output_tokens": 1}
-            ev(
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {
-                        "id": mid,
-                        "type": "message",
-                        "role": "assistant",
-                        "model": model,
-                        "content": [],
-                        "stop_reason": None,
-                        "stop_sequence": None,
-                        "usage": start_usage,
-                    },
-                },
-            )
-            for i, b in enumerate(content):
-                if b.get("type") == "tool_use":
-                    ev(
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": i,
-                            "content_block": {
-                                "type": "tool_use",
-                                "id": b["id"],
-                                "name": b["name"],
-                                "input": {},
-                            },
-                        },
-                    )
-                    ev(
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": i,
-                            "delta": {
-                                "type": "input_json_delta",
-                                "partial_json": json.dumps(b.get("input") or {}),
-                            },
-                        },
-                    )
-                else:
-                    ev(
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": i,
-                            "content_block": {"type": "text", "text": ""},
-                        },
-                    )
-                    ev(
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": i,
-                            "delta": {"type": "text_delta", "text": b.get("text") or ""},
-                        },
-                    )
+            start_usage = {**a.usage, "output_tokens": 1}
+            message: dict[str, Any] = {
+                "id": a.mid,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": start_usage,
+            }
+            if "input_transformations" in a.extra:
+                message["input_transformations"] = a.extra["input_transformations"]
+            ev("message_start", {"type": "message_start", "message": message})
+            for i, b in enumerate(a.content):
+                for name, data in _block_events(i, b):
+                    ev(name, data)
                 ev("content_block_stop", {"type": "content_block_stop", "index": i})
-            ev(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": usage.get("output_tokens", 1)},
-                },
-            )
+            delta: dict[str, Any] = {
+                "type": "message_delta",
+                "delta": {"stop_reason": a.stop, "stop_sequence": None},
+                "usage": {"output_tokens": a.usage.get("output_tokens", 1)},
+            }
+            if "context_management" in a.extra:
+                delta["context_management"] = a.extra["context_management"]
+            ev("message_delta", delta)
             ev("message_stop", {"type": "message_stop"})
             try:
                 self.wfile.write(b"".join(chunks))
@@ -391,3 +505,28 @@ def _make_handler(server: MockServer) -> type[BaseHTTPRequestHandler]:
                 pass
 
     return Handler
+
+
+def _block_events(i: int, b: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``content_block_start`` and the deltas of one reply block."""
+    t = b.get("type")
+    if t == "tool_use":
+        start = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": json.dumps(b.get("input") or {})}]
+    elif t == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": b.get("thinking") or ""},
+            {"type": "signature_delta", "signature": b.get("signature") or ""},
+        ]
+    else:
+        start = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": b.get("text") or ""}]
+    out: list[tuple[str, dict[str, Any]]] = [
+        ("content_block_start", {"type": "content_block_start", "index": i, "content_block": start})
+    ]
+    out += [
+        ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d})
+        for d in deltas
+    ]
+    return out
