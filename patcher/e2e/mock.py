@@ -6,8 +6,28 @@ Routes (any path prefix, any query string such as ``?beta=true``):
   CLI makes), else a plain JSON message. The reply depends on the request's :func:`classify`
   kind: *main* requests take the next scripted :class:`Step` (then ``default_main``),
   *compact* requests get ``compact_reply`` (a ``<summary>``), *side* requests get a short text.
-* ``POST .../v1/messages/count_tokens``: ``{"input_tokens": count_tokens}``.
+* ``POST .../v1/messages/count_tokens``: ``{"input_tokens": count_tokens}`` (or the mock's own
+  count of the edited prompt with ``count_prompt``); the same checks as ``/v1/messages``.
 * anything else: ``200 {}``, logged.
+
+The 2026 server behaviours, all off by default (:class:`MockConfig`)::
+
+    MockConfig(thinking=True,            # answer thinking-on requests with a signed thinking block
+               binding="error",          # "error" (enforced account) | "drop_block" | "off"
+               count_prompt=True,        # usage.input_tokens = count of the prompt after edits
+               unsupported_models=("claude-3-*",))  # refuse clear_tool_uses_20250919
+
+* preserved thinking (:mod:`patcher.e2e.thinking_binding`): every thinking block sent back is
+  checked against the conversation as the client sent it; ``error`` answers the documented 400,
+  ``drop_block`` drops the block and lists it in ``input_transformations`` (``message_start``
+  when streaming); a request's ``thinking.block_binding`` overrides the account's mode;
+* context editing (:mod:`patcher.e2e.server_edits`, :mod:`engine.context_editing`): with the
+  ``context-management-2025-06-27`` beta, ``context_management.edits`` run on the server's copy
+  after the check; ``applied_edits`` is in the message (``message_delta`` when streaming); the
+  documented 400s for a missing beta, malformed edits and unsupported models.
+
+Each :class:`Logged` request records what was answered: ``status``, ``error``, the check's
+``mismatches`` (``dropped`` in drop_block mode), ``applied_edits`` and ``input_tokens``.
 
 Every request is logged (method, path, headers without ``x-api-key``/``authorization``, parsed
 body, kind). The server binds 127.0.0.1 only, serves from daemon threads and is stopped by

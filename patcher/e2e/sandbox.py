@@ -207,8 +207,12 @@ class Sandbox:
         base_url: str,
         extra_env: Mapping[str, str] | None = None,
         timeout: float = 120,
+        stdin: str | None = None,
     ) -> RunResult:
-        """``node cli.js ARGS`` in ``proj/``; the process group is killed on timeout."""
+        """``node cli.js ARGS`` in ``proj/``; the process group is killed on timeout.
+
+        ``stdin``: text written to the process's standard input (then closed), e.g. the user
+        messages of ``--input-format stream-json``; else it reads nothing (``/dev/null``)."""
         env = self.env(base_url, extra_env)
         cmd = [self.node, str(self.cli), *args]
         t0 = time.monotonic()
@@ -216,14 +220,14 @@ class Sandbox:
             cmd,
             cwd=self.proj,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
         )
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             out, err = proc.communicate()

@@ -142,3 +142,63 @@ def newer_blocks_session(
     # interrupted turn), also <synthetic> so that the usage above stays the last one
     s.reply("The notes are written.", usage_total=0)["message"]["model"] = "<synthetic>"
     return s
+
+
+UNSIGNED = "unsigned"
+"""The signature of a thinking block the harness has not signed yet (see
+:func:`patcher.e2e.chain.sign_session`); the mock's check rejects it unless binding is off."""
+
+
+def thinking_session(
+    cwd: str,
+    turns: int = 3,
+    result_chars: int = 4000,
+    last_usage: int = 20000,
+    seed: int = 4,
+    version: str = "2.1.112",
+    model: str | None = None,
+    tools_per_turn: int = 1,
+) -> SessionWriter:
+    """``turns`` typed prompts, each answered with a thinking block, a long text and a Read
+    ``tool_use`` (one API reply) and its result, ``tools_per_turn - 1`` more replies of a
+    thinking block and a Read with their results, then a thinking block and a long reply: what
+    a thinking-on session looks like. Thinking texts are unique (the signer finds them by text);
+    signatures are :data:`UNSIGNED` until :func:`patcher.e2e.chain.sign_session` signs them."""
+    s = SessionWriter(cwd=cwd, seed=seed, version=version, **({"model": model} if model else {}))
+    for t in range(turns):
+        prompt = LONG_PROMPT.format(t=t)
+        s.prompt(prompt if t % 2 == 0 else [{"type": "text", "text": prompt}])
+        for k in range(tools_per_turn):
+            tid = s.next_tool_id()
+            think = {
+                "type": "thinking",
+                "thinking": f"Turn {t}, step {k}: I should read part {k} of m{t}.",
+                "signature": UNSIGNED,
+            }
+            text = [
+                {
+                    "type": "text",
+                    "text": f"Let me read m{t}.\nI will then summarise it in the reply.",
+                }
+            ]
+            read = {
+                "type": "tool_use",
+                "id": tid,
+                "name": "Read",
+                "input": {"file_path": f"{cwd}/src/m{t}_{k}.py"},
+            }
+            s.assistant([think, *(text if k == 0 else []), read], usage_total=5000 + 1000 * t)
+            s.tool_result(tid, filler(result_chars, f"th{t}k{k}", seed), "Read")
+        s.assistant(
+            [
+                {
+                    "type": "thinking",
+                    "thinking": f"Turn {t}: m{t} is read; summarise it.",
+                    "signature": UNSIGNED,
+                },
+                {"type": "text", "text": LONG_REPLY.format(t=t)},
+            ],
+            usage_total=6000 + 1000 * t,
+        )
+    s.set_last_usage(last_usage)
+    return s

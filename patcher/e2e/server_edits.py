@@ -28,6 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
+from engine.context_editing import EditError, apply_edits, parse_edits
+from patcher.e2e.thinking_binding import thinking_on
+
 CONTEXT_BETA = "context-management-2025-06-27"
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
 
@@ -86,10 +89,6 @@ def apply_context_management(
             "context_management: Extra inputs are not permitted (the field needs the beta "
             f"header `anthropic-beta: {CONTEXT_BETA}`)"
         )
-    from engine.context_editing import EditError, apply_edits, parse_edits
-
-    from patcher.e2e.thinking_binding import thinking_on
-
     thinking = thinking_on(body)
     try:
         edits = parse_edits(cm, thinking_enabled=thinking)

@@ -261,3 +261,28 @@ def test_strip_volatile() -> None:
         {"role": "user", "content": [{"type": "text", "text": "continue"}]}
     ]
     assert "cache_control" in sent[0]["content"][1]  # the input is not changed
+
+
+def test_chain_helpers_read_what_was_sent() -> None:
+    from patcher.e2e.chain import Turns, _pruned_upto, stream_json_prompts
+    from patcher.e2e.mock import Logged
+    from patcher.e2e.sandbox import RunResult
+
+    lines = stream_json_prompts(["a", 'b "q"']).splitlines()
+    assert [json.loads(x)["message"]["content"] for x in lines] == ["a", 'b "q"']
+
+    def req(texts: list[str], status: int = 200) -> Logged:
+        msgs = [{"role": "user", "content": [{"type": "text", "text": t}]} for t in texts]
+        return Logged(0, 0.0, "POST", "/v1/messages", {}, {"messages": msgs}, "main", status)
+
+    pruned = "Turn 1\n[earlier context pruned]"
+    assert _pruned_upto({"messages": []}) == 0
+    reqs = [
+        req(["a", "b"]),
+        req([pruned, "b"]),
+        req([pruned, "b", "c"]),
+        req([pruned, pruned, "c"], 400),
+    ]
+    t = Turns(RunResult([], 0, "", "", 0.0), reqs)
+    assert [t.pruned_upto(r) for r in reqs] == [0, 1, 1, 2]
+    assert t.cutoff_moves == 2 and t.first_rejected == 3 and len(t.rejected) == 1
