@@ -8,6 +8,12 @@ Rules (pure ``classify``; the writes happen in ``patcher.ops``):
   before ``npm install`` replaced cli.js. Replaced by a backup of the new original.
 * MISMATCH: same version but different bytes, or a backup that is itself patched, or not a
   cli.js at all. It belongs to a different original: never overwritten; apply refuses.
+* UNREADABLE: no permission to read it (an earlier ``sudo ctxpatch apply`` used to leave it
+  root-owned), or not a regular file, or far larger than a cli.js. ``check`` reports it, revert
+  removes the marked edits instead (their recorded sha proves the original), apply refuses to
+  replace what it cannot verify.
+
+A backup gets the owner of its cli.js and the same read/write permission bits (no execute).
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from patcher import markers
-from patcher.bundle import version_of
 from patcher.markers import State
+from patcher.versions import version_of
 
 SUFFIX = ".backup"
 
@@ -28,6 +34,7 @@ class BackupStatus(StrEnum):
     MISSING = "missing"
     STALE = "stale"
     MISMATCH = "mismatch"
+    UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,17 @@ class BackupInfo:
 
 def path_for(cli_js: Path) -> Path:
     return cli_js.with_name(cli_js.name + SUFFIX)
+
+
+def max_size(cli_js_size: int) -> int:
+    """The most bytes a backup of a cli.js of this size is read up to: an original, or one of
+    another version left before an update, is never twice as large (plus 1 MiB of slack)."""
+    return 2 * cli_js_size + (1 << 20)
+
+
+def mode_for(cli_js_mode: int) -> int:
+    """The backup's permission bits: the file's read/write bits, without execute."""
+    return cli_js_mode & 0o666
 
 
 def classify(

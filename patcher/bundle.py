@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from patcher.errors import FileAccess, NotABundle, Unsupported
 from patcher.markers import sha256
+from patcher.versions import version_of
 
 PACKAGES = ("@anthropic-ai/claude-code", "@anthropic-ai/claude-agent-sdk")
 NATIVE_FROM = {"@anthropic-ai/claude-code": "2.1.113", "@anthropic-ai/claude-agent-sdk": "0.2.113"}
-FIRST_WITH_MICROCOMPACT = "1.0.60"
 _INSTALL_HINT = (
     "the last versions that ship cli.js are @anthropic-ai/claude-code@2.1.112 and "
     "@anthropic-ai/claude-agent-sdk@0.2.112; pin one of those to use ctxpatch"
 )
 
-_VERSION_HEADER = re.compile(rb"^// Version: ([0-9][\w.+-]*)\s*$", re.M)
-_README_VERSION = re.compile(rb'README_URL:"[^"]*",VERSION:"([0-9][\w.+-]*)"')
 _BINARY_MAGIC = (b"\x7fELF", b"MZ", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa")
 
 
@@ -44,23 +41,7 @@ class Bundle:
     nlink: int
     uid: int
     gid: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.path} ({self.version or 'unknown version'})"
-
-
-def version_of(data: bytes) -> str | None:
-    """Claude Code version from ``// Version: X`` (1.0.40 on) or ``README_URL:…,VERSION:"X"``."""
-    m = _VERSION_HEADER.search(data, 0, 4096)
-    if m is None:
-        m = _README_VERSION.search(data)
-    return m.group(1).decode() if m else None
-
-
-def version_tuple(v: str) -> tuple[int, ...]:
-    parts = re.findall(r"\d+", v.split("-")[0])
-    return tuple(int(p) for p in parts[:3])
+    shadow: str | None = None  # a native platform package that runs instead (native_shadow)
 
 
 def read_package(folder: Path) -> Package | None:
@@ -141,6 +122,7 @@ def load(given: Path) -> Bundle:
         nlink=st.st_nlink,
         uid=st.st_uid,
         gid=st.st_gid,
+        shadow=native_shadow(real),
     )
 
 
@@ -175,13 +157,6 @@ def _check_content(path: Path, data: bytes) -> None:
             raise NotABundle(
                 f"{path} is not UTF-8 text", hint="pass Claude Code's cli.js"
             ) from None
-
-
-def is_supported_version(version: str | None) -> bool | None:
-    """False for builds older than the first one with micro-compaction; None when unknown."""
-    if version is None:
-        return None
-    return version_tuple(version) >= version_tuple(FIRST_WITH_MICROCOMPACT)
 
 
 def writable_problem(bundle: Bundle) -> str | None:

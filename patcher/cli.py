@@ -21,6 +21,7 @@ from patcher.discover import Install, all_installs, environ, targets
 from patcher.e2e.cli import register as register_verify
 from patcher.errors import CtxpatchError, ExitCode, InternalError, NotFound
 from patcher.fidelity_cli import register as register_fidelity
+from patcher.fsio import DEFAULT_LOCK_TIMEOUT
 from patcher.ops import Result
 
 app = typer.Typer(
@@ -97,9 +98,13 @@ def apply(
     if check:
         _run(path, as_json, ops.check_file, verb="check")
     elif revert:
-        _run(path, as_json, ops.revert_file, verb="revert")
+        _run(path, as_json, _revert, verb="revert")
     else:
-        _run(path, as_json, lambda p: ops.apply_file(p, node_check=not no_node_check), verb="apply")
+
+        def _apply(p: Path) -> Result:
+            return ops.apply_file(p, node_check=not no_node_check, lock_timeout=_lock_timeout())
+
+        _run(path, as_json, _apply, verb="apply")
 
 
 @app.command("check")
@@ -122,7 +127,16 @@ def revert_cmd(path: PathOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: ctxpatch revert
     """
-    _run(path, as_json, ops.revert_file, verb="revert")
+    _run(path, as_json, _revert, verb="revert")
+
+
+def _revert(path: Path) -> Result:
+    return ops.revert_file(path, lock_timeout=_lock_timeout())
+
+
+def _lock_timeout() -> float:
+    """Seconds to wait for another ctxpatch run in the same folder (CTXPATCH_LOCK_TIMEOUT)."""
+    return float(os.environ.get("CTXPATCH_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT))
 
 
 @app.command()

@@ -17,10 +17,6 @@ class Install:
     scope: str  # "explicit" | "local" | "global"
     package: str | None
 
-    @property
-    def has_cli_js(self) -> bool:
-        return self.path.name == "cli.js" or self.path.is_file()
-
 
 def explicit(path: Path) -> Install:
     return Install(path, "explicit", None)

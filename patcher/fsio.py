@@ -6,7 +6,13 @@
   link package files from a shared store: editing in place would patch every project);
 * the file is re-hashed right before the rename, so a change by someone else between our
   read and our write is detected and nothing is written;
-* an advisory lock on the folder serialises concurrent ctxpatch runs.
+* an advisory lock on the folder serialises concurrent ctxpatch runs; every temp file is
+  written under it, so one found while holding the lock was left by a killed run and is removed;
+* files we only read (the backup) are opened without blocking and must be regular files of a
+  bounded size: a FIFO or a link to a device must not hang the run while it holds the lock.
+
+Nothing here reads the environment: the lock timeout is the caller's (the CLI reads
+``CTXPATCH_LOCK_TIMEOUT``).
 """
 
 from __future__ import annotations
@@ -16,23 +22,26 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
+import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from patcher.errors import FileAccess, FileBusy
 
-LOCK_TIMEOUT = float(os.environ.get("CTXPATCH_LOCK_TIMEOUT", "30"))
+DEFAULT_LOCK_TIMEOUT = 30.0  # seconds
+TEMP_SUFFIX = ".ctxpatch"  # temp files are ".<name>.<8 random chars>.ctxpatch" (mkstemp)
+_TEMP_RANDOM = r"[a-z0-9_]{8}"  # tempfile's random part
 
 
 @contextlib.contextmanager
-def folder_lock(folder: Path, timeout: float | None = None) -> Iterator[None]:
+def folder_lock(folder: Path, timeout: float) -> Iterator[None]:
     """Exclusive ``flock`` on the folder itself: no lock file is left behind."""
-    limit = LOCK_TIMEOUT if timeout is None else timeout
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        deadline = time.monotonic() + limit
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -43,7 +52,7 @@ def folder_lock(folder: Path, timeout: float | None = None) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     raise FileBusy(
                         f"another ctxpatch is working in {folder}",
-                        why=f"it held the lock for more than {limit:g} s",
+                        why=f"it held the lock for more than {timeout:g} s",
                         hint="wait for it to finish, then run the command again",
                     ) from None
                 time.sleep(0.05)
@@ -57,10 +66,6 @@ def sha256_file(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:
         return None
-
-
-# Test seam: called after the temp file is complete and before the final hash check.
-before_replace: Callable[[Path], None] | None = None
 
 
 def atomic_replace(
@@ -77,7 +82,7 @@ def atomic_replace(
     """
     folder = path.parent
     try:
-        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".ctxpatch")
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     except PermissionError:
         raise FileAccess(
             f"cannot write in {folder}",
@@ -95,8 +100,6 @@ def atomic_replace(
                 with contextlib.suppress(PermissionError):
                     os.fchown(f.fileno(), *owner)
             os.fsync(f.fileno())
-        if before_replace is not None:
-            before_replace(path)
         if sha256_file(path) != expected_sha:
             raise FileBusy(
                 f"{path} changed on disk while ctxpatch was working",
@@ -119,10 +122,68 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def read_optional(path: Path) -> bytes | None:
+def read_regular(path: Path, *, limit: int) -> bytes | None:
+    """The bytes of the regular file at ``path`` (symlinks followed); None when there is none.
+
+    Opened with ``O_NONBLOCK`` and checked with ``fstat`` on that descriptor, so a FIFO, a
+    device, a socket or a folder is refused without blocking, and a file over ``limit`` bytes
+    without reading it. Raises FileAccess for those; a PermissionError is the caller's to word.
+    """
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
         return None
+    except PermissionError:
+        raise
     except OSError as e:
-        raise FileAccess(f"cannot read {path}", why=e.strerror or str(e)) from None
+        raise FileAccess(f"cannot open {path}", why=e.strerror or str(e)) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileAccess(
+                f"{path} is not a regular file",
+                why=f"it is {_kind(st.st_mode)}; ctxpatch reads it only as a plain file",
+                hint=f"move it away (mv {path} {path}.old) and run the command again",
+            )
+        data = f.read(limit + 1) if st.st_size <= limit else b""
+        if st.st_size > limit or len(data) > limit:
+            raise FileAccess(
+                f"{path} is too large to be what ctxpatch expects",
+                why=f"it has {max(st.st_size, len(data))} bytes; the limit here is {limit}",
+                hint=f"move it away (mv {path} {path}.old) and run the command again",
+            )
+        return data
+
+
+def _kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISDIR: "a folder",
+    }
+    return next((k for test, k in kinds.items() if test(mode)), "not a regular file")
+
+
+def remove_stale_temps(folder: Path, names: Iterable[str]) -> list[tuple[str, int]]:
+    """Delete the temp files that killed runs left for ``names``; (name, size) of each removed.
+
+    Call only while holding ``folder_lock(folder)``: every ctxpatch run writes its temp files
+    under that lock, so one that exists now belongs to a run that is gone. Only regular files
+    (not links) named exactly as ``atomic_replace`` names them are touched.
+    """
+    alts = "|".join(re.escape(n) for n in names)
+    ours = re.compile(rf"\.(?:{alts})\.{_TEMP_RANDOM}{re.escape(TEMP_SUFFIX)}")
+    removed: list[tuple[str, int]] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not ours.fullmatch(entry.name) or not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                size = entry.stat(follow_symlinks=False).st_size
+                os.unlink(entry.path)
+            except OSError:
+                continue  # not ours to remove after all (permissions): leave it
+            removed.append((entry.name, size))
+    return removed

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from patcher import backup, markers, plan, selfcheck, snippet
 from patcher.backup import BackupInfo, BackupStatus
-from patcher.bundle import Bundle, load, native_shadow, resolve_target, writable_problem
+from patcher.bundle import Bundle, load, resolve_target, writable_problem
 from patcher.errors import (
     BackupMismatch,
     CtxpatchError,
@@ -21,7 +21,13 @@ from patcher.errors import (
     Unsupported,
     VerificationFailed,
 )
-from patcher.fsio import atomic_replace, folder_lock, read_optional
+from patcher.fsio import (
+    DEFAULT_LOCK_TIMEOUT,
+    atomic_replace,
+    folder_lock,
+    read_regular,
+    remove_stale_temps,
+)
 from patcher.markers import Marks, State
 
 
@@ -47,11 +53,11 @@ class Result:
 
 
 def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: object) -> Result:
-    shadow = native_shadow(b.path)
-    if shadow:
+    """The Result for ``b`` (pure: everything it says was read when ``b`` was loaded)."""
+    if b.shadow:
         notes = list(kw.pop("notes", []))  # type: ignore[call-overload]
         notes.append(
-            f"{shadow} is installed: the agent SDK runs that native binary instead of "
+            f"{b.shadow} is installed: the agent SDK runs that native binary instead of "
             "this cli.js, so the patch has no effect there (uninstall it to use cli.js)"
         )
         kw["notes"] = notes
@@ -70,16 +76,41 @@ def _backup_json(info: BackupInfo, path: Path) -> dict[str, object]:
     return {"path": str(path), "status": info.status.value, "detail": info.detail}
 
 
+def _read_backup(b: Bundle, bpath: Path) -> bytes | FileAccess | None:
+    """The backup's bytes, None when there is none, or why it cannot be read (not raised: check
+    reports it, revert works around it, apply refuses with it)."""
+    try:
+        return read_regular(bpath, limit=backup.max_size(len(b.data)))
+    except PermissionError:
+        return FileAccess(
+            f"cannot read the backup {bpath}",
+            why="permission denied (an earlier `sudo ctxpatch apply` could leave it owned by root)",
+            hint=f"give it the owner of cli.js: sudo chown --reference={b.path} {bpath}",
+        )
+    except FileAccess as e:
+        return e
+
+
+def _unreadable(err: FileAccess) -> BackupInfo:
+    return BackupInfo(BackupStatus.UNREADABLE, f"{err.what}: {err.why}")
+
+
 # --------------------------------------------------------------------------------- check
 
 
 def check_file(given: Path) -> Result:
     """Markers + hashes; a windowed search for the call site only when unpatched."""
     b = load(given)
-    marks = markers.read(b.data, snippet.sha())
+    snip_sha = snippet.sha()
+    marks = markers.read(b.data, snip_sha)
     bpath = backup.path_for(b.path)
+    saved = _read_backup(b, bpath)
     if marks.state is State.FOREIGN:
-        info = _foreign_backup(b, marks, bpath)
+        info = (
+            _unreadable(saved)
+            if isinstance(saved, FileAccess)
+            else _foreign_backup(b, marks, saved, snip_sha)
+        )
         return _base(
             b,
             "checked",
@@ -89,7 +120,11 @@ def check_file(given: Path) -> Result:
             backup=_backup_json(info, bpath),
         )
     original_sha = marks.header.original_sha if marks.header else b.sha256
-    info = backup.classify(read_optional(bpath), original_sha, b.version, snippet.sha())
+    info = (
+        _unreadable(saved)
+        if isinstance(saved, FileAccess)
+        else backup.classify(saved, original_sha, b.version, snip_sha)
+    )
     bj = _backup_json(info, bpath)
     if marks.state is State.PATCHED:
         return _base(b, "checked", State.PATCHED, ExitCode.OK, shape=marks.header.shape, backup=bj)  # type: ignore[union-attr]
@@ -116,8 +151,7 @@ def check_file(given: Path) -> Result:
     )
 
 
-def _foreign_backup(b: Bundle, marks: Marks, bpath: Path) -> BackupInfo:
-    data = read_optional(bpath)
+def _foreign_backup(b: Bundle, marks: Marks, data: bytes | None, snip_sha: str) -> BackupInfo:
     if marks.foreign_kind == "ruflo":
         if data is None:
             return BackupInfo(BackupStatus.MISSING, "no ruflo backup")
@@ -125,7 +159,7 @@ def _foreign_backup(b: Bundle, marks: Marks, bpath: Path) -> BackupInfo:
             return BackupInfo(BackupStatus.VALID, "the ruflo patcher's backup, verified")
         return BackupInfo(BackupStatus.MISMATCH, "does not match the ruflo-patched file")
     if marks.header is not None:
-        return backup.classify(data, marks.header.original_sha, b.version, snippet.sha())
+        return backup.classify(data, marks.header.original_sha, b.version, snip_sha)
     return BackupInfo(
         BackupStatus.MISSING if data is None else BackupStatus.MISMATCH, "unknown original"
     )
@@ -135,31 +169,57 @@ def _foreign_backup(b: Bundle, marks: Marks, bpath: Path) -> BackupInfo:
 
 
 @contextmanager
-def _locked(given: Path) -> Iterator[Bundle]:
-    """Lock the file's folder, then read the file (so a concurrent run is seen finished)."""
-    folder = resolve_target(given).resolve().parent
+def _locked(given: Path, timeout: float) -> Iterator[tuple[Bundle, list[str]]]:
+    """Lock the file's folder, remove what killed runs left there, then read the file (so a
+    concurrent run is seen finished). Yields the bundle and notes on what was removed."""
+    target = resolve_target(given)
+    folder = target.resolve().parent
     if not folder.is_dir():
-        yield load(given)  # raises the right "does not exist" error
+        yield load(given), []  # raises the right "does not exist" error
         return
-    with folder_lock(folder):
-        yield load(given)
+    with folder_lock(folder, timeout):
+        name = target.resolve().name
+        removed = remove_stale_temps(folder, (name, backup.path_for(Path(name)).name))
+        notes = [
+            f"removed {n} ({size} bytes), a temporary file left by an interrupted ctxpatch run"
+            for n, size in removed
+        ]
+        yield load(given), notes
 
 
-def apply_file(given: Path, *, node_check: bool = True) -> Result:
-    with _locked(given) as b:
-        return _apply_locked(b, node_check=node_check)
+def apply_file(
+    given: Path, *, node_check: bool = True, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+) -> Result:
+    node = selfcheck.node_binary() if node_check else None
+    snip = snippet.source()
+    with _locked(given, lock_timeout) as (b, cleanup):
+        r = _apply_locked(b, snip, snippet.sha(), node=node, node_asked=node_check)
+    r.notes.extend(cleanup)
+    return r
 
 
-def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
-    snip, snip_sha = snippet.source(), snippet.sha()
+def _apply_locked(
+    b: Bundle, snip: bytes, snip_sha: str, *, node: str | None, node_asked: bool
+) -> Result:
     marks = markers.read(b.data, snip_sha)
     bpath = backup.path_for(b.path)
+    saved = _read_backup(b, bpath)
     if marks.state is State.FOREIGN:
         raise plan.refuse_foreign(marks, b.path, b.version)
     if marks.state is State.PATCHED:
         hdr = marks.header
         assert hdr is not None
-        info, notes = _backup_plan(b, hdr.original_sha, bpath)
+        if isinstance(saved, FileAccess):  # nothing to write; say what is wrong with it
+            return _base(
+                b,
+                "already-patched",
+                State.PATCHED,
+                ExitCode.OK,
+                shape=hdr.shape,
+                backup=_backup_json(_unreadable(saved), bpath),
+                notes=[f"{saved.what}: {saved.why}; {saved.hint}"],
+            )
+        info, notes = _backup_plan(b, hdr.original_sha, bpath, saved, snip_sha)
         info = _save_backup(b, plan.unpatched_original(marks), bpath, info)
         return _base(
             b,
@@ -181,13 +241,14 @@ def _apply_locked(b: Bundle, *, node_check: bool) -> Result:
             why=problem,
             hint=f"make it writable (chmod u+w {b.path}) or run as the user that installed it",
         )
+    if isinstance(saved, FileAccess):
+        raise saved  # a backup we cannot verify is never replaced
     patch = plan.plan_patch(original, b.version, snip)
     with ThreadPoolExecutor(1) as pool:  # node's whole-file check overlaps our own checks
-        node = selfcheck.node_binary() if node_check else None
         gate = pool.submit(_node_gate, patch.new, original, node) if node else None
         selfcheck.check_patch(patch, snip, snip_sha, esprima_check=gate is None)
-        info, backup_notes = _backup_plan(b, original_sha, bpath)
-        notes = gate.result() if gate else [_no_node_note(node_check)]
+        info, backup_notes = _backup_plan(b, original_sha, bpath, saved, snip_sha)
+        notes = gate.result() if gate else [_no_node_note(node_asked)]
     info = _save_backup(b, original, bpath, info)
     atomic_replace(b.path, patch.new, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
     _confirm(b.path, patch.new)
@@ -232,9 +293,11 @@ def _node_gate(new: bytes, original: bytes, node: str) -> list[str]:
     )
 
 
-def _backup_plan(b: Bundle, original_sha: str, bpath: Path) -> tuple[BackupInfo, list[str]]:
+def _backup_plan(
+    b: Bundle, original_sha: str, bpath: Path, saved: bytes | None, snip_sha: str
+) -> tuple[BackupInfo, list[str]]:
     """Classify the backup against the original's sha; refuse one that is not ours to replace."""
-    info = backup.classify(read_optional(bpath), original_sha, b.version, snippet.sha())
+    info = backup.classify(saved, original_sha, b.version, snip_sha)
     if info.status is BackupStatus.MISMATCH:
         raise BackupMismatch(
             f"{bpath} belongs to a different original",
@@ -252,8 +315,14 @@ def _backup_plan(b: Bundle, original_sha: str, bpath: Path) -> tuple[BackupInfo,
 
 def _save_backup(b: Bundle, original: bytes, bpath: Path, info: BackupInfo) -> BackupInfo:
     """Write ``original`` to the backup unless it is already there; the backup's info after."""
-    if info.status is not BackupStatus.VALID:
-        atomic_replace(bpath, original, expected_sha=info.sha256, mode=b.mode & 0o666)
+    if info.status is not BackupStatus.VALID:  # the owner too: a root run must not lock it away
+        atomic_replace(
+            bpath,
+            original,
+            expected_sha=info.sha256,
+            mode=backup.mode_for(b.mode),
+            owner=(b.uid, b.gid),
+        )
         _confirm(bpath, original)
     return BackupInfo(BackupStatus.VALID, "byte copy of the original")
 
@@ -270,17 +339,25 @@ def _confirm(path: Path, data: bytes) -> None:
 # --------------------------------------------------------------------------------- revert
 
 
-def revert_file(given: Path) -> Result:
-    with _locked(given) as b:
-        return _revert_locked(b)
+def revert_file(given: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Result:
+    with _locked(given, lock_timeout) as (b, cleanup):
+        r = _revert_locked(b, snippet.sha())
+    r.notes.extend(cleanup)
+    return r
 
 
-def _revert_locked(b: Bundle) -> Result:
-    marks = markers.read(b.data, snippet.sha())
+def _revert_locked(b: Bundle, snip_sha: str) -> Result:
+    marks = markers.read(b.data, snip_sha)
     bpath = backup.path_for(b.path)
-    saved = read_optional(bpath)
     if marks.state is State.UNPATCHED:
         return _base(b, "not-patched", State.UNPATCHED, ExitCode.OK, reason="nothing to revert")
+    saved = _read_backup(b, bpath)
+    notes: list[str] = []
+    if isinstance(saved, FileAccess):
+        if marks.state is State.FOREIGN:  # the backup is the only proof of the original
+            raise saved
+        notes.append(f"{saved.what}: {saved.why}; {saved.hint}")
+        saved = None
     if marks.state is State.FOREIGN:
         restored, source = _foreign_original(b, marks, saved, bpath)
     else:
@@ -310,6 +387,7 @@ def _revert_locked(b: Bundle) -> Result:
         ExitCode.OK,
         reason=f"restored {source}",
         shape=marks.header.shape if marks.header else None,
+        notes=notes,
     )
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from patcher import __version__, callsite, markers
-from patcher.bundle import FIRST_WITH_MICROCOMPACT, is_supported_version
 from patcher.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
 from patcher.markers import Marks
+from patcher.versions import FIRST_WITH_MICROCOMPACT, is_supported_version
 
 
 @dataclass(frozen=True)

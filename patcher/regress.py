@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -29,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from patcher import __version__, npmcache, ops, plan, selfcheck, snippet
-from patcher.bundle import version_of, version_tuple
 from patcher.errors import CtxpatchError, Unsupported
 from patcher.inspect import inspect
 from patcher.markers import sha256
+from patcher.versions import version_of, version_tuple
 
 PACKAGES = npmcache.SHORT  # "cc" / "sdk" -> npm name
 FIRST = {"cc": "1.0.60", "sdk": "0.0.4"}  # first with micro-compaction (sdk: its first release)
@@ -561,7 +560,3 @@ def details(outcomes: Iterable[Outcome]) -> str:
         for d in o.drift:
             blocks.append(f"{o.key}: drift {d}")
     return "\n".join(blocks)
-
-
-def default_jobs() -> int:
-    return max(1, min(2, os.cpu_count() or 1))

@@ -365,11 +365,13 @@ def test_change_on_disk_between_read_and_write_is_detected(fixture_copy, monkeyp
     cli = fixture_copy("s3-2.1.50.js")
     intruder = cli.read_bytes() + b"\n// written by npm meanwhile\n"
 
-    def npm_writes(path: Path) -> None:
-        if path == cli:
-            path.write_bytes(intruder)
+    checked = selfcheck.check_patch
 
-    monkeypatch.setattr(fsio, "before_replace", npm_writes)
+    def npm_writes_while_we_check(*args, **kw) -> None:  # after our read, before our write
+        checked(*args, **kw)
+        cli.write_bytes(intruder)
+
+    monkeypatch.setattr(selfcheck, "check_patch", npm_writes_while_we_check)
     with pytest.raises(FileBusy, match="changed on disk"):
         ops.apply_file(cli)
     assert cli.read_bytes() == intruder
@@ -380,11 +382,10 @@ def test_lock_held_by_another_run_times_out(fixture_copy) -> None:
     cli = fixture_copy("s3-2.1.50.js")
     before = cli.read_bytes()
     with (
-        fsio.folder_lock(cli.parent),
+        fsio.folder_lock(cli.parent, timeout=1),
         pytest.raises(FileBusy, match="another ctxpatch"),
-        fsio.folder_lock(cli.parent, timeout=0.2),
     ):
-        pass
+        ops.apply_file(cli, lock_timeout=0.2)
     assert cli.read_bytes() == before
 
 
