@@ -33,34 +33,23 @@ def _as_blocks(content: Any) -> list:
     return list(content or [])
 
 
-USER_STRING_BLOCKS_LAST = (2, 1, 29)
-"""The last version sending user string content as a text block (2.1.30 does not)."""
-
-
 def user_strings_as_blocks(version: str) -> bool:
-    """Whether ``version`` sends a user message's string content as ``[text block]``.
+    """Whether ``version`` sends a user message's string content as ``[text block]``
+    (:attr:`engine.profiles.Profile.user_string_blocks`: up to 2.1.29)."""
+    from engine.profiles import profile_for
 
-    Seen in the real 1.0.128, 2.0.30, 2.0.76, 2.1.7, 2.1.9, 2.1.14, 2.1.20, 2.1.25, 2.1.29 (yes)
-    and 2.1.30, 2.1.50, 2.1.68, 2.1.112 (no): the switch is 2.1.30.
-    """
-    from engine.profiles import parse_version
-
-    return parse_version(version) <= USER_STRING_BLOCKS_LAST
-
-
-MERGE_SEAM_FIRST = (2, 1, 78)
-"""The oldest version seen with the 2.1.112 user merge (2.1.68 joins as is; 2.1.69-2.1.89 not
-checked)."""
+    return profile_for(version).user_string_blocks
 
 
 def api_style(version: str) -> dict[str, bool]:
-    """The ``flatten`` keyword arguments that reproduce ``version``'s request (module docstring)."""
-    from engine.profiles import parse_version
+    """The ``flatten`` keyword arguments that reproduce ``version``'s request (module docstring),
+    from its :class:`engine.profiles.Profile`."""
+    from engine.profiles import profile_for
 
-    v = parse_version(version)
+    p = profile_for(version)
     return {
-        "user_string_blocks": v <= USER_STRING_BLOCKS_LAST,
-        "merge_seam_newline": v >= MERGE_SEAM_FIRST,
+        "user_string_blocks": p.user_string_blocks,
+        "merge_seam_newline": p.merge_seam_newline,
     }
 
 

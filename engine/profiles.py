@@ -60,6 +60,15 @@ profiles were split there (versions.md had bisected only a sample):
   the newer-messages estimate (``Hy6`` in 2.1.104, ``xh`` in 2.1.105, ``qT`` in 2.1.112), so from
   2.1.105 the engine's ``estimate_messages`` is ``estimate_newer``: no x4/3, string contents and
   attachment records counted.
+* the request as sent (``user_string_blocks``, ``merge_seam_newline``,
+  ``compaction_through_loop``; ``engine.flatten``, ``patcher.e2e.predict``): seen in real
+  requests. A user message's string content is sent as a text block up to 2.1.29 (1.0.128,
+  2.0.30, 2.0.76, 2.1.7, 2.1.9, 2.1.14, 2.1.20, 2.1.25, 2.1.29) and as the string from 2.1.30
+  (2.1.30, 2.1.50, 2.1.68, 2.1.112). Consecutive user messages are joined with a ``"\\n"`` seam
+  from 2.1.78, the oldest version seen doing it (2.1.68 joins as is; 2.1.69-2.1.77 not
+  checked): the 2.1.75 era is split there. The summary request is made by a forked query loop
+  from 2.1.86 (2.1.86, 2.1.88-2.1.90, 2.1.112; 2.1.77-2.1.85 call the model directly): the
+  2.1.81 era is split there.
 * ``newer_from_message_start``: when the last usage's reply is split over several records with
   the same ``message.id``, the auto-compact counter walks back to the first of them and counts
   the newer messages from there, in 2.1.64 (``PN``) and from 2.1.69 (``XV``) on, not only from
@@ -71,9 +80,12 @@ profiles were split there (versions.md had bisected only a sample):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
+
+from engine.versions import parse_version
+
+__all__ = ["PROFILES", "Profile", "model_max_output", "parse_version", "profile_for"]
 
 LEGACY_TOOLS_1_0_80 = (
     "Read",
@@ -185,6 +197,13 @@ class Profile:
     restore_max_files: int = 5
     restore_total_tokens: int = 50_000
     restore_file_tokens: int = 5_000
+    # --- the request as sent (engine.flatten, patcher.e2e.predict) ----------------------------
+    # a user message's string content sent as [text block], up to 2.1.29 (2.1.30: as the string)
+    user_string_blocks: bool = True
+    # consecutive user messages merged with a "\n" seam between their text, 2.1.78+ (engine.flatten)
+    merge_seam_newline: bool = False
+    # the summary request made by a forked query loop (a patched cli.js prunes it once more), 2.1.86+
+    compaction_through_loop: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -205,6 +224,10 @@ _2_0_77 = dict(
     estimate_factor_4_3=True,
     session_memory=True,
 )
+
+_USER_STRINGS_2_1_30 = dict(user_string_blocks=False)
+_MERGE_SEAM_2_1_78 = dict(user_string_blocks=False, merge_seam_newline=True)
+_LOOP_2_1_86 = dict(_MERGE_SEAM_2_1_78, compaction_through_loop=True)
 
 PROFILES: tuple[Profile, ...] = (
     _p("1.0.80", "1.0.80", "1.0.90", ("1.0.80", "1.0.90"), mc_tools=LEGACY_TOOLS_1_0_80),
@@ -323,6 +346,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_replacement="persisted",
         mc_remote_kill_switch=True,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.33",
@@ -335,6 +359,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_replacement="persisted",
         mc_remote_kill_switch=True,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.38",
@@ -349,6 +374,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_remote_kill_switch=True,
         mc_clears_images=True,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.39",
@@ -363,6 +389,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_remote_kill_switch=True,
         mc_clears_images=True,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.45",
@@ -378,6 +405,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_remote_kill_switch=True,
         mc_clears_images=True,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.47",
@@ -394,6 +422,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_remote_kill_switch=True,
         mc_clears_images=True,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.64",
@@ -410,6 +439,7 @@ PROFILES: tuple[Profile, ...] = (
         microcompact="stub",
         mc_has_env_gate=False,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.65",
@@ -426,6 +456,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_remote_kill_switch=True,
         mc_clears_images=True,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
         notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",),
     ),
     _p(
@@ -443,6 +474,7 @@ PROFILES: tuple[Profile, ...] = (
         microcompact="stub",
         mc_has_env_gate=False,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.74",
@@ -460,12 +492,13 @@ PROFILES: tuple[Profile, ...] = (
         microcompact="stub",
         mc_has_env_gate=False,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
     ),
     _p(
         "2.1.75",
         "2.1.75",
-        "2.1.80",
-        ("2.1.75", "2.1.80"),
+        "2.1.77",
+        ("2.1.75",),
         count_mode="usage+newer",
         reserve_cap=20_000,
         newer_image_tokens=2000,
@@ -478,11 +511,55 @@ PROFILES: tuple[Profile, ...] = (
         microcompact="stub",
         mc_has_env_gate=False,
         **_2_0_77,
+        **_USER_STRINGS_2_1_30,
+        blocking_base="effective",
+    ),
+    _p(
+        "2.1.78",
+        "2.1.78",
+        "2.1.80",
+        ("2.1.80",),
+        count_mode="usage+newer",
+        reserve_cap=20_000,
+        newer_image_tokens=2000,
+        newer_counts_attachments=True,
+        newer_renders_attachments=True,
+        estimate_counts_documents=True,
+        newer_counts_all_blocks=True,
+        estimate_counts_block_text=True,
+        newer_from_message_start=True,
+        microcompact="stub",
+        mc_has_env_gate=False,
+        **_2_0_77,
+        **_MERGE_SEAM_2_1_78,
         blocking_base="effective",
     ),
     _p(
         "2.1.81",
         "2.1.81",
+        "2.1.85",
+        ("2.1.81", "2.1.85"),
+        count_mode="usage+newer",
+        reserve_cap=20_000,
+        newer_image_tokens=2000,
+        newer_counts_attachments=True,
+        newer_renders_attachments=True,
+        estimate_counts_documents=True,
+        newer_counts_all_blocks=True,
+        estimate_counts_block_text=True,
+        newer_from_message_start=True,
+        microcompact="time-based",
+        mc_has_env_gate=False,
+        mc_tools=TOOLS_2_1_90,
+        mc_keep=5,
+        **_2_0_77,
+        **_MERGE_SEAM_2_1_78,
+        blocking_base="effective",
+        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",),
+    ),
+    _p(
+        "2.1.86",
+        "2.1.86",
         "2.1.104",
         ("2.1.90", "2.1.104"),
         count_mode="usage+newer",
@@ -499,6 +576,7 @@ PROFILES: tuple[Profile, ...] = (
         mc_tools=TOOLS_2_1_90,
         mc_keep=5,
         **_2_0_77,
+        **_LOOP_2_1_86,
         blocking_base="effective",
         notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",),
     ),
@@ -519,21 +597,12 @@ PROFILES: tuple[Profile, ...] = (
         message_estimate_is_newer=True,
         microcompact="stub",
         mc_has_env_gate=False,
+        **_LOOP_2_1_86,
         **{**_2_0_77, "estimate_factor_4_3": False, "session_memory": False},
         blocking_base="effective",
         notes=("reactive compact and the context-hint keep-recent MC are not modelled",),
     ),
 )
-
-_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)\.(\d+)")
-
-
-def parse_version(version: str) -> tuple[int, int, int]:
-    """``"2.1.39"`` → ``(2, 1, 39)``; raises ``ValueError`` on anything else."""
-    m = _VERSION_RE.match(version)
-    if not m:
-        raise ValueError(f"not a Claude Code version: {version!r} (expected X.Y.Z, e.g. 2.1.39)")
-    return int(m[1]), int(m[2]), int(m[3])
 
 
 def profile_for(version: str) -> Profile:

@@ -31,7 +31,7 @@ from patcher import __version__, npmcache, ops, plan, selfcheck, snippet
 from patcher.errors import CtxpatchError, Unsupported
 from patcher.inspect import inspect
 from patcher.markers import sha256
-from patcher.versions import version_of, version_tuple
+from patcher.versions import parse_version, version_of
 
 PACKAGES = npmcache.SHORT  # "cc" / "sdk" -> npm name
 FIRST = {"cc": "1.0.60", "sdk": "0.0.4"}  # first with micro-compaction (sdk: its first release)
@@ -121,13 +121,13 @@ def published(package: str, *, refresh: bool = False) -> list[str]:
                 hint="install node/npm and check that the npm registry is reachable",
             )
     stable = [v for v in versions if "-" not in v and "+" not in v]
-    return sorted(stable, key=version_tuple)
+    return sorted(stable, key=parse_version)
 
 
 def to_package(version: str, package: str) -> str | None:
     """Map a version to ``package``'s numbering: cc 2.0.N = sdk 0.1.N, 2.1.N = 0.2.N,
     1.0.128 = sdk 0.0.4 (versions.md §1). None when there is no counterpart."""
-    v = version_tuple(version)
+    v = parse_version(version)
     is_sdk = v[0] == 0
     if package == "sdk":
         if is_sdk:
@@ -166,14 +166,14 @@ def select(
             jobs += [Job(pkg, v) for v in _parse_spec(versions, pkg, lister)]
             continue
         known = lister(pkg)
-        lo, hi = version_tuple(FIRST[pkg]), version_tuple(LAST[pkg])
-        full = [v for v in known if lo <= version_tuple(v) <= hi]
+        lo, hi = parse_version(FIRST[pkg]), parse_version(LAST[pkg])
+        full = [v for v in known if lo <= parse_version(v) <= hi]
         if sample is not None:
             if sample < 1:
                 raise UsageError("--sample needs a positive number of versions")
             full = _spread(full, sample)
         jobs += [Job(pkg, v) for v in full]
-    return sorted(set(jobs), key=lambda j: (j.package, version_tuple(j.version)))
+    return sorted(set(jobs), key=lambda j: (j.package, parse_version(j.version)))
 
 
 def _parse_spec(spec: str, pkg: str, lister: Callable[[str], list[str]]) -> list[str]:
@@ -192,10 +192,10 @@ def _parse_spec(spec: str, pkg: str, lister: Callable[[str], list[str]]) -> list
                 continue  # no counterpart in this package (e.g. cc 1.0.x for the sdk)
             if known is None:
                 known = lister(pkg)
-            lo, hi = version_tuple(lo_s), version_tuple(hi_s)
+            lo, hi = parse_version(lo_s), parse_version(hi_s)
             if lo > hi:
                 raise UsageError(f"--versions {item}: the range is empty ({a} > {b})")
-            out += [v for v in known if lo <= version_tuple(v) <= hi]
+            out += [v for v in known if lo <= parse_version(v) <= hi]
         else:
             if not _looks_like_version(item):
                 raise UsageError(f"--versions {item}: not a version (X.Y.Z) or range (A..B)")
@@ -423,7 +423,7 @@ class Run:
 
     def to_json(self) -> dict[str, Any]:
         ordered = sorted(
-            self.outcomes.values(), key=lambda o: (o.package, version_tuple(o.version))
+            self.outcomes.values(), key=lambda o: (o.package, parse_version(o.version))
         )
         return {
             "ctxpatch": __version__,
@@ -533,7 +533,7 @@ def run(
 def matrix(outcomes: Iterable[Outcome]) -> str:
     """One line per version: package, version, Claude Code version, shape, MC, result, drift."""
     rows = [("package", "version", "claude-code", "shape", "mc", "result", "drift", "seconds")]
-    for o in sorted(outcomes, key=lambda o: (o.package, version_tuple(o.version))):
+    for o in sorted(outcomes, key=lambda o: (o.package, parse_version(o.version))):
         rows.append(
             (
                 o.package,
@@ -554,7 +554,7 @@ def matrix(outcomes: Iterable[Outcome]) -> str:
 def details(outcomes: Iterable[Outcome]) -> str:
     """The reasons of failures and the drift, one block per version that has any."""
     blocks = []
-    for o in sorted(outcomes, key=lambda o: (o.package, version_tuple(o.version))):
+    for o in sorted(outcomes, key=lambda o: (o.package, parse_version(o.version))):
         if o.result not in OK_RESULTS:
             blocks.append(f"{o.key}: {o.result} at {o.failed_step}: {o.reason}")
         for d in o.drift:

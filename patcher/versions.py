@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import re
 
+from engine.versions import parse_version
+
+__all__ = ["FIRST_WITH_MICROCOMPACT", "is_supported_version", "parse_version", "version_of"]
+
 FIRST_WITH_MICROCOMPACT = "1.0.60"
 
 _VERSION_HEADER = re.compile(rb"^// Version: ([0-9][\w.+-]*)\s*$", re.M)
@@ -22,13 +26,11 @@ def version_of(data: bytes) -> str | None:
     return m.group(1).decode() if m else None
 
 
-def version_tuple(v: str) -> tuple[int, ...]:
-    parts = re.findall(r"\d+", v.split("-")[0])
-    return tuple(int(p) for p in parts[:3])
-
-
 def is_supported_version(version: str | None) -> bool | None:
     """False for builds older than the first one with micro-compaction; None when unknown."""
     if version is None:
         return None
-    return version_tuple(version) >= version_tuple(FIRST_WITH_MICROCOMPACT)
+    try:
+        return parse_version(version) >= parse_version(FIRST_WITH_MICROCOMPACT)
+    except ValueError:  # not X.Y.Z
+        return None

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.profiles import parse_version
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "support-matrix.md"
 PACKAGE_NAMES = {"cc": "@anthropic-ai/claude-code", "sdk": "@anthropic-ai/claude-agent-sdk"}
@@ -32,12 +34,8 @@ RESULT_WORDS = {
 }
 
 
-def vt(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v.split("-")[0])[:3])
-
-
 def _usual_cc(sdk_version: str) -> str | None:
-    v = vt(sdk_version)
+    v = parse_version(sdk_version)
     if v == (0, 0, 4):
         return "1.0.128"
     if v[:2] in ((0, 1), (0, 2)):
@@ -64,7 +62,9 @@ def fold(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of consecutive versions (per package) with the same signature."""
     rows: list[dict[str, Any]] = []
     for pkg in ("cc", "sdk"):
-        items = sorted((r for r in results if r["package"] == pkg), key=lambda r: vt(r["version"]))
+        items = sorted(
+            (r for r in results if r["package"] == pkg), key=lambda r: parse_version(r["version"])
+        )
         for r in items:
             sig = _signature(r)
             if rows and rows[-1]["package"] == pkg and rows[-1]["sig"] == sig:
@@ -130,8 +130,8 @@ def render(doc: dict[str, Any], source: str) -> str:
         n = {k: sum(1 for r in rs if r["result"] == k) for k in RESULT_WORDS}
         refused = n["unsupported"] + n["native"]
         span = (
-            f"{min(rs, key=lambda r: vt(r['version']))['version']} – "
-            f"{max(rs, key=lambda r: vt(r['version']))['version']}"
+            f"{min(rs, key=lambda r: parse_version(r['version']))['version']} – "
+            f"{max(rs, key=lambda r: parse_version(r['version']))['version']}"
         )
         out.append(
             f"| {PACKAGE_NAMES[pkg]} {span} | {len(rs)} | {n['pass']} | "
@@ -193,7 +193,7 @@ def render(doc: dict[str, Any], source: str) -> str:
             "",
         ]
         runs: list[list[dict[str, Any]]] = []  # consecutive versions with the same drift
-        for r in sorted(results, key=lambda r: (r["package"], vt(r["version"]))):
+        for r in sorted(results, key=lambda r: (r["package"], parse_version(r["version"]))):
             prev = runs[-1][-1] if runs else None
             if (
                 prev is not None
@@ -220,7 +220,7 @@ def render(doc: dict[str, Any], source: str) -> str:
         "drift |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(results, key=lambda r: (r["package"], vt(r["version"]))):
+    for r in sorted(results, key=lambda r: (r["package"], parse_version(r["version"]))):
         out.append(
             f"| {r['package']} | {r['version']} | {r.get('claude_code_version') or '—'} | "
             f"`{(r.get('sha256') or '')[:12]}` | {r.get('shape') or '—'} | "

@@ -177,21 +177,19 @@ def expected_messages(
     return Prediction(api, mc, outcome, list(sent))
 
 
-COMPACTION_LOOP_FIRST = (2, 1, 86)
-
-
 def compaction_runs_the_loop(version: str) -> bool:
     """Whether the summarisation request is made by a forked query loop (so a patched cli.js
-    prunes again, with the summary prompt as one more turn).
+    prunes again, with the summary prompt as one more turn): the profile's
+    ``compaction_through_loop`` (2.1.86 on; see :mod:`engine.profiles`).
 
     Seen on real patched runs: 2.1.86, 2.1.88, 2.1.89, 2.1.90 and 2.1.112 summarise through the
     loop (the summarised history is pruned with the cutoff one turn further on); 2.0.76, 2.1.7,
     2.1.30, 2.1.50, 2.1.68, 2.1.77, 2.1.78, 2.1.81, 2.1.84 and 2.1.85 call the model directly
     (pruned once).
     """
-    from engine.profiles import parse_version
+    from engine.profiles import profile_for
 
-    return parse_version(version) >= COMPACTION_LOOP_FIRST
+    return profile_for(version).compaction_through_loop
 
 
 def canonical(obj: Any) -> str:

@@ -1,5 +1,7 @@
 """Version profiles: each number checked against the cli.js version it was read from."""
 
+import itertools
+
 import pytest
 
 from engine.profiles import CLEARED_TEXT, PROFILES, model_max_output, parse_version, profile_for
@@ -228,3 +230,47 @@ def test_message_estimate_block_text_from_2_1_75_and_newer_estimate_from_2_1_105
         p = profile_for(v)
         assert p.message_estimate_is_newer and not p.session_memory, v
     assert not any(p.message_estimate_is_newer and p.estimate_factor_4_3 for p in PROFILES)
+
+
+def test_request_format_switches_are_profile_fields_at_their_first_version():
+    """User strings as blocks up to 2.1.29, the merge seam from 2.1.78, the summary through the
+    query loop from 2.1.86: read off the profile, at the versions seen in real requests."""
+    from engine.flatten import api_style
+    from patcher.e2e.predict import compaction_runs_the_loop
+
+    assert profile_for("2.1.29").user_string_blocks and not profile_for("2.1.30").user_string_blocks
+    assert not profile_for("2.1.77").merge_seam_newline and profile_for("2.1.78").merge_seam_newline
+    assert not compaction_runs_the_loop("2.1.85") and compaction_runs_the_loop("2.1.86")
+    assert api_style("2.1.29") == {"user_string_blocks": True, "merge_seam_newline": False}
+    assert api_style("2.1.112") == {"user_string_blocks": False, "merge_seam_newline": True}
+    # a later build (native helper's profiles, or the extrapolation) keeps the newest behaviour
+    late = profile_for("2.1.200")
+    assert (late.user_string_blocks, late.merge_seam_newline, late.compaction_through_loop) == (
+        False,
+        True,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    "switch", ["user_string_blocks", "merge_seam_newline", "compaction_through_loop"]
+)
+def test_request_format_switches_change_once(switch):
+    """Each switch flips once over the profiles in version order (a profile added with the
+    wrong default would flip it back)."""
+    values = [getattr(p, switch) for p in PROFILES]
+    flips = sum(a != b for a, b in itertools.pairwise(values))
+    assert flips == 1, list(zip([p.name for p in PROFILES], values, strict=True))
+
+
+def test_one_version_parser():
+    """``parse_version`` is the parser (pre-release tags ignored; junk refused) and the version
+    rules outside the profiles go through it."""
+    from patcher.versions import is_supported_version
+
+    assert parse_version("v2.1.39") == parse_version("2.1.39-beta.1") == (2, 1, 39)
+    assert parse_version("2.1.112") > parse_version("2.1.99")
+    with pytest.raises(ValueError):
+        parse_version("2.1")
+    assert is_supported_version("1.0.60") is True and is_supported_version("1.0.59") is False
+    assert is_supported_version("junk") is None and is_supported_version(None) is None
