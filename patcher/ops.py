@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -324,7 +326,21 @@ def _save_backup(b: Bundle, original: bytes, bpath: Path, info: BackupInfo) -> B
             owner=(b.uid, b.gid),
         )
         _confirm(bpath, original)
+    elif _give_owner(bpath, b.uid, b.gid):
+        return BackupInfo(BackupStatus.VALID, "byte copy of the original; given cli.js's owner")
     return BackupInfo(BackupStatus.VALID, "byte copy of the original")
+
+
+def _give_owner(path: Path, uid: int, gid: int) -> bool:
+    """As root, give a (verified) backup that an older run left root-owned back to cli.js's
+    owner. True when it changed."""
+    if os.geteuid() != 0:
+        return False
+    st = path.lstat()
+    if not stat.S_ISREG(st.st_mode) or (st.st_uid, st.st_gid) == (uid, gid):
+        return False
+    os.chown(path, uid, gid, follow_symlinks=False)
+    return True
 
 
 def _confirm(path: Path, data: bytes) -> None:

@@ -167,6 +167,11 @@ def test_unreadable_backup_check_reports_it_and_revert_strips_the_markers(
             ops.apply_file(cli, node_check=False)  # it cannot tell whose backup that is
         assert "chown --reference=" in e.value.hint
         assert cli.read_bytes() == original
+    if IS_ROOT:  # the next `sudo ctxpatch apply` gives the verified backup back to its owner
+        assert ops.apply_file(cli, node_check=False).state == "PATCHED"
+        assert (backup.path_for(cli).stat().st_uid, backup.path_for(cli).stat().st_gid) == NOBODY
+        with as_user(*NOBODY):
+            assert ops.check_file(cli).backup["status"] == "valid"
 
 
 # ------------------------------------------------------- a backup that is no file (defect 5)
