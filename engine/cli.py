@@ -55,6 +55,20 @@ def _profile(version: str):
         ) from None
 
 
+def _model(model: str) -> None:
+    from engine.profiles import model_problem
+
+    problem = model_problem(model)
+    if problem is not None:
+        raise _fail(
+            EXIT_USAGE,
+            f"--model {model}",
+            problem,
+            "give a Claude model id or alias, e.g. --model claude-opus-4-6, "
+            "--model claude-sonnet-4-5[1m] or --model sonnet",
+        )
+
+
 def _env(pairs: list[str] | None, pct: float | None) -> dict[str, str]:
     env: dict[str, str] = {}
     for p in pairs or []:
@@ -97,6 +111,7 @@ def thresholds_cmd(
     from engine.thresholds import compute_thresholds
 
     versions = profile or [DEFAULT_PROFILE]
+    _model(model)
     environment = _env(env, pct_override)
     if pct_override is not None and not 0 < pct_override <= 100:
         typer.echo(
@@ -189,6 +204,8 @@ def simulate_cmd(
                 f"must be at least {low}",
                 "see ctxpatch simulate --help",
             )
+    if model is not None:
+        _model(model)
     environment = _env(env, pct_override)
     try:
         tr = load_transcript(transcript)

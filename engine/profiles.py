@@ -85,7 +85,14 @@ from typing import Literal
 
 from engine.versions import parse_version
 
-__all__ = ["PROFILES", "Profile", "model_max_output", "parse_version", "profile_for"]
+__all__ = [
+    "PROFILES",
+    "Profile",
+    "model_max_output",
+    "model_problem",
+    "parse_version",
+    "profile_for",
+]
 
 LEGACY_TOOLS_1_0_80 = (
     "Read",
@@ -628,6 +635,25 @@ def profile_for(version: str) -> Profile:
                 f"{version} ships no cli.js; numbers extrapolated from {last.range}",
             ),
         }
+    )
+
+
+MODEL_ALIASES = ("default", "opus", "sonnet", "haiku", "opusplan")
+"""Claude Code's ``--model`` aliases (each may end in ``[1m]``)."""
+
+
+def model_problem(model: str) -> str | None:
+    """Why ``model`` cannot be modelled, or None for a Claude model id or alias.
+
+    The thresholds depend on the model's max output and context window, which ctxpatch knows
+    for Claude models only (``claude-*`` ids, also as Bedrock/Vertex ids, and the aliases).
+    """
+    m = model.strip().lower()
+    if "claude" in m or m.removesuffix("[1m]") in MODEL_ALIASES:
+        return None
+    return (
+        f"{model!r} is not a Claude model: the thresholds come from a Claude model's max output"
+        " and context window, which ctxpatch knows only for Claude models"
     )
 
 

@@ -40,15 +40,21 @@ def js_parse_float(value: str) -> float | None:
     return float(m[1]) if m else None
 
 
-def _env_max_output(env: Mapping[str, str], profile: Profile) -> int:
-    """``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` validated like ``Nn1.validate`` (2.1.39)."""
-    raw = env.get("CLAUDE_CODE_MAX_OUTPUT_TOKENS")
+def _env_max_output(env: Mapping[str, str], profile: Profile) -> tuple[int, str]:
+    """``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` validated like ``Nn1.validate`` (2.1.39), and where
+    the number comes from (for the explanation)."""
+    name = "CLAUDE_CODE_MAX_OUTPUT_TOKENS"
+    raw = env.get(name)
+    default = profile.default_max_output
     if not raw:
-        return profile.default_max_output
+        return default, f"default {default} ({name} unset)"
     n = js_parse_int(raw)
     if n is None or n <= 0:
-        return profile.default_max_output
-    return min(n, profile.max_output_env_ceiling)
+        return default, f"default {default} ({name}={raw!r} ignored: not a positive integer)"
+    if n > profile.max_output_env_ceiling:
+        ceiling = profile.max_output_env_ceiling
+        return ceiling, f"{name}={n} capped at {ceiling}"
+    return n, f"{name}={n}"
 
 
 @dataclass(frozen=True)
@@ -90,9 +96,9 @@ def compute_thresholds(
     window = profile.context_window_1m if one_m else profile.context_window
     why.append(f"context window {window} ({'[1m] in the model id' if one_m else 'default'})")
     mmax = model_max_output(model)
-    env_max = _env_max_output(env, profile)
+    env_max, source = _env_max_output(env, profile)
     reserve = min(env_max, mmax)
-    why.append(f"max output min(CLAUDE_CODE_MAX_OUTPUT_TOKENS={env_max}, model {mmax}) = {reserve}")
+    why.append(f"max output min({source}, model {mmax}) = {reserve}")
     if profile.reserve_cap is not None:
         capped = min(reserve, profile.reserve_cap)
         why.append(f"reserve capped at {profile.reserve_cap} from 2.1.21 → {capped}")
@@ -149,10 +155,8 @@ def compute_thresholds(
     if profile.blocking_offset is not None:
         b_base = eff if profile.blocking_base == "effective" else window
         blocking = b_base - profile.blocking_offset
-        why.append(
-            f"blocking: {profile.blocking_base} window {b_base} - {profile.blocking_offset}"
-            f" = {blocking}"
-        )
+        base_name = "effective window" if profile.blocking_base == "effective" else "window"
+        why.append(f"blocking: {base_name} {b_base} - {profile.blocking_offset} = {blocking}")
         raw_blk = (
             env.get("CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE")
             if profile.has_blocking_override

@@ -43,6 +43,54 @@ def test_bad_profile_is_usage_error(app):
     assert r.exit_code == 2 and "hint" in r.stderr
 
 
+def test_thresholds_explanation_says_where_each_number_comes_from(app):
+    """#10 defect 10: no "window window", and an unset CLAUDE_CODE_MAX_OUTPUT_TOKENS is shown
+    as the default it is, not as if it were set."""
+    out = runner.invoke(app, ["thresholds", "-p", "2.1.39"]).stdout
+    assert "window window" not in out
+    assert "blocking: window 200000 - 3000 = 197000" in out
+    assert "CLAUDE_CODE_MAX_OUTPUT_TOKENS=" not in out
+    assert "default 32000 (CLAUDE_CODE_MAX_OUTPUT_TOKENS unset)" in out
+    eff = runner.invoke(app, ["thresholds", "-p", "2.1.112"]).stdout
+    assert "blocking: effective window 180000 - 3000 = 177000" in eff
+    env = ["thresholds", "-p", "2.1.39", "--env"]
+    assert "min(CLAUDE_CODE_MAX_OUTPUT_TOKENS=8000, model 32000)" in (
+        runner.invoke(app, [*env, "CLAUDE_CODE_MAX_OUTPUT_TOKENS=8000"]).stdout
+    )
+    assert (
+        "capped at 64000"
+        in runner.invoke(app, [*env, "CLAUDE_CODE_MAX_OUTPUT_TOKENS=99999"]).stdout
+    )
+    assert "'abc' ignored" in runner.invoke(app, [*env, "CLAUDE_CODE_MAX_OUTPUT_TOKENS=abc"]).stdout
+
+
+@pytest.mark.parametrize("model", ["gpt-4", "gemini-2.5-pro", ""])
+def test_thresholds_refuses_a_non_claude_model(app, model):
+    """#10 defect 10: --model gpt-4 was accepted silently (and modelled as a Claude model)."""
+    r = runner.invoke(app, ["thresholds", "--model", model])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "not a Claude model" in r.stderr and "hint" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "claude-opus-4-6",
+        "claude-sonnet-4-5[1m]",
+        "sonnet",
+        "opus[1m]",
+        "us.anthropic.claude-3-5-haiku-20241022-v1:0",
+    ],
+)
+def test_thresholds_takes_claude_models_and_aliases(app, model):
+    assert runner.invoke(app, ["thresholds", "--model", model]).exit_code == 0
+
+
+def test_simulate_refuses_a_non_claude_model(app):
+    r = runner.invoke(app, ["simulate", str(LARGE), "--model", "gpt-4"])
+    assert r.exit_code == 2 and "not a Claude model" in r.stderr
+
+
 def test_docstrings_end_with_example(app):
     from engine.cli import simulate_cmd, thresholds_cmd
 
