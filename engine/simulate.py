@@ -303,9 +303,10 @@ def full_estimate(m: Mapping[str, Any]) -> int:
 
         return count_text(content)
     if m.get("type") == "attachment":
-        from engine.tokens import count_text, js_stringify
+        from engine.javascript import js_json_stringify
+        from engine.tokens import count_text
 
-        return count_text(js_stringify(m.get("attachment")))
+        return count_text(js_json_stringify(m.get("attachment")))
     return raw_message_tokens(m)
 
 

@@ -68,13 +68,14 @@ Result
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from engine.javascript import js_json_stringify, js_truthy, utf16_len, utf16_units
 
 __all__ = [
     "MARKER",
@@ -107,139 +108,6 @@ ENV_DISABLE = "CLAUDE_TEXT_PRUNE_DISABLE"
 ENV_DEBUG = "CLAUDE_TEXT_PRUNE_DEBUG"
 
 _VALID_SETTING = re.compile(r"[0-9]{1,9}")  # used with fullmatch: no "$"-before-newline leniency
-
-
-# --------------------------------------------------------------------------- JavaScript helpers
-
-
-def utf16_len(s: str) -> int:
-    """JavaScript's ``s.length``: the number of UTF-16 code units.
-
-    Code points above U+FFFF count twice; lone surrogates (possible in strings from
-    ``json.loads``) count once.
-    """
-    return len(s.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def _utf16_units(s: str) -> bytes:
-    return s.encode("utf-16-le", "surrogatepass")
-
-
-def js_truthy(value: object) -> bool:
-    """JavaScript truthiness of a JSON value (``[]`` and ``{}`` are truthy, NaN is not)."""
-    if value is None or value is False:
-        return False
-    if isinstance(value, bool):
-        return True
-    if isinstance(value, int):
-        return value != 0
-    if isinstance(value, float):
-        return not (value == 0 or math.isnan(value))
-    if isinstance(value, str):
-        return value != ""
-    return True
-
-
-_SURROGATES = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
-_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")
-_MAX_ARRAY_INDEX = 2**32 - 2
-
-
-def _escape_surrogate(match: re.Match[str]) -> str:
-    text = match.group()
-    if len(text) == 2:  # a well-formed pair written as two code points: one character in JS
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    return f"\\u{ord(text):04x}"
-
-
-def _js_quote(s: str) -> str:
-    # Python's escaping with ensure_ascii=False equals JSON.stringify's (\" \\ \b \f \n \r \t,
-    # other controls as lowercase \u00XX, everything else literal) except for surrogates.
-    quoted = json.dumps(s, ensure_ascii=False)
-    if _SURROGATES.search(quoted) is None:
-        return quoted
-    return _SURROGATES.sub(_escape_surrogate, quoted)
-
-
-def _js_number(value: float) -> str:
-    """ECMAScript ``Number::toString`` for a finite double (NaN and infinities are JSON null)."""
-    if math.isnan(value) or math.isinf(value):
-        return "null"
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    mantissa, _, exp = repr(abs(value)).partition("e")
-    whole, _, frac = mantissa.partition(".")
-    if frac == "0":
-        frac = ""
-    digits = (whole + frac).lstrip("0")
-    # position of the decimal point relative to the start of `digits` (ECMAScript's n)
-    n = len(whole.lstrip("0")) if whole.strip("0") else -(len(frac) - len(frac.lstrip("0")))
-    n += int(exp or 0)
-    digits = digits.rstrip("0")
-    k = len(digits)
-    if k <= n <= 21:
-        text = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        text = digits[:n] + "." + digits[n:]
-    elif -6 < n <= 0:
-        text = "0." + "0" * (-n) + digits
-    else:
-        e = n - 1
-        esign = "+" if e >= 0 else "-"
-        head = digits if k == 1 else digits[0] + "." + digits[1:]
-        text = f"{head}e{esign}{abs(e)}"
-    return sign + text
-
-
-def _js_key_order(keys: list[str]) -> list[str]:
-    # OrdinaryOwnPropertyKeys: array indices ascending first, then the rest in insertion order.
-    indices = [k for k in keys if _ARRAY_INDEX.fullmatch(k) and int(k) <= _MAX_ARRAY_INDEX]
-    if not indices:
-        return keys
-    index_set = set(indices)
-    return sorted(indices, key=int) + [k for k in keys if k not in index_set]
-
-
-def js_json_stringify(obj: Any) -> str:
-    """``JSON.stringify(obj)`` for JSON data, byte for byte as node produces it.
-
-    Handles what ``json.loads`` can return (``dict``, ``list``, ``str``, ``int``, ``float``,
-    ``bool``, ``None``; tuples are arrays): no spaces, JavaScript key order (integer-like keys
-    first, ascending), JavaScript number formatting (integers beyond 2**53 as the double
-    ``JSON.parse`` would make of them), and lone surrogates escaped as ``\\udXXX`` (well-formed
-    ``JSON.stringify``). Raises ``TypeError`` for anything else.
-    """
-    if obj is None:
-        return "null"
-    if obj is True:
-        return "true"
-    if obj is False:
-        return "false"
-    if isinstance(obj, str):
-        return _js_quote(obj)
-    if isinstance(obj, int):
-        if -(2**53) <= obj <= 2**53:
-            return str(obj)
-        try:
-            return _js_number(float(obj))
-        except OverflowError:
-            return "null"
-    if isinstance(obj, float):
-        return _js_number(obj)
-    if isinstance(obj, (list, tuple)):
-        return "[" + ",".join(js_json_stringify(item) for item in obj) + "]"
-    if isinstance(obj, dict):
-        keys = list(obj)
-        for key in keys:
-            if not isinstance(key, str):
-                raise TypeError(f"object key {key!r} is not a string")
-        return (
-            "{"
-            + ",".join(_js_quote(k) + ":" + js_json_stringify(obj[k]) for k in _js_key_order(keys))
-            + "}"
-        )
-    raise TypeError(f"not JSON data: {type(obj).__name__}")
 
 
 # --------------------------------------------------------------------------- settings
@@ -400,7 +268,7 @@ def pruned_text(text: str, max_chars: int) -> str:
         return text
     ends = [i for i in (text.find("\n"), text.find("\r")) if i != -1]
     first_line = text[: min(ends)] if ends else text
-    units = _utf16_units(first_line)
+    units = utf16_units(first_line)
     if len(units) // 2 > max_chars:
         end = max_chars
         high = int.from_bytes(units[2 * end - 2 : 2 * end], "little")

@@ -10,10 +10,10 @@ auto-compact / blocking states) and ``um`` (is auto-compact enabled). The same l
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from engine.javascript import js_parse_float, js_parse_int
 from engine.profiles import Profile, model_max_output
 
 TRUE_VALUES = ("1", "true", "yes", "on")
@@ -22,22 +22,6 @@ TRUE_VALUES = ("1", "true", "yes", "on")
 def env_true(value: str | None) -> bool:
     """cli.js ``X6``/``a1``: ``"1"``, ``"true"``, ``"yes"``, ``"on"`` (any case) are true."""
     return value is not None and value.strip().lower() in TRUE_VALUES
-
-
-_INT_RE = re.compile(r"^\s*([+-]?\d+)")
-_FLOAT_RE = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
-
-
-def js_parse_int(value: str) -> int | None:
-    """``parseInt(value, 10)``: leading digits only; ``None`` for ``NaN``."""
-    m = _INT_RE.match(value)
-    return int(m[1]) if m else None
-
-
-def js_parse_float(value: str) -> float | None:
-    """``parseFloat(value)``: the longest leading decimal; ``None`` for ``NaN``."""
-    m = _FLOAT_RE.match(value)
-    return float(m[1]) if m else None
 
 
 def _env_max_output(env: Mapping[str, str], profile: Profile) -> tuple[int, str]:

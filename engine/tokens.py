@@ -27,38 +27,20 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.attachments import render_attachment
+from engine.javascript import js_json_stringify, js_round_div, utf16_len
 from engine.profiles import Profile
 
 FACTOR_4_3 = 1.3333333333333333  # the literal in cli.js
 
 
-def utf16_len(s: str) -> int:
-    """JavaScript ``String.prototype.length``: code points above U+FFFF count twice."""
-    n = len(s)
-    if s.isascii():
-        return n
-    return n + sum(1 for ch in s if ord(ch) > 0xFFFF)
-
-
-def js_round_div(n: int, d: int = 4) -> int:
-    """``Math.round(n/d)`` for non-negative integers (halves round up)."""
-    return (2 * n + d) // (2 * d)
-
-
 def count_text(s: str, chars_per_token: int = 4) -> int:
     """``Math.round(s.length / 4)`` with a UTF-16 length (``w2``/``l7``/``iG`` in cli.js)."""
     return js_round_div(utf16_len(s), chars_per_token)
-
-
-def js_stringify(value: Any) -> str:
-    """``JSON.stringify`` for JSON-shaped data (no spaces, non-ASCII kept)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def usage_total(usage: Mapping[str, Any]) -> int:
@@ -117,7 +99,7 @@ def block_tokens(
         return image_tokens
     if block_text and t in ("thinking", "redacted_thinking", "tool_use"):
         return _text_block_tokens(block)
-    return count_text(js_stringify(block))
+    return count_text(js_json_stringify(block))
 
 
 def _text_block_tokens(b: Mapping[str, Any]) -> int:
@@ -127,7 +109,8 @@ def _text_block_tokens(b: Mapping[str, Any]) -> int:
         name = b.get("name")
         inp = b.get("input")
         return count_text(
-            ("undefined" if name is None else str(name)) + js_stringify({} if inp is None else inp)
+            ("undefined" if name is None else str(name))
+            + js_json_stringify({} if inp is None else inp)
         )
     if t == "thinking":
         return count_text(b.get("thinking") or "")
@@ -195,7 +178,7 @@ def _newer_block(b: Any, image_tokens: int, all_blocks: bool) -> int:
         return 0
     if t in ("tool_use", "thinking", "redacted_thinking"):
         return _text_block_tokens(b)
-    return count_text(js_stringify(b))
+    return count_text(js_json_stringify(b))
 
 
 def newer_message_tokens(msg: Mapping[str, Any], profile: Profile) -> int:
@@ -220,7 +203,7 @@ def attachment_tokens(att: Mapping[str, Any], profile: Profile) -> int:
         texts = render_attachment(att)
         if texts is not None:
             return sum(count_text(x) for x in texts)
-    return count_text(js_stringify(att))
+    return count_text(js_json_stringify(att))
 
 
 def estimate_newer(messages: Iterable[Mapping[str, Any]], profile: Profile) -> int:
@@ -244,5 +227,5 @@ def output_content_tokens(blocks: Iterable[Any]) -> int:
         elif t == "thinking":
             chars += utf16_len(b.get("thinking") or "")
         elif t == "tool_use":
-            chars += utf16_len(b.get("name") or "") + utf16_len(js_stringify(b.get("input")))
+            chars += utf16_len(b.get("name") or "") + utf16_len(js_json_stringify(b.get("input")))
     return js_round_div(chars)

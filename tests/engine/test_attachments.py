@@ -5,8 +5,9 @@ import pytest
 
 from engine.attachments import MODELLED, SENT_AS_NOTHING, render_attachment, system_reminder
 from engine.count import autocompact_tokens
+from engine.javascript import js_json_stringify
 from engine.profiles import profile_for
-from engine.tokens import attachment_tokens, count_text, estimate_newer, js_stringify
+from engine.tokens import attachment_tokens, count_text, estimate_newer
 
 SKILL_HEAD = "The following skills are available for use with the Skill tool:\n\n"
 
@@ -26,7 +27,7 @@ def test_skill_listing_rendered_2_1_45_json_2_1_44():
     att = _skills(content)
     text = "<system-reminder>\n" + SKILL_HEAD + content + "\n</system-reminder>"
     assert render_attachment(att) == [text]
-    json_t, text_t = count_text(js_stringify(att)), count_text(text)
+    json_t, text_t = count_text(js_json_stringify(att)), count_text(text)
     assert json_t != text_t
     assert attachment_tokens(att, profile_for("2.1.44")) == json_t
     for v in ("2.1.45", "2.1.68", "2.1.112"):
@@ -40,7 +41,7 @@ def test_skill_listing_2_1_112_e2e_numbers():
     content = "\n".join(["- s" + "x" * 48] * 48)  # 2495 chars, 47 newlines (escaped in JSON)
     att = {"type": "skill_listing", "content": content, "skillCount": 12, "isInitial": True}
     (text,) = render_attachment(att)
-    assert (len(js_stringify(att)), len(text)) == (2612, 2597)
+    assert (len(js_json_stringify(att)), len(text)) == (2612, 2597)
     assert attachment_tokens(att, profile_for("2.1.44")) == 653
     assert attachment_tokens(att, profile_for("2.1.112")) == 649
 
@@ -55,7 +56,7 @@ def test_empty_skill_listing_is_sent_as_nothing():
 def test_types_sent_as_nothing_count_zero_from_2_1_45(t):
     att = {"type": t, "content": "x" * 400}
     assert attachment_tokens(att, profile_for("2.1.45")) == 0
-    assert attachment_tokens(att, profile_for("2.1.39")) == count_text(js_stringify(att))
+    assert attachment_tokens(att, profile_for("2.1.39")) == count_text(js_json_stringify(att))
 
 
 def test_hook_and_reminder_renderings():
@@ -98,7 +99,7 @@ def test_unmodelled_or_odd_attachments_keep_the_json_count():
         {"type": "critical_system_reminder", "content": ""},
     ):
         assert render_attachment(att) is None, att
-        assert attachment_tokens(att, p) == count_text(js_stringify(att)), att
+        assert attachment_tokens(att, p) == count_text(js_json_stringify(att)), att
     assert "todo_reminder" not in MODELLED and "skill_listing" in MODELLED
 
 
@@ -119,5 +120,5 @@ def test_autocompact_count_adds_the_rendered_attachment_2_1_112():
     got = autocompact_tokens([reply, prompt, _att(**att)], p)
     assert got == 5000 + count_text("continue") + count_text(text)
     assert autocompact_tokens([reply, prompt, _att(**att)], profile_for("2.1.44")) == (
-        5000 + count_text("continue") + count_text(js_stringify(att))
+        5000 + count_text("continue") + count_text(js_json_stringify(att))
     )

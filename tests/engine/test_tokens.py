@@ -157,11 +157,12 @@ _DOC = {
 def test_message_estimate_counts_documents_as_json_in_2_1_45():
     """Ep6/mo4 (2.1.45): a document block, in a message or in tool_result content, falls to the
     JSON branch of the message-level estimate (tool_result content: not counted at all)."""
-    from engine.tokens import count_text, js_stringify
+    from engine.javascript import js_json_stringify
+    from engine.tokens import count_text
 
     p = profile_for("2.1.45")
     assert not p.estimate_counts_documents
-    assert estimate_messages([_user([_DOC])], p) == -(-count_text(js_stringify(_DOC)) * 4 // 3)
+    assert estimate_messages([_user([_DOC])], p) == -(-count_text(js_json_stringify(_DOC)) * 4 // 3)
     tr = {"type": "tool_result", "tool_use_id": "t", "content": [_DOC]}
     assert estimate_messages([_user([tr])], p) == 0
 
@@ -187,9 +188,10 @@ _SIGNED = [
 def test_message_estimate_counts_thinking_and_tool_use_as_json_up_to_2_1_74():
     """uW6 (2.1.74) and before: thinking, redacted_thinking and tool_use fall to the JSON branch
     (signature, id, type keys included), then x4/3."""
-    from engine.tokens import count_text, js_stringify
+    from engine.javascript import js_json_stringify
+    from engine.tokens import count_text
 
-    raw = sum(count_text(js_stringify(b)) for b in _SIGNED)
+    raw = sum(count_text(js_json_stringify(b)) for b in _SIGNED)
     for v in ("2.1.39", "2.1.73", "2.1.74"):
         p = profile_for(v)
         assert not p.estimate_counts_block_text, v
