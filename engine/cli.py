@@ -7,6 +7,7 @@ value, missing optional extra), 3 bad input (unreadable or malformed transcript)
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -41,8 +42,13 @@ def _fail(code: int, what: str, why: str, hint: str) -> typer.Exit:
     return typer.Exit(code)
 
 
+# Set by ``register``: the Claude Code version installed here (the caller finds it; the engine
+# never reads installs itself), used when ``thresholds`` is given no --profile.
+_installed_version: Callable[[], str | None] = lambda: None  # noqa: E731
+
+
 def _profile(version: str):
-    from engine.profiles import profile_for
+    from engine.profiles import PROFILES, profile_for
 
     try:
         return profile_for(version)
@@ -51,7 +57,7 @@ def _profile(version: str):
             EXIT_USAGE,
             f"--profile {version}",
             str(e),
-            "give a Claude Code version from 1.0.80 to 2.1.112, e.g. --profile 2.1.39",
+            f"give a Claude Code version from 1.0.80 to {PROFILES[-1].last}, e.g. --profile 2.1.39",
         ) from None
 
 
@@ -67,6 +73,39 @@ def _model(model: str) -> None:
             "give a Claude model id or alias, e.g. --model claude-opus-4-6, "
             "--model claude-sonnet-4-5[1m] or --model sonnet",
         )
+
+
+def _beyond(versions: list[str], strict: bool) -> list[str]:
+    """Warnings for versions newer than every profile; with ``strict`` they end the command."""
+    from engine.profiles import beyond_profiles
+
+    warnings = [
+        f"Claude Code {v} is newer than every engine profile (the newest ends at "
+        f"{beyond_profiles(v)}): its numbers are extrapolated"
+        for v in versions
+        if beyond_profiles(v)
+    ]
+    if warnings and strict:
+        for w in warnings:
+            typer.echo(f"warning: {w}", err=True)
+        typer.echo("error: --strict: a version is newer than every engine profile", err=True)
+        raise typer.Exit(1)
+    return warnings
+
+
+def default_version() -> tuple[str, str]:
+    """The version ``thresholds`` models without --profile, and why."""
+    from engine.profiles import PROFILES
+
+    try:
+        installed = _installed_version()
+    except Exception as e:  # finding the install is a convenience: never a failure
+        installed, why = None, f"could not read the installed version ({type(e).__name__})"
+    else:
+        why = "none installed here"
+    if installed:
+        return installed, "the version installed here"
+    return PROFILES[-1].last, f"the newest profile ({why})"
 
 
 def _env(pairs: list[str] | None, pct: float | None) -> dict[str, str]:
@@ -102,15 +141,27 @@ def thresholds_cmd(
         typer.Option("--env", help="Extra environment NAME=VALUE (repeatable)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="A version newer than every profile is an error.")
+    ] = False,
 ) -> None:
     """Print the compaction thresholds for a model, version profile and environment, and why.
+
+    Without --profile: the Claude Code version installed here (cli.js or native build), else the newest profile.
 
     Example: ctxpatch thresholds --profile 2.1.39 --profile 2.0.76 --model claude-opus-4-6
     """
     from engine.report import render_thresholds
     from engine.thresholds import compute_thresholds
 
-    versions = profile or [DEFAULT_PROFILE]
+    if profile:
+        versions = profile
+    else:
+        chosen, why = default_version()
+        typer.echo(f"note: modelling {chosen}: {why}", err=True)
+        versions = [chosen]
+    profiles = [(v, _profile(v)) for v in versions]  # a bad version is a usage error first
+    warnings = _beyond(versions, strict)
     _model(model)
     environment = _env(env, pct_override)
     if pct_override is not None and not 0 < pct_override <= 100:
@@ -118,13 +169,14 @@ def thresholds_cmd(
             f"warning: --pct-override {pct_override:g} is outside (0,100]: Claude Code ignores it",
             err=True,
         )
-    items = [(v, compute_thresholds(_profile(v), model, environment)) for v in versions]
+    items = [(v, compute_thresholds(p, model, environment)) for v, p in profiles]
     if as_json:
-        typer.echo(
-            json.dumps({"thresholds": [{"version": v, **t.as_dict()} for v, t in items]}, indent=2)
-        )
+        doc = {"thresholds": [{"version": v, **t.as_dict()} for v, t in items]}
+        typer.echo(json.dumps({**doc, "warnings": warnings}, indent=2))
     else:
         typer.echo(render_thresholds(items))
+        for w in warnings:
+            typer.echo(f"warning: {w}")
 
 
 def simulate_cmd(
@@ -176,6 +228,9 @@ def simulate_cmd(
         typer.Option("--plot", help="Write tokens per request with threshold lines to FILE.png."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="A version newer than every profile is an error.")
+    ] = False,
 ) -> None:
     """Replay a session request by request: the count Claude Code used, thresholds, mechanisms.
 
@@ -221,6 +276,10 @@ def simulate_cmd(
         )
     version = profile or tr.version or DEFAULT_PROFILE
     prof = _profile(version)
+    warnings = _beyond([version], strict)
+    if not as_json:
+        for w in warnings:
+            typer.echo(f"warning: {w}", err=True)
     if profile is None and tr.version is None:
         typer.echo(f"note: the transcript names no version; modelling {DEFAULT_PROFILE}", err=True)
     if tr.unknown_types:
@@ -278,7 +337,7 @@ def simulate_cmd(
             }
         else:
             doc = {**sims[0].as_dict(), **extra}
-        typer.echo(json.dumps(doc, indent=1))
+        typer.echo(json.dumps({**doc, "warnings": warnings}, indent=1))
         return
     if compare:
         typer.echo(render_compare(sims[0], sims[1]))
@@ -292,7 +351,11 @@ def simulate_cmd(
         )
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``simulate`` and ``thresholds`` to ``app``."""
+def register(app: typer.Typer, installed_version: Callable[[], str | None] | None = None) -> None:
+    """Add ``simulate`` and ``thresholds`` to ``app``; ``installed_version`` finds the local
+    Claude Code version (the default of ``thresholds``)."""
+    global _installed_version
+    if installed_version is not None:
+        _installed_version = installed_version
     app.command("simulate")(simulate_cmd)
     app.command("thresholds")(thresholds_cmd)

@@ -211,6 +211,21 @@ class Profile:
     merge_seam_newline: bool = False
     # the summary request made by a forked query loop (a patched cli.js prunes it once more), 2.1.86+
     compaction_through_loop: bool = False
+    # --- native builds (2.1.113+, read out of the Bun binaries by patcher.native) -----------
+    # background compaction precomputed once the count reaches
+    # min(eff - round(eff * fraction), threshold); None = no precompute (up to the levels era)
+    precompute_buffer_fraction: float | None = None
+    # the proactive eff - 13000 auto-compaction fires only when the auto-compact window was
+    # configured (CLAUDE_CODE_AUTO_COMPACT_WINDOW, settings autoCompactWindow, server, experiment,
+    # model default); with the "auto" window the precomputed summary is swapped in when the API
+    # refuses the prompt as too long (reactive compaction)
+    proactive_needs_configured_window: bool = False
+    # the auto-compact count adds back the input tokens server-side clearing removed
+    # (context_management.applied_edits of the last response)
+    count_adds_server_cleared: bool = False
+    # models whose built-in capability table says ``context: {window: 1e6, native_1m: true}``:
+    # a 1M window without the [1m] suffix (first-party API; CLAUDE_CODE_DISABLE_1M_CONTEXT off)
+    native_1m_models: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -235,6 +250,79 @@ _2_0_77 = dict(
 _USER_STRINGS_2_1_30 = dict(user_string_blocks=False)
 _MERGE_SEAM_2_1_78 = dict(user_string_blocks=False, merge_seam_newline=True)
 _LOOP_2_1_86 = dict(_MERGE_SEAM_2_1_78, compaction_through_loop=True)
+
+# Native builds (2.1.113-2.1.330) keep 2.1.105's counting; what changed is read by
+# ``ctxpatch inspect`` out of the binaries (patcher.native.levels) and bisected over every
+# published linux-x64 build: the level function (2.1.122), the precomputed compaction
+# (2.1.142), the proactive threshold only for a configured window (2.1.195), the count adding
+# back server-cleared tokens (2.1.284); the JavaScript is one module up to 2.1.241 and
+# code-split from 2.1.242.
+_NATIVE: dict = dict(
+    count_mode="usage+newer",
+    newer_from_message_start=True,
+    reserve_cap=20_000,
+    newer_image_tokens=2000,
+    newer_counts_attachments=True,
+    newer_renders_attachments=True,
+    estimate_counts_documents=True,
+    newer_counts_all_blocks=True,
+    estimate_counts_block_text=True,
+    message_estimate_is_newer=True,
+    microcompact="stub",
+    mc_has_env_gate=False,
+    blocking_offset=3000,
+    blocking_base="effective",
+    has_pct_override=True,
+    has_disable_compact=True,
+    has_disable_auto_compact=True,
+    has_blocking_override=True,
+    **_LOOP_2_1_86,  # the request as sent: as 2.1.105 (not re-checked on native builds)
+)
+# 2.1.330's model table (2.1.217's: sonnet-5, opus-4-7, opus-4-8, fable-5, mythos-5); newer
+# models reach older builds through the server's capability table, so the newest list is used
+NATIVE_1M_MODELS = (
+    "claude-opus-4-7",
+    "claude-opus-4-8",
+    "claude-opus-5",
+    "claude-opus-5-5",
+    "claude-sonnet-5",
+    "claude-sonnet-5-5",
+    "claude-haiku-5-5",
+    "claude-fable-5",
+    "claude-fable-5-1",
+    "claude-fable-5-2",
+    "claude-mythos-5",
+    "claude-mythos-5-1",
+    "claude-mythos-5-2",
+)
+_NATIVE_NOTES = (
+    "context window (2.1.217 and 2.1.330 read): 1e6 when the model id matches /\\[1m\\]/i, or "
+    "the betas carry context-1m-2025-08-07 and the model supports the 1M beta (not claude-3-*, "
+    "opus-4-0/4-1/4-5, haiku-4-5), or the model is natively 1M; all off with "
+    "CLAUDE_CODE_DISABLE_1M_CONTEXT; DISABLE_COMPACT + CLAUDE_CODE_MAX_CONTEXT_TOKENS override it; "
+    "else 200000",
+    "auto-compact window: CLAUDE_CODE_AUTO_COMPACT_WINDOW (clamped to 100k-1M), settings "
+    "autoCompactWindow, a server value, an experiment or a per-model default cap the window "
+    "(only the env variable is modelled)",
+    "the context-hint keep-recent MC and time-based MC (tengu_time_based_microcompact) exist "
+    "but are not modelled; microcompact_boundary records are written by them",
+)
+_LEVELS_NOTE = (
+    "thresholds come from a level function {level: ok|warn|compact|blocked, pctLeft}: compact "
+    "at eff - 13000 (PCT override lowers it), warn at base - 20000, blocked at eff(model "
+    "window) - 3000"
+)
+_REACTIVE_NOTE = (
+    "with the auto-compact window not configured the eff - 13000 compaction does not fire: a "
+    "summary precomputed in the background from min(eff - round(0.2 eff), eff - 13000) is "
+    "swapped in when the API refuses the prompt as too long (modelled as: compaction when the "
+    "count passes the context window; no blocking limit)"
+)
+_SERVER_NOTE = (
+    "the auto-compact count adds back the input tokens server-side clearing removed "
+    "(context_management.applied_edits of the last response; not yet modelled in the count)"
+)
+
 
 PROFILES: tuple[Profile, ...] = (
     _p("1.0.80", "1.0.80", "1.0.90", ("1.0.80", "1.0.90"), mc_tools=LEGACY_TOOLS_1_0_80),
@@ -609,14 +697,62 @@ PROFILES: tuple[Profile, ...] = (
         blocking_base="effective",
         notes=("reactive compact and the context-hint keep-recent MC are not modelled",),
     ),
+    # --- native builds: read out of the linux-x64 binaries (patcher.native), never patched ----
+    _p("2.1.113", "2.1.113", "2.1.121", ("2.1.113",), **_NATIVE, notes=_NATIVE_NOTES),
+    _p(
+        "2.1.122",
+        "2.1.122",
+        "2.1.141",
+        ("2.1.122", "2.1.136", "2.1.141"),
+        **_NATIVE,
+        notes=(*_NATIVE_NOTES, _LEVELS_NOTE),
+    ),
+    _p(
+        "2.1.142",
+        "2.1.142",
+        "2.1.193",
+        ("2.1.142", "2.1.168", "2.1.193"),
+        **_NATIVE,
+        precompute_buffer_fraction=0.2,
+        notes=(*_NATIVE_NOTES, _LEVELS_NOTE),
+    ),
+    _p(
+        "2.1.195",
+        "2.1.195",
+        "2.1.283",
+        ("2.1.195", "2.1.217", "2.1.228", "2.1.229", "2.1.241", "2.1.242", "2.1.247", "2.1.283"),
+        **_NATIVE,
+        precompute_buffer_fraction=0.2,
+        proactive_needs_configured_window=True,
+        native_1m_models=NATIVE_1M_MODELS,
+        notes=(*_NATIVE_NOTES, _LEVELS_NOTE, _REACTIVE_NOTE),
+    ),
+    _p(
+        "2.1.284",
+        "2.1.284",
+        "2.1.330",
+        ("2.1.284", "2.1.330"),
+        **_NATIVE,
+        precompute_buffer_fraction=0.2,
+        proactive_needs_configured_window=True,
+        count_adds_server_cleared=True,
+        native_1m_models=NATIVE_1M_MODELS,
+        notes=(*_NATIVE_NOTES, _LEVELS_NOTE, _REACTIVE_NOTE, _SERVER_NOTE),
+    ),
 )
+
+
+def beyond_profiles(version: str) -> str | None:
+    """The newest profile's last version when ``version`` is newer than every profile, else None."""
+    newest = PROFILES[-1].last
+    return newest if parse_version(version) > parse_version(newest) else None
 
 
 def profile_for(version: str) -> Profile:
     """The profile whose version range holds ``version``.
 
     Versions before 1.0.80 used a ratio model (0.92 of the window) and are not modelled; versions
-    after 2.1.112 ship no ``cli.js`` and get the 2.1.105 profile with a note.
+    newer than every profile get the newest one with a note (callers warn: ``beyond_profiles``).
     """
     v = parse_version(version)
     if v < (1, 0, 80):
@@ -632,7 +768,7 @@ def profile_for(version: str) -> Profile:
             **last.__dict__,
             "notes": (
                 *last.notes,
-                f"{version} ships no cli.js; numbers extrapolated from {last.range}",
+                f"{version} is newer than every profile; numbers extrapolated from {last.range}",
             ),
         }
     )

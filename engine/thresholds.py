@@ -41,6 +41,25 @@ def _env_max_output(env: Mapping[str, str], profile: Profile) -> tuple[int, str]
     return n, f"{name}={n}"
 
 
+def _native_1m(model: str, profile: Profile, env: Mapping[str, str]) -> bool:
+    """A model the build's capability table marks ``native_1m`` (2.1.195+ profiles)."""
+    if not profile.native_1m_models or env_true(env.get("CLAUDE_CODE_DISABLE_1M_CONTEXT")):
+        return False
+    m = model.lower().split("[", 1)[0]
+    return any(m == x or m.startswith(x + "-20") for x in profile.native_1m_models)
+
+
+def _configured_window(env: Mapping[str, str], profile: Profile) -> int | None:
+    """``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` in [1e5, 1e6] where the profile reads it (levels era)."""
+    if not profile.proactive_needs_configured_window:
+        return None
+    raw = env.get("CLAUDE_CODE_AUTO_COMPACT_WINDOW")
+    n = js_parse_int(raw) if raw else None
+    if n is None or n <= 0:
+        return None
+    return max(100_000, min(n, 1_000_000))
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """All numbers of one (profile, model, env); ``explain`` says where each comes from."""
@@ -77,8 +96,18 @@ def compute_thresholds(
     env = env or {}
     why: list[str] = []
     one_m = "[1m]" in model
-    window = profile.context_window_1m if one_m else profile.context_window
-    why.append(f"context window {window} ({'[1m] in the model id' if one_m else 'default'})")
+    native = _native_1m(model, profile, env)
+    window = profile.context_window_1m if one_m or native else profile.context_window
+    why.append(
+        f"context window {window} ("
+        + ("[1m] in the model id" if one_m else "natively 1M model" if native else "default")
+        + ")"
+    )
+    model_window = window
+    configured = _configured_window(env, profile)
+    if configured is not None:
+        window = min(window, configured)
+        why.append(f"CLAUDE_CODE_AUTO_COMPACT_WINDOW={configured} → window {window}")
     mmax = model_max_output(model)
     env_max, source = _env_max_output(env, profile)
     reserve = min(env_max, mmax)
@@ -131,6 +160,21 @@ def compute_thresholds(
                 else "autoCompactEnabled=false"
             )
         )
+    reactive = profile.proactive_needs_configured_window and configured is None
+    if reactive and enabled:
+        # 2.1.2xx+: with the "auto" window the eff - offset compaction does not fire; a summary
+        # precomputed in the background is swapped in when the API refuses the prompt as too
+        # long, i.e. once the count passes the context window itself (no blocking limit then)
+        if profile.precompute_buffer_fraction is not None:
+            arm = min(eff - round(eff * profile.precompute_buffer_fraction), threshold)
+            why.append(
+                f"precomputed compaction armed at min({eff} - round({eff}*"
+                f"{profile.precompute_buffer_fraction:g}), {threshold}) = {arm}"
+            )
+        why.append(
+            f"proactive auto-compact off (window not configured): compaction when the prompt "
+            f"exceeds the context window {window} (reactive)"
+        )
     base = threshold if enabled_fn else eff
     warning = base - profile.warning_offset
     error = base - profile.error_offset
@@ -138,6 +182,8 @@ def compute_thresholds(
     blocking: int | None = None
     if profile.blocking_offset is not None:
         b_base = eff if profile.blocking_base == "effective" else window
+        if configured is not None:  # the level function blocks at the model's own window
+            b_base = model_window - reserve
         blocking = b_base - profile.blocking_offset
         base_name = "effective window" if profile.blocking_base == "effective" else "window"
         why.append(f"blocking: {base_name} {b_base} - {profile.blocking_offset} = {blocking}")
@@ -151,6 +197,10 @@ def compute_thresholds(
             if b is not None and b > 0:
                 blocking = b
                 why.append(f"CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE → {b}")
+    if reactive and enabled:
+        blocking = None
+        why.append("no blocking limit in reactive mode (the query loop skips the check)")
+        threshold = window + 1
     mc_on = profile.microcompact == "legacy" and not (
         profile.mc_has_env_gate and env_true(env.get("DISABLE_MICROCOMPACT"))
     )

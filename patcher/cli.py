@@ -270,7 +270,15 @@ def _human(r: Result, verb: str) -> None:
 # After the patch commands: `verify`, `simulate` and `thresholds` (engine never imports
 # patcher), then `inspect` and `regress`.
 register_verify(app)
-register_engine(app)
+
+
+def _installed_version() -> str | None:
+    from patcher.native.inspect import installed_version
+
+    return installed_version()
+
+
+register_engine(app, installed_version=_installed_version)
 register_fidelity(app)
 
 

@@ -1,7 +1,8 @@
 """``ctxpatch inspect`` and ``ctxpatch regress``: added to the main typer app by ``register``.
 
-Exit codes: 0 ok, 1 drift found / a version failed, 2 usage, 3 refused (bad input; the message
-says what, why and a hint), 4 unsupported (a native-binary build: no cli.js to read).
+Exit codes: 0 ok, 1 drift found / a version failed (``inspect --strict``: also a version newer
+than every engine profile), 2 usage, 3 refused (bad input; the message says what, why and a
+hint). Native builds are read (``inspect``, ``regress --native``), never patched.
 """
 
 from __future__ import annotations
@@ -49,23 +50,37 @@ def inspect_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON document on stdout.")
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="A version newer than every engine profile is an error (exit 1)."
+        ),
+    ] = False,
 ) -> None:
     """Show the compaction constants a cli.js really uses and compare them with the engine.
 
+    Also reads native builds (2.1.113 on): a `claude` executable or the installed package folder (@anthropic-ai/claude-code with its claude-code-<platform> package, claude-agent-sdk with claude-agent-sdk-<platform>); the JavaScript is read out of the binary, which is never changed.
+
     Reads the Claude Code version, sha256 and call-site shape, then follows the functions that compute the thresholds, the micro-compaction and the token estimate to the constants they use (never by searching for a value), and lists every difference from the engine's profile for that version (drift). A patched file is read through the original its markers record.
 
-    Exit 0 no drift, 1 drift, 3 not a cli.js (or none found), 4 native build.
+    Exit 0 no drift, 1 drift (or, with --strict, a version newer than every engine profile), 3 neither a cli.js nor a native build (or none found).
 
     Example: ctxpatch inspect node_modules/@anthropic-ai/claude-code/cli.js --json
     """
     from patcher import bundle, markers, snippet
     from patcher.discover import environ, targets
     from patcher.inspect import inspect, render
+    from patcher.native import inspect as native
 
     try:
         if path is None:
             installs, _ = targets(None, environ(), Path.cwd())
-            if not installs:
+            found = None if installs else native.discover()  # a native `claude` on PATH
+            if installs:
+                path = installs[0].path
+            elif found is not None:
+                path = found
+            else:
                 raise NotFound(
                     "no Claude Code cli.js found",
                     why="looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
@@ -73,7 +88,9 @@ def inspect_cmd(
                     hint="pass the file: ctxpatch inspect node_modules/@anthropic-ai/"
                     "claude-code/cli.js",
                 )
-            path = installs[0].path
+        assert path is not None
+        if native.is_native(path):
+            raise typer.Exit(_inspect_native(path, as_json, strict))
         b = bundle.load(path)
     except CtxpatchError as e:
         raise _refuse(e, as_json) from None
@@ -100,6 +117,23 @@ def inspect_cmd(
             typer.echo(f"note: {note}")
         typer.echo(render(rep))
     raise typer.Exit(code)
+
+
+def _inspect_native(path: Path, as_json: bool, strict: bool) -> int:
+    from patcher.native import inspect as native
+
+    try:
+        rep = native.inspect_path(path)
+    except CtxpatchError as e:
+        raise _refuse(e, as_json) from None
+    code = int(ExitCode.CHANGE_NEEDED) if rep.drift or (strict and rep.warnings) else 0
+    if as_json:
+        typer.echo(json.dumps({"exit_code": code, "strict": strict, **rep.to_json()}, indent=2))
+    else:
+        typer.echo(native.render(rep))
+        if strict and rep.warnings:
+            typer.echo("error: --strict: the version is newer than every engine profile", err=True)
+    return code
 
 
 def regress_cmd(
@@ -157,6 +191,16 @@ def regress_cmd(
     no_node_check: Annotated[
         bool, typer.Option("--no-node-check", help="Skip node's ESM check of each patched file.")
     ] = False,
+    native: Annotated[
+        bool,
+        typer.Option(
+            "--native",
+            help="Native builds (cc 2.1.113+, sdk 0.2.113+): fetch each version's linux-x64 "
+            "platform package (230-380 MB; the 3 most recently used are kept) and run inspect "
+            "on the JavaScript inside; never patched; one version at a time (--jobs, --resume "
+            "and --prune do not apply). Default versions: 2.1.113, 2.1.217, 2.1.330.",
+        ),
+    ] = False,
 ) -> None:
     """Run the patch life cycle on published versions and report drift from the engine.
 
@@ -175,8 +219,14 @@ def regress_cmd(
         typer.echo("error: --resume needs --json FILE (the earlier run's results)", err=True)
         raise typer.Exit(int(ExitCode.USAGE))
     packages = ["cc", "sdk"] if package is PackageChoice.both else [package.value]
+    if native:
+        from patcher.native import regress as native_regress
+
+        select = native_regress.select
+    else:
+        select = regress.select
     try:
-        selected = regress.select(packages, versions=versions, all_=all_, sample=sample)
+        selected = select(packages, versions=versions, all_=all_, sample=sample)
     except regress.UsageError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(int(ExitCode.USAGE)) from None
@@ -188,15 +238,20 @@ def regress_cmd(
 
     on_done, close = _progress(len(selected))
     try:
-        result = regress.run(
-            selected,
-            workers=jobs,
-            prune=prune,
-            node_check=not no_node_check,
-            json_path=json_file,
-            resume=resume,
-            on_done=on_done,
-        )
+        if native:
+            result = native_regress.run(selected, on_done=on_done)
+            if json_file is not None:
+                result.write(json_file)
+        else:
+            result = regress.run(
+                selected,
+                workers=jobs,
+                prune=prune,
+                node_check=not no_node_check,
+                json_path=json_file,
+                resume=resume,
+                on_done=on_done,
+            )
     except KeyboardInterrupt:
         close()
         typer.echo(

@@ -176,6 +176,8 @@ def split_app(chunks: int = 5) -> list[Mod]:
         for i in range(chunks)
     ]
     mods.append(Mod("/$bunfs/root/cli", head + b'import "/$bunfs/root/chunk-00000000.js";\n'))
+    mods.append(Mod("/$bunfs/root/_12.js", head + b"export var early=1;\n"))  # 2.1.24x naming
+    mods.append(Mod("/$bunfs/root/image-processor.js", head + b"export default 0;\n"))
     mods.append(Mod("/$bunfs/root/guide-1234.md.zst", b"# guide\n" * 200, "file", 0, 0, 1, True))
     mods.append(Mod("/$bunfs/root/notes.md", "# notes – ü\n".encode(), "text", 2, 0, 1))
     return mods

@@ -4,7 +4,14 @@ import itertools
 
 import pytest
 
-from engine.profiles import CLEARED_TEXT, PROFILES, model_max_output, parse_version, profile_for
+from engine.profiles import (
+    CLEARED_TEXT,
+    PROFILES,
+    beyond_profiles,
+    model_max_output,
+    parse_version,
+    profile_for,
+)
 
 
 def test_profiles_cover_1_0_80_to_2_1_112_without_gaps():
@@ -44,9 +51,37 @@ def test_ratio_era_and_bad_versions_are_refused():
         profile_for("latest")
 
 
-def test_after_2_1_112_extrapolates_with_a_note():
-    p = profile_for("2.1.200")
-    assert p.name == "2.1.105" and any("2.1.200" in n for n in p.notes)
+def test_newer_than_every_profile_extrapolates_with_a_note():
+    newest = PROFILES[-1]
+    p = profile_for("2.1.400")
+    assert p.name == newest.name and any("2.1.400" in n for n in p.notes)
+    assert beyond_profiles("2.1.400") == newest.last == "2.1.330"
+    assert beyond_profiles("2.1.330") is None and beyond_profiles("2.0.76") is None
+
+
+def test_native_profiles_through_2_1_330():
+    """Read out of the native linux-x64 builds (patcher.native, `ctxpatch inspect`) and
+    bisected over every published one: the level function from 2.1.122 (2.1.121 still has the
+    isAboveAutoCompactThreshold function), precompute from 2.1.142 (2.1.141: none), the
+    proactive threshold only for a configured window from 2.1.195 (2.1.193: always), the count
+    adding back server-cleared tokens from 2.1.284 (2.1.283: not)."""
+    assert [profile_for(v).name for v in ("2.1.113", "2.1.121")] == ["2.1.113"] * 2
+    assert profile_for("2.1.122").precompute_buffer_fraction is None
+    for v in ("2.1.142", "2.1.193", "2.1.195", "2.1.330"):
+        assert profile_for(v).precompute_buffer_fraction == 0.2, v
+    assert not profile_for("2.1.193").proactive_needs_configured_window
+    assert profile_for("2.1.195").proactive_needs_configured_window
+    assert not profile_for("2.1.283").count_adds_server_cleared
+    assert profile_for("2.1.284").count_adds_server_cleared
+    for v in ("2.1.113", "2.1.217", "2.1.330"):  # the numbers that did not change
+        p = profile_for(v)
+        assert (p.autocompact_offset, p.warning_offset, p.blocking_offset, p.reserve_cap) == (
+            13000,
+            20000,
+            3000,
+            20000,
+        )
+        assert p.blocking_base == "effective" and v in p.verified_in
 
 
 def test_2_1_39_constants_read_from_its_cli_js():

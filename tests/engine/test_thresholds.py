@@ -91,3 +91,38 @@ def test_disable_compact_keeps_the_warning_base_where_only_the_dispatcher_reads_
     assert not old.auto_compact_enabled and not new.auto_compact_enabled
     assert old.warning == old.auto_compact - 20000
     assert new.warning == new.effective_window - 20000
+
+
+def test_2_1_195_on_compacts_reactively_unless_the_window_is_configured():
+    """From 2.1.195 (read out of the native builds) the eff - 13000 auto-compaction fires only
+    with a configured auto-compact window; otherwise the precomputed summary is swapped in when
+    the prompt passes the context window, and there is no blocking limit."""
+    before = compute_thresholds(profile_for("2.1.193"), "claude-opus-4-6")
+    assert (before.auto_compact, before.blocking) == (167_000, 177_000)
+    t = compute_thresholds(profile_for("2.1.217"), "claude-opus-4-6")
+    assert (t.auto_compact, t.blocking, t.warning) == (200_001, None, 147_000)
+    assert any(
+        "precomputed compaction armed at min(180000 - round(180000*0.2), 167000) = 144000" in w
+        for w in t.explain
+    )
+    one_m = compute_thresholds(profile_for("2.1.330"), "claude-opus-4-6[1m]")
+    assert one_m.auto_compact == 1_000_001
+    env = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "400000"}
+    conf = compute_thresholds(profile_for("2.1.330"), "claude-opus-4-6[1m]", env)
+    # the configured window moves the threshold; blocking stays at the model's window - reserve
+    assert (conf.context_window, conf.auto_compact, conf.blocking) == (400_000, 367_000, 977_000)
+    low = compute_thresholds(profile_for("2.1.330"), "x", {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "5"})
+    assert low.context_window == 100_000  # clamped to [1e5, 1e6], then min with the window
+    assert compute_thresholds(profile_for("2.1.193"), "x", env).context_window == 200_000
+
+
+def test_natively_1m_models_from_2_1_195():
+    """The capability table inside the native builds marks some models native_1m (2.1.217:
+    sonnet-5, opus-4-7, opus-4-8, fable-5, mythos-5; 2.1.330 adds opus-5 and others)."""
+    p = profile_for("2.1.217")
+    assert compute_thresholds(p, "claude-opus-5").context_window == 1_000_000
+    assert compute_thresholds(p, "claude-opus-4-7-20260101").context_window == 1_000_000
+    assert compute_thresholds(p, "claude-opus-4-6").context_window == 200_000
+    off = {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "1"}
+    assert compute_thresholds(p, "claude-opus-5", off).context_window == 200_000
+    assert compute_thresholds(profile_for("2.1.112"), "claude-opus-5").context_window == 200_000

@@ -73,6 +73,8 @@ def test_kinds_flags_and_zstd(tmp_path: Path) -> None:
         assert [m.name for m in nb.modules("js")] == [
             "/$bunfs/root/chunk-00000000.js",
             "/$bunfs/root/cli",
+            "/$bunfs/root/_12.js",
+            "/$bunfs/root/image-processor.js",
         ]
 
 
@@ -98,8 +100,12 @@ def test_split_layout_loader_first_then_chunks_no_data(tmp_path: Path) -> None:
     assert app.layout == "split"
     assert app.version == "2.1.300"
     assert app.sources[0].name == "/$bunfs/root/cli"
-    assert [s.name for s in app.sources[1:]] == [f"/$bunfs/root/chunk-{i:08d}.js" for i in range(4)]
-    assert app.size == sum(len(m.data) for m in mods[:5])
+    assert [s.name for s in app.sources[1:]] == [
+        *(f"/$bunfs/root/chunk-{i:08d}.js" for i in range(4)),
+        "/$bunfs/root/_12.js",
+        "/$bunfs/root/image-processor.js",
+    ]
+    assert app.size == sum(len(m.data) for m in mods[:7])  # every JS module, no data
 
 
 def test_copies_outlive_the_mapping(tmp_path: Path) -> None:

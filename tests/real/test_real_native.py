@@ -60,3 +60,42 @@ def test_real_native_js(version: str) -> None:
         assert len(app.sources) > 3_000
         assert compressed, "2.1.243+ ships zstd-compressed documents"
         assert all(b"// Version: " + version.encode() in s.data[:4096] for s in app.sources)
+
+
+# What inspect reads in each build (from the binaries themselves; engine/profiles.py records it)
+LEVELS = {
+    "autocompact_offset": 13000,
+    "warning_offset": 20000,
+    "blocking_offset": 3000,
+    "reserve_cap": 20000,
+    "precompute_buffer_fraction": 0.2,
+}
+INSPECT = {
+    "2.1.113": ("cli.js", {}),
+    "2.1.217": ("levels", {"proactive_needs_configured_window": True}),
+    "2.1.330": (
+        "levels",
+        {"proactive_needs_configured_window": True, "count_adds_server_cleared": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("version", sorted(INSPECT))
+def test_real_native_inspect_no_drift(version: str) -> None:
+    from patcher.native.inspect import inspect_path
+
+    reader, features = INSPECT[version]
+    rep = inspect_path(binary(version).parent)  # the platform package folder
+    assert (rep.version, rep.reader) == (version, reader)
+    assert rep.profile is not None, rep.profile_problem
+    assert rep.drift == [], rep.drift
+    assert rep.warnings == []
+    if reader == "levels":
+        consts = {k: v["value"] for k, v in rep.report["constants"].items()}
+        assert consts == LEVELS
+        for key, value in features.items():
+            assert rep.report["features"][key] is value, key
+        assert rep.report["unresolved"] == []
+        assert len(rep.compared) == 9
+    else:
+        assert len(rep.compared) >= 20

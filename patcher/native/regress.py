@@ -1,0 +1,116 @@
+"""``ctxpatch regress --native``: ``inspect`` over published native builds (never a patch).
+
+Each version's platform package (``@anthropic-ai/claude-code-linux-x64`` by default) is fetched
+through :func:`patcher.npmcache.native_binary` (tarball deleted once unpacked, at most
+``NATIVE_KEEP`` versions kept), its JavaScript read out and inspected, and the drift from the
+engine's profile recorded in the same :class:`patcher.regress.Outcome` records as the ``cli.js``
+cycle. Results: ``pass`` (constants read, compared), ``fail`` (the binary or its compaction code
+could not be read), ``fetch-failed``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from patcher import npmcache, regress
+from patcher.bundle import version_tuple
+from patcher.errors import CtxpatchError
+from patcher.native.app import read_app
+from patcher.native.inspect import NativeReport, inspect_app
+from patcher.native.reader import NativeBinary
+
+FIRST_NATIVE = {"cc": "2.1.113", "sdk": "0.2.113"}
+
+
+def select(
+    packages: Iterable[str],
+    *,
+    versions: str | None = None,
+    all_: bool = False,
+    sample: int | None = None,
+    lister: Callable[[str], list[str]] = regress.published,
+) -> list[regress.Job]:
+    packages = list(packages)
+    if sum(x is not None and x is not False for x in (versions, all_ or None, sample)) > 1:
+        raise regress.UsageError("give only one of --versions, --all and --sample")
+    if versions is None and not all_ and sample is None:
+        return sorted({regress.Job(p, v) for p, v in npmcache.NATIVE_CI_SAMPLE if p in packages})
+    jobs: list[regress.Job] = []
+    for pkg in packages:
+        lo = version_tuple(FIRST_NATIVE[pkg])
+        if versions is not None:
+            chosen = regress._parse_spec(versions, pkg, lister)
+            jobs += [regress.Job(pkg, v) for v in chosen if version_tuple(v) >= lo]
+            continue
+        full = [v for v in lister(pkg) if version_tuple(v) >= lo]
+        if sample is not None:
+            if sample < 1:
+                raise regress.UsageError("--sample needs a positive number of versions")
+            full = regress._spread(full, sample)
+        jobs += [regress.Job(pkg, v) for v in full]
+    return sorted(set(jobs), key=lambda j: (j.package, version_tuple(j.version)))
+
+
+def run_one(job: regress.Job) -> regress.Outcome:
+    out = regress.Outcome(job.package, job.version)
+    started = time.monotonic()
+    out.failed_step = "fetch"
+    try:
+        exe = npmcache.native_binary(job.package, job.version)
+    except CtxpatchError as e:
+        out.result, out.reason = "fetch-failed", f"{e.what}: {e.why}"
+        out.seconds = round(time.monotonic() - started, 2)
+        return out
+    out.steps["fetch"] = "ok"
+    out.failed_step = "inspect"
+    try:
+        with NativeBinary(exe) as nb:
+            app = read_app(nb)
+            rep = NativeReport(
+                path=str(exe),
+                container=nb.location.container,
+                layout=app.layout,
+                version=app.version,
+                modules=len(nb.entries),
+                js_modules=len(app.sources),
+                js_bytes=app.size,
+                reader="levels",
+            )
+        out.size = nb.size
+        inspect_app(app, rep)
+    except CtxpatchError as e:
+        out.reason = f"{e.what}: {e.why}"
+    except Exception as e:  # inspect is a report: a bug here fails this version, not the run
+        out.reason = f"{type(e).__name__}: {e}"
+    else:
+        out.claude_code_version = rep.version
+        out.shape = f"native-{rep.layout}"
+        out.profile = rep.profile
+        out.drift = [
+            f"{d['field']}: file {d['file']!r} != profile {d['profile']!r}" for d in rep.drift
+        ]
+        out.unresolved = list(rep.report.get("unresolved", [])) + rep.warnings
+        out.steps["inspect"] = f"{rep.reader}: " + (
+            "ok" if not rep.drift else f"{len(rep.drift)} drift"
+        )
+        if rep.profile is None:
+            out.reason = rep.profile_problem
+        else:
+            out.result, out.failed_step = "pass", None
+    out.seconds = round(time.monotonic() - started, 2)
+    return out
+
+
+def run(
+    jobs: list[regress.Job],
+    on_done: Callable[[regress.Outcome, int, int], None] | None = None,
+) -> regress.Run:
+    """One version after another (each is a 230-380 MB file: no parallel downloads)."""
+    state = regress.Run()
+    for i, job in enumerate(jobs, 1):
+        o = run_one(job)
+        state.outcomes[o.key] = o
+        if on_done is not None:
+            on_done(o, i, len(jobs))
+    return state
