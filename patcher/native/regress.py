@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Iterable
 
 from patcher import npmcache, regress
-from patcher.bundle import version_tuple
 from patcher.errors import CtxpatchError
 from patcher.native.app import read_app
 from patcher.native.inspect import NativeReport, inspect_app
 from patcher.native.reader import NativeBinary
+from patcher.versions import parse_version
 
 FIRST_NATIVE = {"cc": "2.1.113", "sdk": "0.2.113"}
 
@@ -38,18 +38,18 @@ def select(
         return sorted({regress.Job(p, v) for p, v in npmcache.NATIVE_CI_SAMPLE if p in packages})
     jobs: list[regress.Job] = []
     for pkg in packages:
-        lo = version_tuple(FIRST_NATIVE[pkg])
+        lo = parse_version(FIRST_NATIVE[pkg])
         if versions is not None:
             chosen = regress._parse_spec(versions, pkg, lister)
-            jobs += [regress.Job(pkg, v) for v in chosen if version_tuple(v) >= lo]
+            jobs += [regress.Job(pkg, v) for v in chosen if parse_version(v) >= lo]
             continue
-        full = [v for v in lister(pkg) if version_tuple(v) >= lo]
+        full = [v for v in lister(pkg) if parse_version(v) >= lo]
         if sample is not None:
             if sample < 1:
                 raise regress.UsageError("--sample needs a positive number of versions")
             full = regress._spread(full, sample)
         jobs += [regress.Job(pkg, v) for v in full]
-    return sorted(set(jobs), key=lambda j: (j.package, version_tuple(j.version)))
+    return sorted(set(jobs), key=lambda j: (j.package, parse_version(j.version)))
 
 
 def run_one(job: regress.Job) -> regress.Outcome:

@@ -179,3 +179,48 @@ def test_a_folder_with_cli_js_is_the_javascript_package(tmp_path: Path) -> None:
     assert native.is_native(sdk)
     (sdk / "cli.js").write_text("// Version: 2.1.112\n")
     assert not native.is_native(sdk)
+
+
+# --- regress --native ------------------------------------------------------------------------
+
+
+def test_native_regress_selects_native_versions_only() -> None:
+    from patcher.native import regress as nreg
+
+    def lister(pkg: str) -> list[str]:
+        return ["2.1.111", "2.1.112", "2.1.113", "2.1.200", "2.1.330"]
+
+    jobs = nreg.select(["cc"], versions="2.1.100..2.1.400", lister=lister)
+    assert [j.version for j in jobs] == ["2.1.113", "2.1.200", "2.1.330"]
+    assert [j.version for j in nreg.select(["cc"], sample=2, lister=lister)] == [
+        "2.1.113",
+        "2.1.330",
+    ]
+    default = nreg.select(["cc"], lister=lister)
+    assert [j.version for j in default] == ["2.1.113", "2.1.217", "2.1.330"]
+
+
+def test_native_regress_inspects_a_cached_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import tarfile
+
+    from patcher.native import regress as nreg
+    from patcher.regress import Job
+
+    monkeypatch.setenv("CTXPATCH_CACHE", str(tmp_path))
+    base = tmp_path / "npm"
+    base.mkdir()
+    for version, data in (("2.1.300", split_binary("2.1.300")), ("2.1.301", b"\x7fELF junk")):
+        with tarfile.open(base / f"anthropic-ai-claude-code-linux-x64-{version}.tgz", "w:gz") as t:
+            for name, body in (("package/claude", data), ("package/package.json", b"{}")):
+                info = tarfile.TarInfo(name)
+                info.size = len(body)
+                t.addfile(info, io.BytesIO(body))
+    ok = nreg.run_one(Job("cc", "2.1.300"))
+    assert (ok.result, ok.claude_code_version, ok.shape) == ("pass", "2.1.300", "native-split")
+    assert ok.profile == "2.1.284" and ok.drift == []
+    bad = nreg.run_one(Job("cc", "2.1.301"))
+    assert bad.result == "fail" and bad.failed_step == "inspect"
+    assert "ELF header is corrupt" in bad.reason
