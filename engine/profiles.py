@@ -698,7 +698,7 @@ PROFILES: tuple[Profile, ...] = (
         notes=("reactive compact and the context-hint keep-recent MC are not modelled",),
     ),
     # --- native builds: read out of the linux-x64 binaries (patcher.native), never patched ----
-    _p("2.1.113", "2.1.113", "2.1.121", ("2.1.113",), **_NATIVE, notes=_NATIVE_NOTES),
+    _p("2.1.113", "2.1.113", "2.1.121", ("2.1.113", "2.1.121"), **_NATIVE, notes=_NATIVE_NOTES),
     _p(
         "2.1.122",
         "2.1.122",
