@@ -304,8 +304,10 @@ _NATIVE_NOTES = (
     "auto-compact window: CLAUDE_CODE_AUTO_COMPACT_WINDOW (clamped to 100k-1M), settings "
     "autoCompactWindow, a server value, an experiment or a per-model default cap the window "
     "(only the env variable is modelled)",
-    "the context-hint keep-recent MC and time-based MC (tengu_time_based_microcompact) exist "
-    "but are not modelled; microcompact_boundary records are written by them",
+    "the context-hint keep-recent MC and time-based MC (tengu_time_based_microcompact, keep "
+    "recent N tool results, placeholder or persisted pointer) exist but are not modelled; "
+    "2.1.330 writes no microcompact_boundary record, it only reads them (hidden in the UI, a "
+    "boundary like compact_boundary when scanning back)",
 )
 _LEVELS_NOTE = (
     "thresholds come from a level function {level: ok|warn|compact|blocked, pctLeft}: compact "
@@ -319,8 +321,11 @@ _REACTIVE_NOTE = (
     "count passes the context window; no blocking limit)"
 )
 _SERVER_NOTE = (
-    "the auto-compact count adds back the input tokens server-side clearing removed "
-    "(context_management.applied_edits of the last response; not yet modelled in the count)"
+    "the auto-compact count adds back what server-side clearing removed (2.1.330 YG/eCt): the "
+    "sum of cleared_input_tokens over the clear_tool_uses_20250919 entries of "
+    "message.context_management.applied_edits of the last assistant record (or "
+    "client_estimated_cleared_input_tokens when client_cut_tool_uses > 0); not yet modelled in "
+    "the count"
 )
 
 
