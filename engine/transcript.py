@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.tokens import output_content_tokens, usage_prompt
+from patcher.errors import TranscriptError  # the one error module (README "Layout")
 
 KNOWN_TYPES = frozenset(
     {
@@ -39,15 +40,6 @@ KNOWN_TYPES = frozenset(
 )
 SYNTHETIC_MODEL = "<synthetic>"  # cli.js Dj1: replies made up by the client carry no real usage
 STALE_OUTPUT_MAX = 2  # streaming placeholder values seen in transcripts
-
-
-class TranscriptError(ValueError):
-    """A transcript that cannot be read: ``what`` failed, ``why``, and a ``hint``."""
-
-    def __init__(self, what: str, why: str, hint: str, line: int | None = None):
-        self.what, self.why, self.hint, self.line = what, why, hint, line
-        where = f" (line {line})" if line else ""
-        super().__init__(f"{what}{where}: {why}. Hint: {hint}")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Exit codes and the one error type per user-facing failure.
+"""Exit codes and every user-facing error of ctxpatch, patcher and engine alike: one module.
 
 Every error renders as::
 
@@ -7,11 +7,17 @@ Every error renders as::
       hint: <what to do>
       info: key=value ...
 
-Library code raises these; only ``patcher.cli`` catches them and turns them into an exit code.
+and, in ``--json``, as ``{"error": <code>, "exit_code", "what", "why", "hint", "info"}``.
+Library code raises these; ``patcher.cli.output`` is the one handler that turns them (and any
+other exception, through ``from_exception``) into text or JSON and an exit code.
+
+This module imports nothing from the project, so ``engine`` may import it: it is the tool's
+vocabulary of failures, not patching machinery (README "Layout").
 """
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
 
 
@@ -19,8 +25,8 @@ class ExitCode(IntEnum):
     """The published exit-code contract (README "Exit codes")."""
 
     OK = 0  # done, or nothing to do (already patched / already reverted / check: patched)
-    CHANGE_NEEDED = 1  # check: the file is not patched with the current snippet
-    USAGE = 2  # bad options (typer/click's own code)
+    CHANGE_NEEDED = 1  # check: a change is needed; verify: FAIL; inspect/regress: drift
+    USAGE = 2  # bad options or settings (typer/click's own code for bad options)
     REFUSED = 3  # a known problem: nothing was written, the message has a hint
     UNSUPPORTED = 4  # this cli.js cannot take the patch (no micro-compaction, native binary)
     INTERNAL = 5  # a bug: verification of our own output failed; nothing was written
@@ -39,6 +45,9 @@ class CtxpatchError(Exception):
         self.why = why
         self.hint = hint
         self.info = {k: v for k, v in info.items() if v is not None}
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.why}" if self.why else self.what
 
     def render(self) -> str:
         lines = [f"error: {self.what}"]
@@ -61,23 +70,67 @@ class CtxpatchError(Exception):
         }
 
 
+# ------------------------------------------------------------------------ a finding (1)
+
+
+class StrictFailure(CtxpatchError):
+    """``--strict``: a version newer than every engine profile (its numbers would be guessed)."""
+
+    code = "strict"
+    exit_code = ExitCode.CHANGE_NEEDED
+
+
+# ----------------------------------------------------------------------------- usage (2)
+
+
+class UsageError(CtxpatchError):
+    """A bad option value or setting (an environment variable ctxpatch reads)."""
+
+    code = "usage"
+    exit_code = ExitCode.USAGE
+
+
+class MissingExtra(UsageError):
+    """An option that needs an optional extra that is not installed (tiktoken, matplotlib)."""
+
+    code = "missing_extra"
+
+
+class TokenizerUnavailable(MissingExtra):
+    """``--tokenizer tiktoken`` without the ``tiktoken`` extra (or with broken rank files)."""
+
+    code = "tokenizer_unavailable"
+
+
+class PlotUnavailable(MissingExtra):
+    """``--plot`` without the ``plot`` extra (matplotlib)."""
+
+    code = "plot_unavailable"
+
+
+# --------------------------------------------------------------------------- refused (3)
+
+
 class NotFound(CtxpatchError):
     """No cli.js where we looked."""
 
     code = "not_found"
+
+    @classmethod
+    def no_cli_js(cls, example: str) -> NotFound:
+        """The one "no cli.js found" error; ``example`` is the command line of the hint."""
+        return cls(
+            "no Claude Code cli.js found",
+            why="looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
+            "claude-code} from the current folder upward, and the global npm install",
+            hint=f"pass the file, e.g. {example}",
+        )
 
 
 class NotABundle(CtxpatchError):
     """The path exists but is not a Claude Code cli.js (empty, binary, directory, truncated)."""
 
     code = "not_a_bundle"
-
-
-class Unsupported(CtxpatchError):
-    """A real Claude Code build that cannot take the patch."""
-
-    code = "unsupported"
-    exit_code = ExitCode.UNSUPPORTED
 
 
 class TargetNotFound(CtxpatchError):
@@ -96,6 +149,12 @@ class ForeignPatch(CtxpatchError):
     """Another patcher's marker, or a damaged ctxpatch marker."""
 
     code = "foreign_patch"
+
+
+class NotPatched(CtxpatchError):
+    """``verify`` needs a file patched with the current snippet."""
+
+    code = "not_patched"
 
 
 class BackupMismatch(CtxpatchError):
@@ -117,9 +176,50 @@ class FileBusy(CtxpatchError):
 
 
 class FileAccess(CtxpatchError):
-    """Permissions, read-only files, unwritable folders."""
+    """Permissions, read-only or immutable files, unwritable folders, symlink loops."""
 
     code = "file_access"
+
+
+class EnvironmentFailure(CtxpatchError):
+    """The machine, not the input: disk full, out of memory, a tool that cannot be run."""
+
+    code = "environment"
+
+
+class NodeMissing(EnvironmentFailure):
+    """node is needed (verify) or named (CTXPATCH_NODE) but cannot be run."""
+
+    code = "node_missing"
+
+
+class FetchFailed(EnvironmentFailure):
+    """``npm pack`` / ``npm view`` failed (regress, the test cache)."""
+
+    code = "fetch_failed"
+
+
+class TranscriptError(CtxpatchError):
+    """A session transcript that cannot be read (``simulate``); ``line`` is 1-based."""
+
+    code = "bad_transcript"
+
+    def __init__(self, what: str, why: str, hint: str, line: int | None = None) -> None:
+        super().__init__(f"{what} (line {line})" if line else what, why, hint, line=line)
+        self.line = line
+
+
+# ----------------------------------------------------------------------- unsupported (4)
+
+
+class Unsupported(CtxpatchError):
+    """A real Claude Code build that cannot take the patch (or that the engine cannot model)."""
+
+    code = "unsupported"
+    exit_code = ExitCode.UNSUPPORTED
+
+
+# -------------------------------------------------------------------------- internal (5)
 
 
 class VerificationFailed(CtxpatchError):
@@ -134,3 +234,91 @@ class InternalError(CtxpatchError):
 
     code = "internal"
     exit_code = ExitCode.INTERNAL
+
+
+# ------------------------------------------------------------------------ interrupted
+
+
+class Interrupted(CtxpatchError):
+    """^C: writes are atomic, so nothing is half-written."""
+
+    code = "interrupted"
+    exit_code = ExitCode.INTERRUPTED
+
+
+# ------------------------------------------------------------- any exception -> an error
+
+_ERRNO_WHY: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: (
+        "the disk is full",
+        "free some space on that file system, then run the command again",
+    ),
+    errno.EDQUOT: ("the disk quota is exceeded", "free some space, then run the command again"),
+    errno.EROFS: (
+        "the file system is mounted read-only",
+        "remount it read-write or install Claude Code elsewhere",
+    ),
+    errno.EPERM: (
+        "the operation is not permitted (an immutable or append-only file or folder, see lsattr)",
+        "remove the attribute (chattr -i FILE) or run as the user that owns the install",
+    ),
+    errno.EACCES: (
+        "permission denied",
+        "run ctxpatch as the user that owns the install (for a global npm install that may mean sudo)",
+    ),
+    errno.ELOOP: (
+        "too many levels of symbolic links (a symlink loop)",
+        "fix the link: ls -l shows where it points",
+    ),
+    errno.ENAMETOOLONG: ("the path is too long", "pass a shorter path"),
+    errno.EIO: (
+        "an input/output error from the disk",
+        "check the disk (dmesg), then run the command again",
+    ),
+    errno.EMFILE: ("too many open files", "close other programs or raise the limit (ulimit -n)"),
+    errno.ENOENT: (
+        "no such file or folder",
+        "check the path, or run `ctxpatch status` to list the installed copies",
+    ),
+    errno.ENOTDIR: ("a part of the path is not a folder", "check the path"),
+    errno.EISDIR: ("it is a folder", "pass the file itself"),
+}
+
+
+def from_exception(exc: BaseException) -> CtxpatchError:
+    """The user-facing error for ``exc``: environment failures are refusals (exit 3) with a
+    why and a hint; anything else is a bug (exit 5)."""
+    if isinstance(exc, CtxpatchError):
+        return exc
+    if isinstance(exc, MemoryError):
+        return EnvironmentFailure(
+            "ran out of memory",
+            why="the machine has not enough free memory for a 10-15 MB cli.js and its copies",
+            hint="close other programs (or raise the memory limit), then run the command again",
+        )
+    if isinstance(exc, OSError):
+        code = exc.errno if exc.errno is not None else -1
+        why, hint = _ERRNO_WHY.get(code, (exc.strerror or str(exc), ""))
+        kind = EnvironmentFailure if code in _MACHINE else FileAccess
+        verb = "write to" if code in _WRITE else "use"
+        target = exc.filename or "a file"
+        return kind(
+            f"cannot {verb} {target}",
+            why=why,
+            hint=hint or "fix the cause, then run the command again",
+            errno=errno.errorcode.get(code),
+        )
+    if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop"):  # pathlib < 3.13
+        return FileAccess(
+            f"cannot resolve {str(exc).removeprefix('Symlink loop from ')}",
+            why=_ERRNO_WHY[errno.ELOOP][0],
+            hint=_ERRNO_WHY[errno.ELOOP][1],
+        )
+    return InternalError(
+        f"internal error: {type(exc).__name__}: {exc}",
+        hint="this is a bug in ctxpatch; rerun with CTXPATCH_DEBUG=1 for a traceback and report it",
+    )
+
+
+_MACHINE = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM}
+_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EPERM}

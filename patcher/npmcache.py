@@ -15,13 +15,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from patcher.errors import CtxpatchError
+from patcher.errors import FetchFailed
 
 SHORT = {"cc": "@anthropic-ai/claude-code", "sdk": "@anthropic-ai/claude-agent-sdk"}
-
-
-class FetchFailed(CtxpatchError):
-    code = "fetch_failed"
 
 
 def cache_root() -> Path:

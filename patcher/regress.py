@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher import __version__, npmcache, ops, plan, selfcheck, snippet
-from patcher.errors import CtxpatchError, Unsupported
+from patcher.errors import CtxpatchError, FetchFailed, Unsupported, UsageError
 from patcher.inspect import inspect
 from patcher.markers import sha256
 from patcher.versions import parse_version, version_of
@@ -81,10 +81,6 @@ class Outcome:
         return asdict(self)
 
 
-class UsageError(ValueError):
-    """A bad --versions / --sample value (exit 2)."""
-
-
 # ------------------------------------------------------------------------------ selection
 
 
@@ -115,7 +111,7 @@ def published(package: str, *, refresh: bool = False) -> list[str]:
         elif cache.is_file():
             versions = json.loads(cache.read_text())
         else:
-            raise npmcache.FetchFailed(
+            raise FetchFailed(
                 f"cannot list the published versions of {name}",
                 why="npm is not on PATH" if npm is None else (proc.stderr if proc else "")[-300:],
                 hint="install node/npm and check that the npm registry is reachable",
@@ -425,11 +421,13 @@ class Run:
         ordered = sorted(
             self.outcomes.values(), key=lambda o: (o.package, parse_version(o.version))
         )
-        return {
+        summary = self.summary()
+        return {  # the envelope of every --json (patcher.cli.output), with the run's context
             "ctxpatch": __version__,
+            "exit_code": 0 if summary["ok"] else 1,
             "snippet_sha256": snippet.sha(),
             "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "summary": self.summary(),
+            "summary": summary,
             "results": [o.to_json() for o in ordered],
         }
 

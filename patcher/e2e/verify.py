@@ -32,7 +32,7 @@ from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
 from patcher.e2e.mock import MockServer
 from patcher.e2e.sandbox import Sandbox
 from patcher.e2e.scenarios import turns_session
-from patcher.errors import CtxpatchError, ExitCode, Unsupported
+from patcher.errors import NodeMissing, NotPatched, Unsupported
 
 KNOBS = {
     "CLAUDE_TEXT_PRUNE_KEEP": "2",
@@ -40,16 +40,6 @@ KNOBS = {
     "CLAUDE_TEXT_PRUNE_MAX_CHARS": "60",
     "CLAUDE_TEXT_PRUNE_THRESHOLD": "1000",
 }
-
-
-class NodeMissing(CtxpatchError):
-    code = "node_missing"
-    exit_code = ExitCode.REFUSED
-
-
-class NotPatched(CtxpatchError):
-    code = "not_patched"
-    exit_code = ExitCode.REFUSED
 
 
 @dataclass

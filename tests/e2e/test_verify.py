@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from patcher import ops
-from patcher.e2e.cli import register
+from patcher.cli.verifying import register
 
 from .conftest import fetch_cli
 

@@ -6,7 +6,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from engine.cli import register
+from patcher.cli.modelling import register
 
 from .conftest import SPOTTER, spotter_sessions
 
@@ -35,7 +35,7 @@ def test_thresholds_explains_167000_vs_155000(app):
 def test_thresholds_json(app):
     r = runner.invoke(app, ["thresholds", "-p", "2.1.39", "--pct-override", "50", "--json"])
     doc = json.loads(r.stdout)
-    assert doc["thresholds"][0]["auto_compact"] == 90000
+    assert doc["exit_code"] == 0 and doc["results"][0]["auto_compact"] == 90000
 
 
 def test_bad_profile_is_usage_error(app):
@@ -92,7 +92,7 @@ def test_simulate_refuses_a_non_claude_model(app):
 
 
 def test_docstrings_end_with_example(app):
-    from engine.cli import simulate_cmd, thresholds_cmd
+    from patcher.cli.modelling import simulate_cmd, thresholds_cmd
 
     for f in (simulate_cmd, thresholds_cmd):
         assert f.__doc__.strip().splitlines()[-1].strip().startswith("Example: ctxpatch ")
@@ -123,7 +123,7 @@ def test_bad_knob_is_usage_error(app, need_spotter):
 def test_simulate_json_contract(app, need_spotter):
     r = runner.invoke(app, ["simulate", str(LARGE), "--json"])
     assert r.exit_code == 0, r.stderr
-    doc = json.loads(r.stdout)
+    (doc,) = json.loads(r.stdout)["results"]
     assert set(doc) >= {"profile", "scenario", "requests", "events", "summary"}
     assert doc["scenario"] == "recorded" and doc["profile"]["name"] == "2.1.39"
     req = doc["requests"][0]
@@ -149,9 +149,9 @@ def test_simulate_compare_json(app, need_spotter):
     )
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc["scenarios"]) == {"unpatched", "patched"}
-    assert doc["scenarios"]["patched"]["summary"]["text_prunes"] > 0
-    assert {"compactions_avoided", "tokens_saved", "extra_cache_breaks"} <= set(doc["summary"])
+    assert [s["scenario"] for s in doc["results"]] == ["unpatched", "patched"]
+    assert doc["results"][1]["summary"]["text_prunes"] > 0
+    assert {"compactions_avoided", "tokens_saved", "extra_cache_breaks"} <= set(doc["comparison"])
 
 
 def test_plot_without_matplotlib_is_a_clear_error(app, need_spotter, tmp_path):
@@ -175,7 +175,7 @@ def test_tiktoken_counts(app, need_spotter):
         app, ["simulate", str(SPOTTER / "short.jsonl"), "--tokenizer", "tiktoken", "--json"]
     )
     assert r.exit_code == 0, r.stderr
-    t = json.loads(r.stdout)["tokenizer"]
+    t = json.loads(r.stdout)["tokenizer"]  # context of the envelope, beside "results"
     assert t["bpe_tokens"] > 0 and t["chars4_tokens"] > 0
 
 

@@ -14,7 +14,7 @@ from conftest import FIXTURES, ROOT, copy_fixture
 from typer.testing import CliRunner
 
 from patcher import snippet
-from patcher.cli import app
+from patcher.cli.app import app
 from patcher.errors import ExitCode
 
 runner = CliRunner()

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from patcher import inspect as ib
 from patcher import npmcache, ops
+from patcher.cli.inspecting import register
 from patcher.errors import CtxpatchError
-from patcher.fidelity_cli import register
 
 LEGACY_8 = ["Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"]
 
@@ -197,10 +197,11 @@ def test_cli_json_on_a_fixture(fixture_copy) -> None:
     cli = fixture_copy("s6-2.1.112.js")
     res = _invoke("inspect", str(cli), "--json")
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
+    top = json.loads(res.stdout)
+    (doc,) = top["results"]
     assert (doc["version"], doc["shape"], doc["profile"]) == ("2.1.112", "S6", "2.1.105")
     assert doc["constants"]["autocompact_offset"]["value"] == 13000
-    assert doc["drift"] == [] and doc["exit_code"] == 0
+    assert doc["drift"] == [] and top["exit_code"] == 0
 
 
 def test_cli_drift_exits_1(tmp_path: Path) -> None:
@@ -215,7 +216,7 @@ def test_cli_reads_a_patched_file_through_its_original(fixture_copy) -> None:
     cli = fixture_copy("s1p-2.1.7.js")
     ops.apply_file(cli, node_check=False)
     res = _invoke("inspect", str(cli), "--json")
-    doc = json.loads(res.stdout)
+    (doc,) = json.loads(res.stdout)["results"]
     assert doc["shape"] == "S1'" and "original" in doc["note"]
     assert doc["sha256"] == ib.sha256((FIXTURES / "s1p-2.1.7.js").read_bytes())
 

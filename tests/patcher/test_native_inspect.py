@@ -10,7 +10,7 @@ import native_builder as nbld
 import pytest
 from typer.testing import CliRunner
 
-from patcher.cli import app
+from patcher.cli.app import app
 from patcher.errors import NotABundle, NotFound
 from patcher.native import inspect as native
 from patcher.native.app import Source
@@ -148,7 +148,7 @@ def test_cli_inspect_native_json_and_strict(tmp_path: Path) -> None:
     exe.write_bytes(split_binary("9.9.9"))
     runner = CliRunner()
     res = runner.invoke(app, ["inspect", str(exe), "--json"])
-    doc = json.loads(res.stdout)
+    (doc,) = json.loads(res.stdout)["results"]
     assert doc["version"] == "9.9.9" and doc["layout"] == "split"
     assert any("newer than every engine profile" in w for w in doc["warnings"])
     assert res.exit_code == (1 if doc["drift"] else 0)

@@ -12,7 +12,7 @@ from conftest import FIXTURES, IN_CI, need
 from typer.testing import CliRunner
 
 from patcher import npmcache, regress
-from patcher.fidelity_cli import register
+from patcher.cli.inspecting import register
 from patcher.regress import Job, Outcome
 
 CC = [

@@ -1,13 +1,11 @@
-"""``ctxpatch inspect`` and ``ctxpatch regress``: added to the main typer app by ``register``.
+"""``ctxpatch inspect`` and ``ctxpatch regress``: real builds compared with the engine (drift).
 
-Exit codes: 0 ok, 1 drift found / a version failed (``inspect --strict``: also a version newer
-than every engine profile), 2 usage, 3 refused (bad input; the message says what, why and a
-hint). Native builds are read (``inspect``, ``regress --native``), never patched.
+Native builds are read (``inspect``, ``regress --native``), never patched. Printing and exit
+codes go through ``patcher.cli.output``.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -15,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from patcher.errors import CtxpatchError, ExitCode, NotFound
+from patcher.cli.output import emit_json, envelope, err, handle, out, with_codes
+from patcher.errors import ExitCode, NotFound, UsageError
 
 
 class PackageChoice(StrEnum):
@@ -26,16 +25,8 @@ class PackageChoice(StrEnum):
 
 def register(app: typer.Typer) -> None:
     """Add ``inspect`` and ``regress`` to ``app``."""
-    app.command("inspect")(inspect_cmd)
-    app.command("regress")(regress_cmd)
-
-
-def _refuse(err: CtxpatchError, as_json: bool) -> typer.Exit:
-    if as_json:
-        typer.echo(json.dumps({"exit_code": int(err.exit_code), "error": err.to_json()}, indent=2))
-    else:
-        typer.echo(err.render(), err=True)
-    return typer.Exit(int(err.exit_code))
+    app.command("inspect", help=with_codes(inspect_cmd, "inspect"))(inspect_cmd)
+    app.command("regress", help=with_codes(regress_cmd, "regress"))(regress_cmd)
 
 
 def inspect_cmd(
@@ -63,37 +54,31 @@ def inspect_cmd(
 
     Reads the Claude Code version, sha256 and call-site shape, then follows the functions that compute the thresholds, the micro-compaction and the token estimate to the constants they use (never by searching for a value), and lists every difference from the engine's profile for that version (drift). A patched file is read through the original its markers record.
 
-    Exit 0 no drift, 1 drift (or, with --strict, a version newer than every engine profile), 3 neither a cli.js nor a native build (or none found).
-
     Example: ctxpatch inspect node_modules/@anthropic-ai/claude-code/cli.js --json
     """
+    raise typer.Exit(handle(lambda: _inspect(path, as_json, strict), as_json))
+
+
+def _inspect(path: Path | None, as_json: bool, strict: bool) -> int:
     from patcher import bundle, markers, snippet
     from patcher.discover import environ, targets
     from patcher.inspect import inspect, render
     from patcher.native import inspect as native
 
-    try:
-        if path is None:
-            installs, _ = targets(None, environ(), Path.cwd())
-            found = None if installs else native.discover()  # a native `claude` on PATH
-            if installs:
-                path = installs[0].path
-            elif found is not None:
-                path = found
-            else:
-                raise NotFound(
-                    "no Claude Code cli.js found",
-                    why="looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
-                    "claude-code} from the current folder upward, and the global npm install",
-                    hint="pass the file: ctxpatch inspect node_modules/@anthropic-ai/"
-                    "claude-code/cli.js",
-                )
-        assert path is not None
-        if native.is_native(path):
-            raise typer.Exit(_inspect_native(path, as_json, strict))
-        b = bundle.load(path)
-    except CtxpatchError as e:
-        raise _refuse(e, as_json) from None
+    if path is None:
+        installs, _ = targets(None, environ(), Path.cwd())
+        found = None if installs else native.discover()  # a native `claude` on PATH
+        if installs:
+            path = installs[0].path
+        elif found is not None:
+            path = found
+        else:
+            raise NotFound.no_cli_js(
+                "ctxpatch inspect node_modules/@anthropic-ai/claude-code/cli.js"
+            )
+    if native.is_native(path):
+        return _inspect_native(path, as_json, strict)
+    b = bundle.load(path)
     data, note = b.data, ""
     marks = markers.read(data, snippet.sha())
     if marks.state.value in ("PATCHED", "OUTDATED"):
@@ -102,37 +87,29 @@ def inspect_cmd(
             data, note = original, "patched by ctxpatch: inspected the original it records"
     rep = inspect(data, b.version)
     code = int(ExitCode.CHANGE_NEEDED) if rep.drift else 0
+    package = f"{b.package.name}@{b.package.version}" if b.package else None
     if as_json:
-        doc = {
-            "path": str(b.path),
-            "exit_code": code,
-            "package": f"{b.package.name}@{b.package.version}" if b.package else None,
-            "note": note,
-            **rep.to_json(),
-        }
-        typer.echo(json.dumps(doc, indent=2))
+        result = {"path": str(b.path), "package": package, "note": note, **rep.to_json()}
+        emit_json(envelope(code, [result]))
     else:
-        typer.echo(f"{b.path}" + (f"  ({b.package.name}@{b.package.version})" if b.package else ""))
+        out(f"{b.path}" + (f"  ({package})" if package else ""))
         if note:
-            typer.echo(f"note: {note}")
-        typer.echo(render(rep))
-    raise typer.Exit(code)
+            out(f"note: {note}")
+        out(render(rep))
+    return code
 
 
 def _inspect_native(path: Path, as_json: bool, strict: bool) -> int:
     from patcher.native import inspect as native
 
-    try:
-        rep = native.inspect_path(path)
-    except CtxpatchError as e:
-        raise _refuse(e, as_json) from None
+    rep = native.inspect_path(path)
     code = int(ExitCode.CHANGE_NEEDED) if rep.drift or (strict and rep.warnings) else 0
     if as_json:
-        typer.echo(json.dumps({"exit_code": code, "strict": strict, **rep.to_json()}, indent=2))
+        emit_json(envelope(code, [rep.to_json()], strict=strict))
     else:
-        typer.echo(native.render(rep))
+        out(native.render(rep))
         if strict and rep.warnings:
-            typer.echo("error: --strict: the version is newer than every engine profile", err=True)
+            err("error: --strict: the version is newer than every engine profile")
     return code
 
 
@@ -206,36 +183,54 @@ def regress_cmd(
 
     Each version is downloaded once with npm pack into ~/.cache/ctxpatch (CTXPATCH_CACHE overrides), copied to a scratch folder, then: locate → apply → check → apply again (no change) → node ESM check of the patched file → revert (byte-identical) → inspect drift. With no version option it runs the per-shape sample that CI uses. Prints a matrix on stdout and progress on stderr.
 
-    Exit 0 every version passed (or was rightly refused) with no drift, 1 a version failed or drifted, 2 bad options.
-
     Example: ctxpatch regress --versions 2.1.40..2.1.68 --package both --json out.json -j 2
     """
+    packages = ["cc", "sdk"] if package is PackageChoice.both else [package.value]
+    raise typer.Exit(
+        handle(
+            lambda: _regress(
+                packages,
+                versions,
+                all_,
+                sample,
+                json_file,
+                jobs,
+                resume,
+                prune,
+                no_node_check,
+                native,
+            ),
+            False,
+            interrupted="results so far are in the --json file" if json_file else "",
+        )
+    )
+
+
+def _regress(
+    packages: list[str],
+    versions: str | None,
+    all_: bool,
+    sample: int | None,
+    json_file: Path | None,
+    jobs: int,
+    resume: bool,
+    prune: bool,
+    no_node_check: bool,
+    native: bool,
+) -> int:
     from patcher import regress
+    from patcher.native import regress as native_regress
 
     if jobs < 1:
-        typer.echo("error: --jobs needs a positive number", err=True)
-        raise typer.Exit(int(ExitCode.USAGE))
+        raise UsageError("--jobs needs a positive number", hint="e.g. --jobs 2")
     if resume and json_file is None:
-        typer.echo("error: --resume needs --json FILE (the earlier run's results)", err=True)
-        raise typer.Exit(int(ExitCode.USAGE))
-    packages = ["cc", "sdk"] if package is PackageChoice.both else [package.value]
-    if native:
-        from patcher.native import regress as native_regress
-
-        select = native_regress.select
-    else:
-        select = regress.select
-    try:
-        selected = select(packages, versions=versions, all_=all_, sample=sample)
-    except regress.UsageError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(int(ExitCode.USAGE)) from None
-    except CtxpatchError as e:
-        raise _refuse(e, False) from None
+        raise UsageError(
+            "--resume needs --json FILE", hint="give the --json FILE of the earlier run"
+        )
+    select = native_regress.select if native else regress.select
+    selected = select(packages, versions=versions, all_=all_, sample=sample)
     if not selected:
-        typer.echo("error: no published version matches", err=True)
-        raise typer.Exit(int(ExitCode.USAGE))
-
+        raise UsageError("no published version matches", hint="see ctxpatch regress --help")
     on_done, close = _progress(len(selected))
     try:
         if native:
@@ -252,24 +247,18 @@ def regress_cmd(
                 resume=resume,
                 on_done=on_done,
             )
-    except KeyboardInterrupt:
+    finally:
         close()
-        typer.echo(
-            "interrupted: results so far are in the --json file" if json_file else "interrupted",
-            err=True,
-        )
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    close()
     outcomes = list(result.outcomes.values())
-    typer.echo(regress.matrix(outcomes))
+    out(regress.matrix(outcomes))
     extra = regress.details(outcomes)
     if extra:
-        typer.echo("")
-        typer.echo(extra)
+        out("")
+        out(extra)
     s = result.summary()
     counts = ", ".join(f"{n} {k}" for k, n in s["results"].items() if n)
-    typer.echo(f"\n{s['versions']} versions: {counts}; {s['with_drift']} with drift", err=True)
-    raise typer.Exit(0 if s["ok"] else int(ExitCode.CHANGE_NEEDED))
+    err(f"\n{s['versions']} versions: {counts}; {s['with_drift']} with drift")
+    return 0 if s["ok"] else int(ExitCode.CHANGE_NEEDED)
 
 
 def _progress(total: int):
@@ -303,6 +292,6 @@ def _progress(total: int):
 
     def on_line(o, done: int, _total: int) -> None:
         drift = f", {len(o.drift)} drift" if o.drift else ""
-        typer.echo(f"[{done}/{_total}] {o.key}: {o.result}{drift} ({o.seconds:.1f}s)", err=True)
+        err(f"[{done}/{_total}] {o.key}: {o.result}{drift} ({o.seconds:.1f}s)")
 
     return on_line, lambda: None

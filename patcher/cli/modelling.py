@@ -1,21 +1,20 @@
-"""``ctxpatch simulate`` and ``ctxpatch thresholds``: added to the main typer app by ``register``.
+"""``ctxpatch simulate`` and ``ctxpatch thresholds``: the engine's model, on the command line.
 
-Data goes to stdout, messages to stderr. Exit codes: 0 success, 2 usage error (bad option
-value, missing optional extra), 3 bad input (unreadable or malformed transcript).
+Data goes to stdout, messages to stderr; printing and exit codes go through
+``patcher.cli.output``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-EXIT_USAGE = 2
-EXIT_INPUT = 3
+from patcher.cli.output import emit_json, envelope, err, handle, out, with_codes
+from patcher.errors import StrictFailure, TranscriptError, UsageError
+
 DEFAULT_PROFILE = "2.1.39"
 DEFAULT_MODEL = "claude-opus-4-6"
 
@@ -37,27 +36,17 @@ class TokenizerChoice(StrEnum):
     tiktoken = "tiktoken"
 
 
-def _fail(code: int, what: str, why: str, hint: str) -> typer.Exit:
-    typer.echo(f"error: {what}: {why}\nhint: {hint}", err=True)
-    return typer.Exit(code)
-
-
-# Set by ``register``: the Claude Code version installed here (the caller finds it; the engine
-# never reads installs itself), used when ``thresholds`` is given no --profile.
-_installed_version: Callable[[], str | None] = lambda: None  # noqa: E731
-
-
 def _profile(version: str):
     from engine.profiles import PROFILES, profile_for
 
     try:
         return profile_for(version)
     except ValueError as e:
-        raise _fail(
-            EXIT_USAGE,
+        raise UsageError(
             f"--profile {version}",
-            str(e),
-            f"give a Claude Code version from 1.0.80 to {PROFILES[-1].last}, e.g. --profile 2.1.39",
+            why=str(e),
+            hint=f"give a Claude Code version from 1.0.80 to {PROFILES[-1].last}, "
+            "e.g. --profile 2.1.39",
         ) from None
 
 
@@ -66,11 +55,10 @@ def _model(model: str) -> None:
 
     problem = model_problem(model)
     if problem is not None:
-        raise _fail(
-            EXIT_USAGE,
+        raise UsageError(
             f"--model {model}",
-            problem,
-            "give a Claude model id or alias, e.g. --model claude-opus-4-6, "
+            why=problem,
+            hint="give a Claude model id or alias, e.g. --model claude-opus-4-6, "
             "--model claude-sonnet-4-5[1m] or --model sonnet",
         )
 
@@ -86,19 +74,21 @@ def _beyond(versions: list[str], strict: bool) -> list[str]:
         if beyond_profiles(v)
     ]
     if warnings and strict:
-        for w in warnings:
-            typer.echo(f"warning: {w}", err=True)
-        typer.echo("error: --strict: a version is newer than every engine profile", err=True)
-        raise typer.Exit(1)
+        raise StrictFailure(
+            "--strict: a version is newer than every engine profile",
+            why="; ".join(warnings),
+            hint="leave out --strict to model it with the newest profile's rules",
+        )
     return warnings
 
 
 def default_version() -> tuple[str, str]:
     """The version ``thresholds`` models without --profile, and why."""
     from engine.profiles import PROFILES
+    from patcher.native.inspect import installed_version
 
     try:
-        installed = _installed_version()
+        installed = installed_version()
     except Exception as e:  # finding the install is a convenience: never a failure
         installed, why = None, f"could not read the installed version ({type(e).__name__})"
     else:
@@ -112,8 +102,8 @@ def _env(pairs: list[str] | None, pct: float | None) -> dict[str, str]:
     env: dict[str, str] = {}
     for p in pairs or []:
         if "=" not in p:
-            raise _fail(
-                EXIT_USAGE, f"--env {p}", "expected NAME=VALUE", "e.g. --env DISABLE_MICROCOMPACT=1"
+            raise UsageError(
+                f"--env {p}", why="expected NAME=VALUE", hint="e.g. --env DISABLE_MICROCOMPACT=1"
             )
         k, v = p.split("=", 1)
         env[k] = v
@@ -151,6 +141,19 @@ def thresholds_cmd(
 
     Example: ctxpatch thresholds --profile 2.1.39 --profile 2.0.76 --model claude-opus-4-6
     """
+    raise typer.Exit(
+        handle(lambda: _thresholds(profile, model, pct_override, env, as_json, strict), as_json)
+    )
+
+
+def _thresholds(
+    profile: list[str] | None,
+    model: str,
+    pct_override: float | None,
+    env: list[str] | None,
+    as_json: bool,
+    strict: bool,
+) -> int:
     from engine.report import render_thresholds
     from engine.thresholds import compute_thresholds
 
@@ -158,25 +161,22 @@ def thresholds_cmd(
         versions = profile
     else:
         chosen, why = default_version()
-        typer.echo(f"note: modelling {chosen}: {why}", err=True)
+        err(f"note: modelling {chosen}: {why}")
         versions = [chosen]
     profiles = [(v, _profile(v)) for v in versions]  # a bad version is a usage error first
     warnings = _beyond(versions, strict)
     _model(model)
     environment = _env(env, pct_override)
     if pct_override is not None and not 0 < pct_override <= 100:
-        typer.echo(
-            f"warning: --pct-override {pct_override:g} is outside (0,100]: Claude Code ignores it",
-            err=True,
-        )
+        err(f"warning: --pct-override {pct_override:g} is outside (0,100]: Claude Code ignores it")
     items = [(v, compute_thresholds(p, model, environment)) for v, p in profiles]
     if as_json:
-        doc = {"thresholds": [{"version": v, **t.as_dict()} for v, t in items]}
-        typer.echo(json.dumps({**doc, "warnings": warnings}, indent=2))
+        emit_json(envelope(0, [{"version": v, **t.as_dict()} for v, t in items], warnings=warnings))
     else:
-        typer.echo(render_thresholds(items))
+        out(render_thresholds(items))
         for w in warnings:
-            typer.echo(f"warning: {w}")
+            out(f"warning: {w}")
+    return 0
 
 
 def simulate_cmd(
@@ -236,126 +236,109 @@ def simulate_cmd(
 
     Example: ctxpatch simulate ~/.claude/projects/x/session.jsonl --compare --keep 2 --plot out.png
     """
-    from engine.report import (
-        PlotUnavailable,
-        compare_summary,
-        plot_simulations,
-        render_compare,
-        render_simulation,
-    )
-    from engine.simulate import simulate
-    from engine.transcript import TranscriptError, load_transcript
 
-    for name, val, low in (
-        ("--keep", keep, 1),
-        ("--threshold", threshold, 0),
-        ("--max-chars", max_chars, 1),
-        ("--step", step, 1),
-    ):
-        if val is not None and val < low:
-            raise _fail(
-                EXIT_USAGE,
-                f"{name} {val}",
-                f"must be at least {low}",
-                "see ctxpatch simulate --help",
-            )
-    if model is not None:
-        _model(model)
-    environment = _env(env, pct_override)
-    try:
+    def body() -> int:
+        from engine.report import (
+            compare_summary,
+            plot_simulations,
+            render_compare,
+            render_simulation,
+        )
+        from engine.simulate import simulate
+        from engine.transcript import load_transcript
+
+        for name, val, low in (
+            ("--keep", keep, 1),
+            ("--threshold", threshold, 0),
+            ("--max-chars", max_chars, 1),
+            ("--step", step, 1),
+        ):
+            if val is not None and val < low:
+                raise UsageError(
+                    f"{name} {val}",
+                    why=f"must be at least {low}",
+                    hint="see ctxpatch simulate --help",
+                )
+        if model is not None:
+            _model(model)
+        environment = _env(env, pct_override)
         tr = load_transcript(transcript)
-    except TranscriptError as e:
-        where = f" (line {e.line})" if e.line else ""
-        raise _fail(EXIT_INPUT, e.what + where, e.why, e.hint) from None
-    if not tr.replies:
-        raise _fail(
-            EXIT_INPUT,
-            f"transcript {transcript}",
-            "it has no assistant reply with usage",
-            "simulate needs a session in which Claude answered at least once",
-        )
-    version = profile or tr.version or DEFAULT_PROFILE
-    prof = _profile(version)
-    warnings = _beyond([version], strict)
-    if not as_json:
-        for w in warnings:
-            typer.echo(f"warning: {w}", err=True)
-    if profile is None and tr.version is None:
-        typer.echo(f"note: the transcript names no version; modelling {DEFAULT_PROFILE}", err=True)
-    if tr.unknown_types:
-        typer.echo(f"note: unknown record types counted and skipped: {tr.unknown_types}", err=True)
-    prune_env = {
-        k: str(v)
-        for k, v in (
-            ("CLAUDE_TEXT_PRUNE_KEEP", keep),
-            ("CLAUDE_TEXT_PRUNE_THRESHOLD", threshold),
-            ("CLAUDE_TEXT_PRUNE_MAX_CHARS", max_chars),
-            ("CLAUDE_TEXT_PRUNE_STEP", step),
-        )
-        if v is not None
-    }
-    mc = {"auto": None, "on": True, "off": False}[microcompact.value]
-    kw = dict(model=model, env=environment)
-    if compare:
-        sims = [
-            simulate(tr, prof, "unpatched", microcompact_on=mc, **kw),
-            simulate(tr, prof, "patched", prune_env=prune_env, microcompact_on=mc, **kw),
-        ]
-    elif scenario is ScenarioChoice.recorded:
-        sims = [simulate(tr, prof, "recorded", **kw)]
-    else:
-        sims = [simulate(tr, prof, scenario.value, prune_env=prune_env, microcompact_on=mc, **kw)]
-    extra = {}
-    if tokenizer is TokenizerChoice.tiktoken:
-        from engine.simulate import memory_records
-        from engine.tokenizers import TokenizerUnavailable, compare_counts
-
-        try:
-            extra["tokenizer"] = compare_counts(memory_records(tr))
-        except TokenizerUnavailable as e:
-            raise _fail(
-                EXIT_USAGE, "--tokenizer tiktoken", str(e), "or use the default --tokenizer chars4"
-            ) from None
-    if plot is not None:
-        try:
-            plot_simulations(sims, plot)
-        except PlotUnavailable as e:
-            raise _fail(EXIT_USAGE, f"--plot {plot}", str(e), "or leave out --plot") from None
-        except OSError as e:
-            raise _fail(
-                EXIT_USAGE, f"--plot {plot}", e.strerror or str(e), "choose a writable path"
-            ) from None
-        typer.echo(f"plot written to {plot}", err=True)
-    if as_json:
+        if not tr.replies:
+            raise TranscriptError(
+                f"transcript {transcript}",
+                "it has no assistant reply with usage",
+                "simulate needs a session in which Claude answered at least once",
+            )
+        version = profile or tr.version or DEFAULT_PROFILE
+        prof = _profile(version)
+        warnings = _beyond([version], strict)
+        if not as_json:
+            for w in warnings:
+                err(f"warning: {w}")
+        if profile is None and tr.version is None:
+            err(f"note: the transcript names no version; modelling {DEFAULT_PROFILE}")
+        if tr.unknown_types:
+            err(f"note: unknown record types counted and skipped: {tr.unknown_types}")
+        prune_env = {
+            k: str(v)
+            for k, v in (
+                ("CLAUDE_TEXT_PRUNE_KEEP", keep),
+                ("CLAUDE_TEXT_PRUNE_THRESHOLD", threshold),
+                ("CLAUDE_TEXT_PRUNE_MAX_CHARS", max_chars),
+                ("CLAUDE_TEXT_PRUNE_STEP", step),
+            )
+            if v is not None
+        }
+        mc = {"auto": None, "on": True, "off": False}[microcompact.value]
+        kw = dict(model=model, env=environment)
         if compare:
-            doc = {
-                "scenario": "compare",
-                "profile": sims[0].as_dict()["profile"],
-                "scenarios": {s.scenario: s.as_dict() for s in sims},
-                "summary": compare_summary(sims[0], sims[1]),
-                **extra,
-            }
+            sims = [
+                simulate(tr, prof, "unpatched", microcompact_on=mc, **kw),
+                simulate(tr, prof, "patched", prune_env=prune_env, microcompact_on=mc, **kw),
+            ]
+        elif scenario is ScenarioChoice.recorded:
+            sims = [simulate(tr, prof, "recorded", **kw)]
         else:
-            doc = {**sims[0].as_dict(), **extra}
-        typer.echo(json.dumps({**doc, "warnings": warnings}, indent=1))
-        return
-    if compare:
-        typer.echo(render_compare(sims[0], sims[1]))
-    else:
-        typer.echo(render_simulation(sims[0], all_requests))
-    if extra:
-        t = extra["tokenizer"]
-        typer.echo(
-            f"tokenizer ({t['encoding']}, estimate): chars/4 {t['chars4_tokens']:,} vs "
-            f"BPE {t['bpe_tokens']:,} (×{t['bpe_per_chars4']})"
-        )
+            sims = [
+                simulate(tr, prof, scenario.value, prune_env=prune_env, microcompact_on=mc, **kw)
+            ]
+        extra = {}
+        if tokenizer is TokenizerChoice.tiktoken:
+            from engine.simulate import memory_records
+            from engine.tokenizers import compare_counts
+
+            extra["tokenizer"] = compare_counts(memory_records(tr))
+        if plot is not None:
+            try:
+                plot_simulations(sims, plot)
+            except OSError as e:
+                raise UsageError(
+                    f"--plot {plot}", why=e.strerror or str(e), hint="choose a writable path"
+                ) from None
+            err(f"plot written to {plot}")
+        if as_json:
+            if compare:
+                extra["comparison"] = compare_summary(sims[0], sims[1])
+            emit_json(
+                envelope(0, [s.as_dict() for s in sims], **extra, warnings=warnings), indent=1
+            )
+            return 0
+        if compare:
+            out(render_compare(sims[0], sims[1]))
+        else:
+            out(render_simulation(sims[0], all_requests))
+        if extra:
+            t = extra["tokenizer"]
+            out(
+                f"tokenizer ({t['encoding']}, estimate): chars/4 {t['chars4_tokens']:,} vs "
+                f"BPE {t['bpe_tokens']:,} (×{t['bpe_per_chars4']})"
+            )
+        return 0
+
+    raise typer.Exit(handle(body, as_json))
 
 
-def register(app: typer.Typer, installed_version: Callable[[], str | None] | None = None) -> None:
-    """Add ``simulate`` and ``thresholds`` to ``app``; ``installed_version`` finds the local
-    Claude Code version (the default of ``thresholds``)."""
-    global _installed_version
-    if installed_version is not None:
-        _installed_version = installed_version
-    app.command("simulate")(simulate_cmd)
-    app.command("thresholds")(thresholds_cmd)
+def register(app: typer.Typer) -> None:
+    """Add ``simulate`` and ``thresholds`` to ``app``."""
+    app.command("simulate", help=with_codes(simulate_cmd, "simulate"))(simulate_cmd)
+    app.command("thresholds", help=with_codes(thresholds_cmd, "thresholds"))(thresholds_cmd)

@@ -1,0 +1,53 @@
+"""The ``ctxpatch`` command line (console script ``ctxpatch = patcher.cli:main``).
+
+``main`` answers ``ctxpatch check [--path P] [--json]`` without importing typer: that command
+runs at every start of Claude Code and must stay fast (bench/bench_patcher.py). Every other
+command line, and any ``check`` with other arguments (``--help``, a typo), goes to the typer
+app in ``patcher.cli.app``; both paths print and exit through ``patcher.cli.output``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def quick_check_args(argv: list[str]) -> tuple[Path | None, bool] | None:
+    """``(path, as_json)`` when ``argv`` is a plain ``check`` command line, else None."""
+    if not argv or argv[0] != "check":
+        return None
+    path: Path | None = None
+    as_json = False
+    rest = argv[1:]
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json" and not as_json:
+            as_json = True
+        elif (
+            arg in ("--path", "-p")
+            and path is None
+            and rest
+            and rest[0]
+            and not rest[0].startswith("-")
+        ):
+            path = Path(rest.pop(0))
+        elif arg.startswith("--path=") and path is None and len(arg) > len("--path="):
+            path = Path(arg.removeprefix("--path="))
+        else:
+            return None
+    return path, as_json
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (typer handles usage errors with exit 2)."""
+    args = sys.argv[1:] if argv is None else argv
+    quick = quick_check_args(args)
+    if quick is not None:
+        from patcher.cli import files
+        from patcher.cli.output import handle
+
+        path, as_json = quick
+        sys.exit(handle(lambda: files.run(path, as_json, "check"), as_json))
+    from patcher.cli.app import app
+
+    app(args=args, prog_name="ctxpatch")

@@ -1,0 +1,48 @@
+"""The ``ctxpatch`` typer app: the root options and every command group.
+
+Command groups, one module each: ``patching`` (apply, check, revert, status), ``verifying``
+(verify), ``modelling`` (simulate, thresholds), ``inspecting`` (inspect, regress). They all
+report through ``patcher.cli.output``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from patcher import __version__
+from patcher.cli import inspecting, modelling, patching, verifying
+
+app = typer.Typer(
+    name="ctxpatch",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    help="Patch Claude Code's cli.js so old conversation text is pruned after micro-compaction, "
+    "and model its compaction offline.",
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"ctxpatch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Show the version."
+        ),
+    ] = False,
+) -> None:
+    """ctxpatch: keep Claude Code sessions out of lossy full compaction."""
+
+
+patching.register(app)
+verifying.register(app)
+modelling.register(app)
+inspecting.register(app)

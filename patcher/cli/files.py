@@ -1,0 +1,151 @@
+"""apply / check / revert / status over the cli.js files found: one Result per file, printed.
+
+Typer-free, so ``ctxpatch check`` (run at every start) can take the fast path in
+``patcher.cli.main`` without importing the option parser.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patcher.cli.output import emit_json, envelope, err, error_of, out, worst
+from patcher.discover import all_installs, environ, targets
+from patcher.errors import NotFound, UsageError
+from patcher.fsio import DEFAULT_LOCK_TIMEOUT
+
+if TYPE_CHECKING:
+    from patcher.ops import Result
+
+
+def lock_timeout(env: Mapping[str, str]) -> float:
+    """Seconds to wait for another ctxpatch's lock: ``CTXPATCH_LOCK_TIMEOUT``, else 30.
+
+    Anything but a finite number >= 0 is a usage error (``nan`` would wait forever)."""
+    raw = env.get("CTXPATCH_LOCK_TIMEOUT")
+    if raw is None:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(
+            f"CTXPATCH_LOCK_TIMEOUT={raw!r} is not a number of seconds",
+            why="it must be a finite number >= 0: how long to wait for another ctxpatch "
+            "working in the same folder",
+            hint=f"unset it (default {DEFAULT_LOCK_TIMEOUT:g}) or set e.g. CTXPATCH_LOCK_TIMEOUT=30",
+        )
+    return value
+
+
+def action_for(verb: str, *, node_check: bool = True) -> Callable[[Path], Result]:
+    """The operation on one file; apply and revert read their lock timeout first."""
+    from patcher import ops
+
+    if verb == "check":  # never takes the lock
+        return ops.check_file
+    timeout = lock_timeout(environ())
+    if verb == "revert":
+        return lambda p: ops.revert_file(p, lock_timeout=timeout)
+    return lambda p: ops.apply_file(p, node_check=node_check, lock_timeout=timeout)
+
+
+def run(path: Path | None, as_json: bool, verb: str, *, node_check: bool = True) -> int:
+    """``verb`` on the chosen files; prints their results; the exit code (the worst one)."""
+    action = action_for(verb, node_check=node_check)  # bad settings: before anything
+    installs, chosen_by = targets(path, environ(), Path.cwd())
+    if not installs:
+        raise NotFound.no_cli_js(
+            f"ctxpatch {verb} --path node_modules/@anthropic-ai/claude-code/cli.js"
+        )
+    if len(installs) > 1 and not as_json:
+        err(f"{verb}: {len(installs)} copies, chosen from {chosen_by}:")
+    results = [one(inst.path, action) for inst in installs]
+    code = worst(r.exit_code for r in results)
+    if as_json:
+        emit_json(envelope(code, [r.to_json() for r in results], chosen_by=chosen_by))
+    else:
+        for r in results:
+            _human(r, verb)
+    return code
+
+
+def status(as_json: bool) -> int:
+    """Every copy found and its state; 0 when at least one was listed."""
+    installs = all_installs(environ(), Path.cwd())
+    if not installs:
+        raise NotFound.no_cli_js(
+            "CTXPATCH_CLI_JS=node_modules/@anthropic-ai/claude-code/cli.js ctxpatch status"
+        )
+    results = [one(inst.path, action_for("check")) for inst in installs]
+    if as_json:
+        emit_json(envelope(0, [r.to_json() for r in results], chosen_by="status"))
+        return 0
+    for r in results:
+        out(_line(r))
+        for note in r.notes:
+            err(f"  note: {note}")
+    return 0
+
+
+def one(path: Path, action: Callable[[Path], Result]) -> Result:
+    """``action`` on one file; a failure becomes a Result (so every file is reported)."""
+    from patcher import ops
+
+    try:
+        return action(path)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        return ops.error_result(path, error_of(exc))
+
+
+def _line(r: Result) -> str:
+    bits = [f"{r.state:<11} {r.path}"]
+    if r.version:
+        bits.append(f"Claude Code {r.version}")
+    if r.shape:
+        bits.append(f"shape {r.shape}")
+    if r.backup:
+        bits.append(f"backup {r.backup.get('status')}")
+    line = "  ".join(bits)
+    if r.reason and r.state not in ("PATCHED", "ERROR"):
+        line += f"\n  {r.reason}"
+    return line
+
+
+_DONE = {
+    "patched": "patched",
+    "repatched": "re-patched (replaced an older snippet)",
+    "already-patched": "already patched, nothing to do",
+    "reverted": "reverted",
+    "not-patched": "not patched, nothing to revert",
+    "refused": "refused",
+}
+
+
+def _human(r: Result, verb: str) -> None:
+    if r.state == "ERROR":
+        err(f"{r.path}:\n{r.reason}")
+        return
+    if verb == "check":
+        out(_line(r))
+    else:
+        detail = ", ".join(
+            x
+            for x in (
+                f"Claude Code {r.version}" if r.version else "",
+                f"shape {r.shape}" if r.shape else "",
+            )
+            if x
+        )
+        err(f"{_DONE.get(r.action, r.action)}: {r.path}" + (f" ({detail})" if detail else ""))
+        if r.reason and r.action in ("reverted", "refused"):
+            err(f"  {r.reason}")
+        if r.backup and verb == "apply":
+            err(f"  backup: {r.backup['path']} ({r.backup['status']})")
+    for note in r.notes:
+        err(f"  note: {note}")

@@ -1,0 +1,104 @@
+"""``ctxpatch apply``, ``check``, ``revert`` and ``status``: the commands that patch.
+
+Thin typer declarations; the work is in ``patcher.cli.files`` (typer-free, for the fast
+``check``), the printing and exit codes in ``patcher.cli.output``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from patcher.cli import files
+from patcher.cli.output import handle, with_codes
+from patcher.errors import UsageError
+
+PathOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--path",
+        "-p",
+        help="cli.js (or its package folder) to act on. Default: CTXPATCH_CLI_JS, else "
+        "node_modules/@anthropic-ai/{claude-agent-sdk,claude-code} from here upward, else the "
+        "global npm install.",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout.")]
+NoNodeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-node-check",
+        help="Skip the whole-file `node --input-type=module --check` (the edited regions are "
+        "still checked with tree-sitter and esprima).",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``apply``, ``check``, ``revert`` and ``status`` to ``app``."""
+    for name, fn in (("apply", apply), ("check", check), ("revert", revert), ("status", status)):
+        app.command(name, help=with_codes(fn, name))(fn)
+
+
+def apply(
+    path: PathOpt = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only report the state (as `ctxpatch check`).")
+    ] = False,
+    revert: Annotated[
+        bool, typer.Option("--revert", help="Restore the original (as `ctxpatch revert`).")
+    ] = False,
+    as_json: JsonOpt = False,
+    no_node_check: NoNodeOpt = False,
+) -> None:
+    """Inject _aggressiveTextPrune right after the query loop's micro-compaction call.
+
+    Writes cli.js.backup first, verifies the result (tree-sitter, esprima, node ESM check),
+    then replaces cli.js atomically. Applying twice changes nothing. With --check or --revert
+    it is `ctxpatch check` or `ctxpatch revert` (and exits as they do).
+
+    Example: ctxpatch apply --path node_modules/@anthropic-ai/claude-code/cli.js
+    """
+
+    def body() -> int:
+        if check and revert:
+            raise UsageError(
+                "--check and --revert cannot be used together",
+                hint="use one of them (or `ctxpatch check` / `ctxpatch revert`)",
+            )
+        verb = "check" if check else "revert" if revert else "apply"
+        return files.run(path, as_json, verb, node_check=not no_node_check)
+
+    raise typer.Exit(handle(body, as_json))
+
+
+def check(path: PathOpt = None, as_json: JsonOpt = False) -> None:
+    """Report UNPATCHED / PATCHED / OUTDATED / FOREIGN / UNSUPPORTED and the backup's state.
+
+    Reads markers and hashes only: fast enough for every start (`ctxpatch check || ctxpatch
+    apply`).
+
+    Example: ctxpatch check --json
+    """
+    raise typer.Exit(handle(lambda: files.run(path, as_json, "check"), as_json))
+
+
+def revert(path: PathOpt = None, as_json: JsonOpt = False) -> None:
+    """Restore the original cli.js byte for byte (from the backup, or by removing the edits).
+
+    Reverting an unpatched file is a no-op that says so.
+
+    Example: ctxpatch revert
+    """
+    raise typer.Exit(handle(lambda: files.run(path, as_json, "revert"), as_json))
+
+
+def status(as_json: JsonOpt = False) -> None:
+    """List every cli.js found (CTXPATCH_CLI_JS, local node_modules upward, global) and its state.
+
+    Example: ctxpatch status
+    """
+    raise typer.Exit(handle(lambda: files.status(as_json), as_json))

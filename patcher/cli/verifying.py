@@ -1,0 +1,66 @@
+"""``ctxpatch verify``: prove on the user's install that the patched cli.js prunes as predicted.
+
+The proof itself is ``patcher.e2e.verify``; printing and exit codes go through
+``patcher.cli.output``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from patcher.cli.output import emit_json, envelope, handle, out, with_codes, worst
+from patcher.discover import environ, targets
+from patcher.errors import NotFound
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``verify`` command to ``app``."""
+    app.command("verify", help=with_codes(verify, "verify"))(verify)
+
+
+def verify(
+    path: Annotated[
+        Path | None,
+        typer.Option(
+            "--path",
+            "-p",
+            help="The patched cli.js (or its package folder). Default: as `ctxpatch apply` "
+            "finds it (CTXPATCH_CLI_JS, local node_modules upward, global install).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds one run of cli.js may take.")
+    ] = 120.0,
+) -> None:
+    """Prove on your install that the patched cli.js prunes exactly as predicted.
+
+    Copies cli.js into a throwaway sandbox (own HOME and TMPDIR, only 127.0.0.1 reachable), resumes a generated 9-turn session against a local mock of the Messages API with the prune knobs set low, and compares the request it sends with the engine's prediction (micro-compaction, then the text prune) byte for byte. Never touches the network or your ~/.claude.
+
+    Example: ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js
+    """
+
+    def body() -> int:
+        from patcher.e2e.verify import verify_install
+
+        installs, chosen_by = targets(path, environ(), Path.cwd())
+        if not installs:
+            raise NotFound.no_cli_js(
+                "ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js"
+            )
+        reports = [verify_install(inst.path, timeout=timeout) for inst in installs]
+        code = worst(r.exit_code for r in reports)
+        if as_json:
+            emit_json(envelope(code, [r.to_json() for r in reports], chosen_by=chosen_by))
+        else:
+            for r in reports:
+                out(r.render())
+        return code
+
+    raise typer.Exit(
+        handle(body, as_json, interrupted="the sandbox is removed, nothing else was written")
+    )
