@@ -5,8 +5,12 @@ child process (timed inside the child, so Python start-up is excluded; its peak 
 included), next to the I/O floor (read + sha256 + atomic write) and
 `node --input-type=module --check` on the same file.
 
+Then the command users run at every start, whole: the wall time (and CPU time) of
+`python3 -m patcher check --path cli.js` as a subprocess, Python start-up and imports included,
+next to `python3 -c pass` (the interpreter's own start-up on this machine).
+
 Targets (issue #2): check <= 3x the I/O floor; apply (with its node validation) <= 2x the node
-check alone; peak memory <= 300 MB.
+check alone; peak memory <= 300 MB. Issue #10: the `check` command <= 100 ms.
 
     python bench/bench_patcher.py [--runs 5] [--version 2.1.112]
 """
@@ -64,6 +68,17 @@ def run_child(op: str, path: Path) -> dict[str, float]:
     return json.loads(out.stdout)
 
 
+def command(args: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + sys) seconds of one subprocess run of ``python3 args``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
 def node_check(path: Path) -> float:
     t = time.perf_counter()
     with path.open("rb") as f:
@@ -91,14 +106,19 @@ def main() -> None:
         k: [] for k in ("floor", "check-unpatched", "apply", "check-patched", "revert")
     }
     nodes = []
+    cmds: dict[str, list[tuple[float, float]]] = {k: [] for k in ("python", "unpatched", "patched")}
+    check_cmd = ["-m", "patcher", "check", "--path", str(cli)]
     try:
         for _ in range(args.runs):
             shutil.copy2(src, cli)
             rows["floor"].append(run_child("floor", cli))
             rows["check-unpatched"].append(run_child("check", cli))
+            cmds["python"].append(command(["-c", "pass"]))
+            cmds["unpatched"].append(command(check_cmd))
             nodes.append(node_check(cli))
             rows["apply"].append(run_child("apply", cli))
             rows["check-patched"].append(run_child("check", cli))
+            cmds["patched"].append(command(check_cmd))
             rows["revert"].append(run_child("revert", cli))
             assert cli.read_bytes() == src.read_bytes()
             os.remove(work / "cli.js.backup")
@@ -126,6 +146,18 @@ def main() -> None:
         f"{med['revert'] / floor:.2f}x floor"
     )
     print(f"peak memory of any operation: {max(peak.values()):.0f} MB (target <= 300 MB)")
+    print("\nthe whole command, a subprocess (start-up and imports included), medians")
+    print(f"{'command':<42}{'wall s':>8}{'cpu s':>8}")
+    labels = {
+        "python": "python3 -c pass",
+        "patched": "python3 -m patcher check (PATCHED)",
+        "unpatched": "python3 -m patcher check (UNPATCHED)",
+    }
+    for k, label in labels.items():
+        wall = statistics.median(w for w, _ in cmds[k])
+        cpu = statistics.median(c for _, c in cmds[k])
+        target = "  (target <= 0.100)" if k != "python" else ""
+        print(f"{label:<42}{wall:>8.3f}{cpu:>8.3f}{target}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.errors import FileAccess, NotABundle, Unsupported
+from patcher.errors import FileAccess, NotABundle, Unsupported, from_exception
 from patcher.markers import sha256
 from patcher.versions import version_of
 
@@ -95,12 +95,23 @@ def load(given: Path) -> Bundle:
             f"{target} does not exist",
             hint="check the path, or run `ctxpatch status` to list the installed copies",
         ) from None
-    except OSError as e:
-        raise FileAccess(f"cannot open {target}", why=e.strerror or str(e)) from None
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (pathlib < 3.13)
+        raise from_exception(e) from None
     if stat.S_ISDIR(st.st_mode):
         return load(real)
     if not stat.S_ISREG(st.st_mode):
         raise NotABundle(f"{target} is not a regular file", hint="pass the cli.js file itself")
+    from patcher.backup import SUFFIX as BACKUP_SUFFIX  # here: backup imports this module
+
+    for name in {target.name, real.name}:
+        if name.endswith(BACKUP_SUFFIX):
+            raise NotABundle(
+                f"{target} is ctxpatch's backup of the original, not a cli.js to act on",
+                why="ctxpatch never patches, reverts or reads its backup in place of cli.js: it "
+                "is the proof of the original",
+                hint=f"pass {target.with_name(name.removesuffix(BACKUP_SUFFIX))}; "
+                "`ctxpatch revert` restores the original from this backup",
+            )
     try:
         data = real.read_bytes()
     except PermissionError:
@@ -127,7 +138,7 @@ def load(given: Path) -> Bundle:
 
 
 def _check_content(path: Path, data: bytes) -> None:
-    if not data.strip():
+    if not data or data.isspace():  # (not data.strip(): a 13.7 MB copy on every check)
         raise NotABundle(
             f"{path} is empty",
             why="an interrupted install or a disk problem can leave an empty cli.js",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +50,8 @@ def npm_global_root(env: Mapping[str, str]) -> Path | None:
     if "CTXPATCH_NPM_ROOT" in env:
         value = env["CTXPATCH_NPM_ROOT"]
         return Path(value) if value else None
+    import subprocess  # here: most runs never ask npm
+
     try:
         out = subprocess.run(
             ["npm", "root", "-g"], capture_output=True, text=True, timeout=20, check=False

@@ -28,6 +28,7 @@ END = b"/*ctxpatch:end*/\n"
 WRAP_OPEN = b"/*ctxpatch:wrap*/_aggressiveTextPrune("
 WRAP_CLOSE = b")/*ctxpatch:/wrap*/"
 FUNCTION_NAME = b"_aggressiveTextPrune"
+MARK = b"/*ctxpatch:"  # the start of every ctxpatch marker
 BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark
 
 # The original ruflo patch-aggressive-prune.mjs (see shared/research/anchors.md §1).
@@ -94,14 +95,19 @@ def render_block(snippet: bytes, *, version: str, original_sha: str, shape: str)
 
 
 def read(data: bytes, current_snippet_sha: str) -> Marks:
-    """Classify ``data`` by its markers alone (no parse)."""
-    if RUFLO_MARKER in data:
+    """Classify ``data`` by its markers alone (no parse).
+
+    A marker counts only where a patcher puts it: the text of one elsewhere (in a comment or a
+    string of an unpatched file) is not a patch. A ctxpatch patch has its head block at the
+    insertion point or, when that was damaged, still its wrap."""
+    if _ruflo_at_head(data):
         return Marks(
             State.FOREIGN,
             reason="patched by the original ruflo patch-aggressive-prune.mjs",
             foreign_kind="ruflo",
         )
-    counts = [data.count(m) for m in (BEGIN, END, WRAP_OPEN, WRAP_CLOSE)]
+    ours = data.startswith(BEGIN, insertion_point(data)) or WRAP_OPEN in data
+    counts = [data.count(m) for m in (BEGIN, END, WRAP_OPEN, WRAP_CLOSE)] if ours else [0] * 4
     if counts == [0, 0, 0, 0]:
         if FUNCTION_NAME in data:
             return Marks(
@@ -111,7 +117,9 @@ def read(data: bytes, current_snippet_sha: str) -> Marks:
             )
         return Marks(State.UNPATCHED)
     if counts != [1, 1, 1, 1]:
-        return _damaged(f"marker counts begin/end/wrap/unwrap are {counts}, expected 1 each")
+        return _damaged(
+            f"marker counts begin/end/wrap/unwrap are {counts}, expected 1 each", _header(data)
+        )
     header = _header(data)
     if header is None:
         return _damaged("the ctxpatch:begin marker is malformed")
@@ -127,6 +135,12 @@ def read(data: bytes, current_snippet_sha: str) -> Marks:
         )
     state = State.PATCHED if header.snippet_sha == current_snippet_sha else State.OUTDATED
     return Marks(state, header, original=stripped)
+
+
+def _ruflo_at_head(data: bytes) -> bool:
+    """The ruflo patcher's block sits right after the first line (see ``strip_ruflo``)."""
+    nl = data.find(b"\n")
+    return nl >= 0 and data.startswith(RUFLO_BEGIN, nl + 1)
 
 
 def _damaged(reason: str, header: Header | None = None) -> Marks:

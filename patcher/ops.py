@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patcher import backup, markers, plan, selfcheck, snippet
+from patcher import backup, markers, plan, snippet
 from patcher.backup import BackupInfo, BackupStatus
 from patcher.bundle import Bundle, load, resolve_target, writable_problem
 from patcher.errors import (
@@ -192,6 +191,8 @@ def _locked(given: Path, timeout: float) -> Iterator[tuple[Bundle, list[str]]]:
 def apply_file(
     given: Path, *, node_check: bool = True, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 ) -> Result:
+    from patcher import selfcheck  # here: `check` imports neither it nor its subprocess
+
     node = selfcheck.node_binary() if node_check else None
     snip = snippet.source()
     with _locked(given, lock_timeout) as (b, cleanup):
@@ -245,6 +246,10 @@ def _apply_locked(
         )
     if isinstance(saved, FileAccess):
         raise saved  # a backup we cannot verify is never replaced
+    from concurrent.futures import ThreadPoolExecutor  # here: `check` never needs these
+
+    from patcher import selfcheck
+
     patch = plan.plan_patch(original, b.version, snip)
     with ThreadPoolExecutor(1) as pool:  # node's whole-file check overlaps our own checks
         gate = pool.submit(_node_gate, patch.new, original, node) if node else None
@@ -277,6 +282,8 @@ def _no_node_note(asked: bool) -> str:
 
 
 def _node_gate(new: bytes, original: bytes, node: str) -> list[str]:
+    from patcher import selfcheck
+
     res = selfcheck.node_check(new, node)
     if res.ok:
         return []
@@ -421,7 +428,8 @@ def _foreign_original(
     raise RevertImpossible(
         f"cannot restore the original of {b.path}",
         why=marks.reason + "; and no backup proves what the original was",
-        hint="reinstall the package (npm install) to get a clean cli.js",
+        hint="reinstall the package (npm install) to get a clean cli.js"
+        + (f", or restore {bpath} by hand if you trust it" if saved is not None else ""),
         version=b.version,
     )
 

@@ -6,11 +6,15 @@ No I/O here. ``patcher.ops`` reads the file, calls these, verifies, and writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from patcher import __version__, callsite, markers
+from patcher import __version__, markers
 from patcher.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
 from patcher.markers import Marks
 from patcher.versions import FIRST_WITH_MICROCOMPACT, is_supported_version
+
+if TYPE_CHECKING:
+    from patcher import callsite
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class Patch:
 
 def locate(data: bytes, version: str | None) -> callsite.Site:
     """Exactly one loop call site, or a CtxpatchError that says why not."""
+    from patcher import callsite  # here: tree-sitter is not imported by `check` of a patched file
+
     found = callsite.search(data)
     if len(found.candidates) == 1:
         return callsite.Site(found.candidates[0], found.mc_functions)
@@ -86,6 +92,14 @@ def locate(data: bytes, version: str | None) -> callsite.Site:
 
 def plan_patch(data: bytes, version: str | None, snippet: bytes) -> Patch:
     """The patched bytes of an UNPATCHED file."""
+    stray = data.find(markers.MARK)
+    if stray >= 0:  # the text of a marker in a comment or string: ours would be ambiguous
+        raise ForeignPatch(
+            "this cli.js already holds the text of a ctxpatch marker (in a comment or a string)",
+            why=f"at byte {stray}: after patching, ctxpatch could not tell its marks from it",
+            hint="please report this build (version and sha256); nothing was written",
+            version=version,
+        )
     found = locate(data, version)
     c = found.candidate
     block = markers.render_block(

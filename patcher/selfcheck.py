@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from patcher import jsparse, markers
-from patcher.errors import VerificationFailed
+from patcher.errors import NodeMissing, VerificationFailed
 from patcher.markers import State
 from patcher.plan import Patch
 
@@ -92,7 +92,20 @@ class NodeResult:
 
 
 def node_binary() -> str | None:
-    return os.environ.get("CTXPATCH_NODE") or shutil.which("node")
+    """``CTXPATCH_NODE`` (which must run), else node on PATH, else None (checks skipped)."""
+    named = os.environ.get("CTXPATCH_NODE")
+    if not named:
+        return shutil.which("node")
+    found = shutil.which(named)
+    if found is None:
+        raise NodeMissing(
+            f"CTXPATCH_NODE={named} cannot be run",
+            why="no executable file by that name (CTXPATCH_NODE names the node that checks the "
+            "patched file)",
+            hint="point it at node (e.g. CTXPATCH_NODE=$(command -v node)), unset it to use the "
+            "node on PATH, or pass --no-node-check",
+        )
+    return found
 
 
 def node_check(source: bytes, node: str, timeout: float = 120.0) -> NodeResult:

@@ -36,6 +36,7 @@ def inspect_cmd(
             help="cli.js or its package folder. Default: as `ctxpatch check` "
             "(CTXPATCH_CLI_JS, local node_modules upward, then the global install).",
             show_default=False,
+            readable=False,  # unreadable: our refusal (3), not a usage error
         ),
     ] = None,
     as_json: Annotated[
@@ -145,6 +146,7 @@ def regress_cmd(
             "--json",
             help="Write the results as JSON to FILE (rewritten after every version).",
             show_default=False,
+            readable=False,  # unreadable: our refusal (3), not a usage error
         ),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Versions run in parallel.")] = 1,

@@ -180,7 +180,9 @@ def _thresholds(
 
 
 def simulate_cmd(
-    transcript: Annotated[Path, typer.Argument(help="A Claude Code session .jsonl file.")],
+    transcript: Annotated[
+        Path, typer.Argument(help="A Claude Code session .jsonl file.", readable=False)
+    ],
     scenario: Annotated[
         ScenarioChoice,
         typer.Option(

@@ -13,7 +13,6 @@ of any kind reaches ``handle`` (the only ``except`` of the command line), which 
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
@@ -91,6 +90,8 @@ def help_codes(command: str) -> str:
 
 def with_codes(command: Callable[..., object], name: str) -> str:
     """``command``'s docstring with its exit codes as the paragraph before "Example:"."""
+    import inspect  # here: only the typer app builds help texts
+
     doc = inspect.cleandoc(command.__doc__ or "")
     head, sep, example = doc.rpartition("\n\nExample:")
     if not sep:

@@ -24,6 +24,7 @@ PathOpt = Annotated[
         "node_modules/@anthropic-ai/{claude-agent-sdk,claude-code} from here upward, else the "
         "global npm install.",
         show_default=False,
+        readable=False,  # unreadable: our refusal (3), not a usage error
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout.")]

@@ -30,6 +30,7 @@ def verify(
             help="The patched cli.js (or its package folder). Default: as `ctxpatch apply` "
             "finds it (CTXPATCH_CLI_JS, local node_modules upward, global install).",
             show_default=False,
+            readable=False,  # unreadable: our refusal (3), not a usage error
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,

@@ -219,3 +219,46 @@ def test_version_and_help() -> None:
     for cmd in ("apply", "check", "revert", "status"):
         code, out, _ = run(cmd, "--help")
         assert code == 0 and "Example:" in out
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_the_fast_check_prints_what_the_app_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    """``ctxpatch check`` skips typer (bench: it runs at every start); same output, same code."""
+    from patcher.cli import main
+
+    for name in ("s6-2.1.112.js", "ruflo-patched-2.0.76.js"):
+        cli = copy_fixture(name, tmp_path / name)
+        with pytest.raises(SystemExit) as stop:
+            main(["check", "--path", str(cli), *extra])
+        fast = (stop.value.code, *capsys.readouterr())
+        r = runner.invoke(app, ["check", "--path", str(cli), *extra])
+        assert fast == (r.exit_code, r.stdout, r.stderr)
+
+
+def test_quick_check_args_only_take_plain_check_lines() -> None:
+    from patcher.cli import quick_check_args
+
+    assert quick_check_args(["check"]) == (None, False)
+    assert quick_check_args(["check", "--path=x", "--json"]) == (Path("x"), True)
+    assert quick_check_args(["check", "-p", "x"]) == (Path("x"), False)
+    for argv in (["check", "--help"], ["check", "-p"], ["check", "--json", "--json"], ["apply"]):
+        assert quick_check_args(argv) is None, argv
+
+
+def test_check_of_a_patched_file_imports_no_parser(tmp_path: Path) -> None:
+    """What makes `check` fast: no typer/pydantic, no tree-sitter, esprima or engine."""
+    cli = copy_fixture("s6-2.1.112.js", tmp_path / "p")
+    assert run("apply", "-p", str(cli), "--no-node-check")[0] == 0
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "patcher", "check", "--path", str(cli)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("PATCHED"), proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    heavy = {"typer", "click", "rich", "pydantic", "tree_sitter", "esprima", "engine"}
+    assert not heavy & imported
