@@ -146,7 +146,7 @@ CASES: dict[tuple[str, int], Setup] = {
     ("inspect", 3): lambda t, mp: ["inspect", empty(t)],
     ("inspect", 4): lambda t, mp: ["inspect", native(t)],
     ("inspect", 5): lambda t, mp: [
-        mp.setattr("patcher.inspect_bundle.inspect", boom),
+        mp.setattr("patcher.inspect.inspect", boom),
         "inspect",
         fx("s6-2.1.112.js", t),
     ][1:],
