@@ -8,6 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from patcher.backup import SUFFIX as BACKUP_SUFFIX
 from patcher.errors import FileAccess, NotABundle, Unsupported, from_exception
 from patcher.markers import sha256
 from patcher.versions import version_of
@@ -101,8 +102,6 @@ def load(given: Path) -> Bundle:
         return load(real)
     if not stat.S_ISREG(st.st_mode):
         raise NotABundle(f"{target} is not a regular file", hint="pass the cli.js file itself")
-    from patcher.backup import SUFFIX as BACKUP_SUFFIX  # here: backup imports this module
-
     for name in {target.name, real.name}:
         if name.endswith(BACKUP_SUFFIX):
             raise NotABundle(
