@@ -248,7 +248,7 @@ def test_quick_check_args_only_take_plain_check_lines() -> None:
 
 
 def test_check_of_a_patched_file_imports_no_parser(tmp_path: Path) -> None:
-    """What makes `check` fast: no typer/pydantic, no tree-sitter, esprima or engine."""
+    """What makes `check` fast: no typer/pydantic, no tree-sitter or esprima, no engine model."""
     cli = copy_fixture("s6-2.1.112.js", tmp_path / "p")
     assert run("apply", "-p", str(cli), "--no-node-check")[0] == 0
     proc = subprocess.run(
@@ -260,5 +260,6 @@ def test_check_of_a_patched_file_imports_no_parser(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0 and proc.stdout.startswith("PATCHED"), proc.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
-    heavy = {"typer", "click", "rich", "pydantic", "tree_sitter", "esprima", "engine"}
+    heavy = {"typer", "click", "rich", "pydantic", "tree_sitter", "esprima", "concurrent"}
     assert not heavy & imported
+    assert {m for m in imported if m.startswith("engine")} <= {"engine", "engine.versions"}
