@@ -59,6 +59,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         1: "drift (--strict: or a version newer than every engine profile)",
         2: "usage error",
         3: "refused (neither a cli.js nor a native build, none found)",
+        4: "a native package without its platform binary",
         5: "internal error",
     },
     "regress": {

@@ -158,6 +158,14 @@ CASES: dict[tuple[str, int], Setup] = {
     ("thresholds", 2): lambda t, mp: ["thresholds", "-p", "banana"],
     ("simulate", 2): lambda t, mp: ["simulate", "x.jsonl", "--keep", "0"],
     ("simulate", 3): lambda t, mp: ["simulate", str(t / "missing.jsonl")],
+    ("thresholds", 1): lambda t, mp: ["thresholds", "-p", "2.1.999", "--strict"],
+    ("simulate", 1): lambda t, mp: [
+        "simulate",
+        str(ROOT / "examples" / "spotter-session.jsonl"),
+        "-p",
+        "2.1.999",
+        "--strict",
+    ],
     ("thresholds", 3): None,  # thresholds reads no input: nothing to refuse
     ("thresholds", 5): lambda t, mp: [
         mp.setattr("engine.thresholds.compute_thresholds", boom),
