@@ -110,12 +110,26 @@ def compare_summary(base: Simulation, other: Simulation) -> dict:
     }
 
 
+# summary rows that compare a replay with the recorded session: no meaning for a patched one
+_RECORDED_ROWS = ("recorded_auto_compactions", "matched_auto_compactions")
+
+
+def _cell(sim: Simulation, key: str) -> str:
+    if sim.scenario == "patched" and key in _RECORDED_ROWS:
+        return "—"
+    return _n(sim.summary[key])
+
+
 def render_compare(base: Simulation, other: Simulation) -> str:
-    a, b = base.summary, other.summary
-    keys = list(a)
+    keys = list(base.summary)
     w = max(len(k) for k in keys)
     lines = [f"{'':{w}}  {base.scenario:>14}  {other.scenario:>14}"]
-    lines += [f"{k:{w}}  {_n(a[k]):>14}  {_n(b[k]):>14}" for k in keys]
+    lines += [f"{k:{w}}  {_cell(base, k):>14}  {_cell(other, k):>14}" for k in keys]
+    if "patched" in (base.scenario, other.scenario):
+        lines.append(
+            "(—: recorded/matched compactions compare a replay with the recorded session; "
+            "the patched run has no recorded counterpart)"
+        )
     d = compare_summary(base, other)
     lines.append("")
     lines.append(
@@ -126,8 +140,11 @@ def render_compare(base: Simulation, other: Simulation) -> str:
     return "\n".join(lines)
 
 
-def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> None:
-    """Tokens per request for each scenario, with the threshold lines (needs matplotlib)."""
+def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> list[str]:
+    """Tokens per request for each scenario, with the threshold lines (needs matplotlib).
+
+    A line identical to an earlier one would hide under it: it is drawn dashed, labelled
+    "same as ...", and the returned notes say so (print them)."""
     try:
         import matplotlib
 
@@ -140,13 +157,25 @@ def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> None:
             hint="pip install 'ctxpatch[plot]', or leave out --plot",
         ) from e
     fig, ax = plt.subplots(figsize=(10, 5))
+    notes: list[str] = []
+    drawn: list[tuple[list[int], str]] = []
     for s in sims:
+        ys = [r.prompt_tokens for r in s.requests]
+        same = next((name for prev, name in drawn if prev == ys), None)
+        label = f"{s.scenario} (sent)" + (f", same as {same}" if same else "")
+        if same:
+            notes.append(
+                f"the {s.scenario} and {same} lines coincide (identical prompt sizes): "
+                f"{s.scenario} is drawn dashed over {same}"
+            )
         ax.plot(
             [r.index for r in s.requests],
-            [r.prompt_tokens for r in s.requests],
-            label=f"{s.scenario} (sent)",
-            linewidth=1.2,
+            ys,
+            label=label,
+            linewidth=1.2 if not same else 2.0,
+            linestyle="--" if same else "-",
         )
+        drawn.append((ys, s.scenario))
     t = sims[0].thresholds
     if t.auto_compact_enabled:
         ax.axhline(
@@ -162,3 +191,4 @@ def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return notes

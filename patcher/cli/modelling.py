@@ -310,25 +310,46 @@ def simulate_cmd(
             from engine.tokenizers import compare_counts
 
             extra["tokenizer"] = compare_counts(memory_records(tr))
+        # an unpatched replay says where and why it differs from the recorded session
+        vs_recorded: tuple[str, ...] | None = None
+        unpatched = next((s for s in sims if s.scenario == "unpatched"), None)
+        if unpatched is not None:
+            from engine.divergence import vs_recorded as explain
+
+            vs_recorded = explain(simulate(tr, prof, "recorded", **kw), unpatched)
         if plot is not None:
             try:
-                plot_simulations(sims, plot)
+                plot_notes = plot_simulations(sims, plot)
             except OSError as e:
                 raise UsageError(
                     f"--plot {plot}", why=e.strerror or str(e), hint="choose a writable path"
                 ) from None
             err(f"plot written to {plot}")
+            for note in plot_notes:
+                err(f"note: {note}")
         if as_json:
             if compare:
                 extra["comparison"] = compare_summary(sims[0], sims[1])
-            emit_json(
-                envelope(0, [s.as_dict() for s in sims], **extra, warnings=warnings), indent=1
-            )
+            results = [
+                {**s.as_dict(), "vs_recorded": list(vs_recorded)}
+                if s is unpatched and vs_recorded is not None
+                else s.as_dict()
+                for s in sims
+            ]
+            emit_json(envelope(0, results, **extra, warnings=warnings), indent=1)
             return 0
         if compare:
             out(render_compare(sims[0], sims[1]))
         else:
             out(render_simulation(sims[0], all_requests))
+        if vs_recorded is not None:
+            out(
+                ("\nunpatched " if compare else "\n")
+                + "vs recorded:"
+                + ("" if vs_recorded else " the same tokens_sent and cache breaks")
+            )
+            if vs_recorded:
+                out("\n".join("  " + n for n in vs_recorded))
         if extra:
             t = extra["tokenizer"]
             out(
