@@ -160,12 +160,18 @@ def test_claude_codes_own_microcompaction_breaks_the_check(sandbox_for, mock, ve
         assert t.checked[0].mismatches[0].location == "messages.3.content.0"
         m = first.mismatches[0]
         assert m.reason == "prefix" and m.missing_from == "messages.2", t.describe()
-        assert 6 == sum(
-            1
-            for msg in first.body["messages"]
-            for b in (msg["content"] if isinstance(msg["content"], list) else [])
-            if b.get("type") == "tool_result"
-            and ("cleared" in str(b.get("content")) or "persisted-output" in str(b.get("content")))
+        assert (
+            sum(
+                1
+                for msg in first.body["messages"]
+                for b in (msg["content"] if isinstance(msg["content"], list) else [])
+                if b.get("type") == "tool_result"
+                and (
+                    "cleared" in str(b.get("content"))
+                    or "persisted-output" in str(b.get("content"))
+                )
+            )
+            == 6
         ), t.describe()
         # the message named is the first one whose tool result was cleared
         body = first.body
