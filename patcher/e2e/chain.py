@@ -21,19 +21,22 @@ Two pieces, both used by the e2e tests and meant for anyone who needs a thinking
     :class:`ChainRun` records what the mock answered: the 400s and why, the dropped blocks, the
     prune cutoff seen in the request, the results micro-compaction cleared.
 
-Typical use::
+Typical use (what tests/e2e/test_thinking_where_we_stand.py does)::
 
-    s = thinking_session(str(sb.proj), turns=3, version=v)
-    sign_session(sb, mock, s, model=MODEL)
-    chain = run_chain(sb, mock, s, [f"turn {k}" for k in range(9)],
-                      MockConfig(thinking=True, binding="error"), model=MODEL, env=THINK_ENV)
-    chain.rejected  # runs whose main-loop request got HTTP 400
+    s = thinking_session(str(sb.proj), turns=2, version=v)   # thinking blocks, unsigned
+    sign_session(sb, mock, s, model=MODEL, env=THINK_ENV)     # valid for what the CLI sends
+    t = run_turns(sb, mock, s, ["turn 0", "turn 1", ...],
+                  MockConfig(thinking=True, binding="error"), model=MODEL, env=THINK_ENV)
+    t.rejected, t.n_dropped, t.cutoff_moves                   # 400s, dropped blocks, prune moves
+
+:func:`run_turns` (one process, prompts fed one by one through ``--input-format stream-json``)
+is a live session; :func:`run_chain` (one ``--resume`` per prompt) also shows what is lost
+between processes.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import threading
@@ -279,12 +282,6 @@ def run_chain(
         )
         chain.runs.append(ChainRun(k, prompt, run, reqs))
     return chain
-
-
-def error_excerpt(text: str) -> str:
-    """The first ``Invalid `signature``` message in a CLI's output, for reports."""
-    m = re.search(r"messages\.\d+\.content\.\d+: Invalid `signature`[^\"\n]*", text)
-    return m.group(0) if m else ""
 
 
 def stream_json_prompts(prompts: Sequence[str]) -> str:

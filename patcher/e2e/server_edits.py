@@ -89,6 +89,8 @@ def apply_context_management(
             "context_management: Extra inputs are not permitted (the field needs the beta "
             f"header `anthropic-beta: {CONTEXT_BETA}`)"
         )
+    if not isinstance(cm, Mapping):
+        raise RequestRefused("context_management: Input should be a valid dictionary")
     thinking = thinking_on(body)
     try:
         edits = parse_edits(cm, thinking_enabled=thinking)
@@ -97,7 +99,7 @@ def apply_context_management(
     model = str(body.get("model") or "")
     wants_clear = any(
         isinstance(e, Mapping) and e.get("type") == CLEAR_TOOL_USES
-        for e in ((cm or {}).get("edits") or [] if isinstance(cm, Mapping) else [])
+        for e in (cm.get("edits") or [] if isinstance(cm.get("edits"), list) else [])
     )
     if wants_clear and any(fnmatch.fnmatchcase(model, p) for p in unsupported_models):
         raise RequestRefused(
