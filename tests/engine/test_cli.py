@@ -183,3 +183,53 @@ def test_all_spotter_sessions_run(app, need_spotter):
     for p in spotter_sessions():
         r = runner.invoke(app, ["simulate", str(p), "--all-requests"])
         assert r.exit_code == 0, (p, r.stderr)
+
+
+def _app_with(installed):
+    a = typer.Typer()
+
+    @a.callback()
+    def main():
+        """test app"""
+
+    register(a, installed_version=installed)
+    return a
+
+
+def test_thresholds_default_is_the_installed_version_else_the_newest():
+    from engine.profiles import PROFILES
+
+    r = runner.invoke(_app_with(lambda: "2.1.75"), ["thresholds", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["thresholds"][0]["version"] == "2.1.75"
+    assert "note: modelling 2.1.75: the version installed here" in r.stderr
+    r = runner.invoke(_app_with(lambda: None), ["thresholds", "--json"])
+    assert json.loads(r.stdout)["thresholds"][0]["version"] == PROFILES[-1].last
+    assert "the newest profile (none installed here)" in r.stderr
+
+    def broken():
+        raise OSError("unreadable")
+
+    r = runner.invoke(_app_with(broken), ["thresholds"])
+    assert r.exit_code == 0 and "could not read the installed version (OSError)" in r.stderr
+
+
+def test_newer_than_every_profile_warns_and_strict_fails(app):
+    r = runner.invoke(app, ["thresholds", "-p", "9.9.9", "--json"])
+    assert r.exit_code == 0
+    (w,) = json.loads(r.stdout)["warnings"]
+    assert "9.9.9 is newer than every engine profile" in w
+    r = runner.invoke(app, ["thresholds", "-p", "9.9.9"])
+    assert r.exit_code == 0 and "warning: Claude Code 9.9.9 is newer" in r.stdout
+    r = runner.invoke(app, ["thresholds", "-p", "9.9.9", "--strict"])
+    assert r.exit_code == 1 and "--strict" in r.stderr
+    r = runner.invoke(app, ["thresholds", "-p", "2.1.330", "--strict", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["warnings"] == []
+
+
+def test_simulate_warns_for_a_version_newer_than_every_profile(app):
+    r = runner.invoke(app, ["simulate", str(LARGE), "-p", "9.9.9", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "9.9.9 is newer than every engine profile" in json.loads(r.stdout)["warnings"][0]
+    r = runner.invoke(app, ["simulate", str(LARGE), "-p", "9.9.9", "--strict"])
+    assert r.exit_code == 1
