@@ -120,9 +120,13 @@ def published(package: str, *, refresh: bool = False) -> list[str]:
     return sorted(stable, key=parse_version)
 
 
+SDK_0_2_LAST = 141  # agent-sdk 0.2.141 = cc 2.1.141; then 0.3.142 = 2.1.142
+
+
 def to_package(version: str, package: str) -> str | None:
-    """Map a version to ``package``'s numbering: cc 2.0.N = sdk 0.1.N, 2.1.N = 0.2.N,
-    1.0.128 = sdk 0.0.4 (versions.md §1). None when there is no counterpart."""
+    """Map a version to ``package``'s numbering: cc 2.0.N = sdk 0.1.N, 2.1.N = 0.2.N up to
+    2.1.141 and 0.3.N from 2.1.142 (the sdk's published list), 1.0.128 = sdk 0.0.4
+    (versions.md §1). None when there is no counterpart."""
     v = parse_version(version)
     is_sdk = v[0] == 0
     if package == "sdk":
@@ -131,13 +135,13 @@ def to_package(version: str, package: str) -> str | None:
         if v[:2] == (2, 0):
             return f"0.1.{v[2]}"
         if v[:2] == (2, 1):
-            return f"0.2.{v[2]}"
+            return f"0.2.{v[2]}" if v[2] <= SDK_0_2_LAST else f"0.3.{v[2]}"
         return "0.0.4" if v == (1, 0, 128) else None
     if not is_sdk:
         return version
     if v[:2] == (0, 1):
         return f"2.0.{v[2]}"
-    if v[:2] == (0, 2):
+    if v[:2] in ((0, 2), (0, 3)):
         return f"2.1.{v[2]}"
     return "1.0.128" if v == (0, 0, 4) else None
 

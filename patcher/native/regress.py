@@ -34,8 +34,13 @@ def select(
     packages = list(packages)
     if sum(x is not None and x is not False for x in (versions, all_ or None, sample)) > 1:
         raise regress.UsageError("give only one of --versions, --all and --sample")
-    if versions is None and not all_ and sample is None:
-        return sorted({regress.Job(p, v) for p, v in npmcache.NATIVE_CI_SAMPLE if p in packages})
+    if versions is None and not all_ and sample is None:  # the CI sample, in each package's numbers
+        mapped = {
+            regress.Job(p, regress.to_package(v, p) or v)
+            for _, v in npmcache.NATIVE_CI_SAMPLE
+            for p in packages
+        }
+        return sorted(mapped, key=lambda j: (j.package, parse_version(j.version)))
     jobs: list[regress.Job] = []
     for pkg in packages:
         lo = parse_version(FIRST_NATIVE[pkg])

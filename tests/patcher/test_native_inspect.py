@@ -196,8 +196,15 @@ def test_native_regress_selects_native_versions_only() -> None:
         "2.1.113",
         "2.1.330",
     ]
-    default = nreg.select(["cc"], lister=lister)
-    assert [j.version for j in default] == ["2.1.113", "2.1.217", "2.1.330"]
+    default = nreg.select(["cc", "sdk"], lister=lister)
+    assert [j.key for j in default] == [
+        "cc@2.1.113",
+        "cc@2.1.217",
+        "cc@2.1.330",
+        "sdk@0.2.113",
+        "sdk@0.3.217",
+        "sdk@0.3.330",
+    ]
 
 
 def test_native_regress_inspects_a_cached_build(

@@ -101,6 +101,10 @@ def test_version_mapping() -> None:
     assert regress.to_package("1.0.128", "sdk") == "0.0.4"
     assert regress.to_package("1.0.60", "sdk") is None
     assert regress.to_package("0.1.30", "cc") == "2.0.30"
+    # the agent SDK went from 0.2.141 (= 2.1.141) to 0.3.142 (= 2.1.142): its published list
+    assert regress.to_package("2.1.141", "sdk") == "0.2.141"
+    assert regress.to_package("2.1.330", "sdk") == "0.3.330"
+    assert regress.to_package("0.3.330", "cc") == "2.1.330"
 
 
 # ------------------------------------------------------------------ the cycle on a fake cache
