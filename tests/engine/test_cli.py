@@ -185,32 +185,25 @@ def test_all_spotter_sessions_run(app, need_spotter):
         assert r.exit_code == 0, (p, r.stderr)
 
 
-def _app_with(installed):
-    a = typer.Typer()
-
-    @a.callback()
-    def main():
-        """test app"""
-
-    register(a, installed_version=installed)
-    return a
-
-
-def test_thresholds_default_is_the_installed_version_else_the_newest():
+def test_thresholds_default_is_the_installed_version_else_the_newest(app, monkeypatch):
     from engine.profiles import PROFILES
+    from patcher.native import inspect as native
 
-    r = runner.invoke(_app_with(lambda: "2.1.75"), ["thresholds", "--json"])
+    monkeypatch.setattr(native, "installed_version", lambda: "2.1.75")
+    r = runner.invoke(app, ["thresholds", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["thresholds"][0]["version"] == "2.1.75"
-    assert "note: modelling 2.1.75: the version installed here" in r.stderr
-    r = runner.invoke(_app_with(lambda: None), ["thresholds", "--json"])
-    assert json.loads(r.stdout)["thresholds"][0]["version"] == PROFILES[-1].last
+    assert json.loads(r.stdout)["results"][0]["version"] == "2.1.75"
+    assert "modelling 2.1.75: the version installed here" in r.stderr
+    monkeypatch.setattr(native, "installed_version", lambda: None)
+    r = runner.invoke(app, ["thresholds", "--json"])
+    assert json.loads(r.stdout)["results"][0]["version"] == PROFILES[-1].last
     assert "the newest profile (none installed here)" in r.stderr
 
     def broken():
         raise OSError("unreadable")
 
-    r = runner.invoke(_app_with(broken), ["thresholds"])
+    monkeypatch.setattr(native, "installed_version", broken)
+    r = runner.invoke(app, ["thresholds"])
     assert r.exit_code == 0 and "could not read the installed version (OSError)" in r.stderr
 
 
