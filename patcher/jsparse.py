@@ -31,6 +31,7 @@ _FIRST_WINDOW = 16 * 1024
 _MAX_WINDOW = 4 * 1024 * 1024
 _MAX_CANDIDATES = 24
 _MAX_LOOKBACK = 3 * 1024 * 1024
+_TRUNCATED = frozenset({"async", "function"})
 
 
 @cache
@@ -88,7 +89,18 @@ def parse_function_at(data: bytes, start: int, types: frozenset[str]) -> ParsedF
         window = data[start : start + size]
         root = p.parse(window).root_node
         first = root.children[0] if root.child_count else None
-        if first is None or first.type not in types:
+        if first is None:
+            return None
+        if first.type not in types:
+            # A window that cuts a long function short can make tree-sitter's error recovery
+            # flatten the declaration into bare tokens (``async``, ``function``, ``*``, ...):
+            # grow and retry. (A keyword inside a string gives an ERROR node instead.)
+            truncated = not first.is_named and first.type in _TRUNCATED
+            if truncated and root.has_error and start + size < len(data):
+                if size >= _MAX_WINDOW:
+                    return None
+                size *= 2
+                continue
             return None
         complete = not has_error(first) and first.end_byte < len(window)
         if complete or start + size >= len(data):
@@ -118,15 +130,20 @@ class FunctionIndex:
         return self._parsed[key]
 
     def enclosing(
-        self, offset: int, keyword: bytes, types: frozenset[str]
+        self,
+        offset: int,
+        keyword: bytes,
+        types: frozenset[str],
+        lookback: int = _MAX_LOOKBACK,
     ) -> ParsedFunction | None:
         """The innermost function of ``types``, found by ``keyword``, that encloses ``offset``.
 
         ``keyword`` is searched backwards from ``offset``; an ``async `` right before it is
-        included, so ``b"function"`` finds both plain and async declarations.
+        included, so ``b"function"`` finds both plain and async declarations. Only functions
+        that start at most ``lookback`` bytes before ``offset`` are tried.
         """
         data = self.data
-        lo = max(0, offset - _MAX_LOOKBACK)
+        lo = max(0, offset - lookback)
         pos = offset
         for _ in range(_MAX_CANDIDATES):
             pos = data.rfind(keyword, lo, pos)

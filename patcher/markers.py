@@ -1,18 +1,33 @@
 """The marked edits ctxpatch makes, and reading them back without any parsing.
 
-A patched ``cli.js`` carries exactly two marked edits:
+A patched ``cli.js`` carries two marker pairs.
+
+The text prune (every patched file):
 
 * right after the shebang line (and a byte-order mark), one block::
 
-    /*ctxpatch:begin v=0.1.0 snippet=<sha256> original=<sha256> shape=S6*/function _aggressiveTextPrune(messages){...}/*ctxpatch:end*/\\n
+    /*ctxpatch:begin v=0.2.0 snippet=<sha256> original=<sha256> shape=S6 clear=create/cm*/function _aggressiveTextPrune(messages){...}/*ctxpatch:end*/\\n
 
   ``snippet`` is the sha256 of the exact bytes between the two markers, ``original`` the sha256
-  of the file before the patch;
+  of the file before the patch, ``clear`` the request-builder shape of the clearing injection
+  or ``none`` where it does not apply (ctxpatch 0.1.0 wrote no ``clear`` field);
 * at the call site, a wrap of the messages value::
 
     U=/*ctxpatch:wrap*/_aggressiveTextPrune((await H.microcompact(U,v,w)).messages)/*ctxpatch:/wrap*/
 
-Removing both marked insertions gives back the original bytes, which the recorded sha proves.
+The server-side clearing (where ``clear`` is not ``none``):
+
+* right after the text-prune block::
+
+    /*ctxpatch:clear:begin snippet=<sha256>*/function _ctxpatchContextClearing(value, mode){...}/*ctxpatch:clear:end*/\\n
+
+* a wrap of the request object the loop's builder returns, and a wrap of each request call
+  that sends it::
+
+    return/*ctxpatch:clear*/_ctxpatchContextClearing({model:...,betas:G8,...})/*ctxpatch:/clear*/
+    await /*ctxpatch:watch*/_ctxpatchContextClearing(w6.beta.messages.create({...F6,stream:!0},{...}),"watch")/*ctxpatch:/watch*/.withResponse()
+
+Removing every marked insertion gives back the original bytes, which the recorded sha proves.
 Everything here is a pure function over bytes: ``check`` runs at every start and must stay fast.
 """
 
@@ -31,6 +46,15 @@ FUNCTION_NAME = b"_aggressiveTextPrune"
 MARK = b"/*ctxpatch:"  # the start of every ctxpatch marker
 BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark
 
+CLEAR_BEGIN = b"/*ctxpatch:clear:begin "
+CLEAR_END = b"/*ctxpatch:clear:end*/\n"
+CLEAR_FUNCTION = b"_ctxpatchContextClearing"
+CLEAR_OPEN = b"/*ctxpatch:clear*/_ctxpatchContextClearing("
+CLEAR_CLOSE = b")/*ctxpatch:/clear*/"
+WATCH_OPEN = b"/*ctxpatch:watch*/_ctxpatchContextClearing("
+WATCH_CLOSE = b',"watch")/*ctxpatch:/watch*/'
+NO_CLEARING = "none"
+
 # The original ruflo patch-aggressive-prune.mjs (see shared/research/anchors.md §1).
 RUFLO_BEGIN = b"\n/*AGGRESSIVE_TEXT_PRUNE_PATCH*/\n"
 RUFLO_END = b"/*END_AGGRESSIVE_TEXT_PRUNE_PATCH*/\n"
@@ -39,8 +63,9 @@ _RUFLO_WRAP = re.compile(rb"_aggressiveTextPrune\(([A-Za-z_$][\w$]*\.messages)\)
 
 _HEADER = re.compile(
     rb"/\*ctxpatch:begin v=(?P<v>[^ *]+) snippet=(?P<snippet>[0-9a-f]{64}) "
-    rb"original=(?P<original>[0-9a-f]{64}) shape=(?P<shape>[^ *]+)\*/"
+    rb"original=(?P<original>[0-9a-f]{64}) shape=(?P<shape>[^ *]+)(?: clear=(?P<clear>[^ *]+))?\*/"
 )
+_CLEAR_HEADER = re.compile(rb"/\*ctxpatch:clear:begin snippet=(?P<snippet>[0-9a-f]{64})\*/")
 
 
 class State(StrEnum):
@@ -57,6 +82,8 @@ class Header:
     snippet_sha: str
     original_sha: str
     shape: str
+    clear: str | None = None  # request-builder shape, "none", or None (written by 0.1.0)
+    clear_snippet_sha: str | None = None  # of the clearing block, when there is one
 
 
 @dataclass(frozen=True)
@@ -89,17 +116,37 @@ def insertion_point(data: bytes) -> int:
     return at
 
 
-def render_block(snippet: bytes, *, version: str, original_sha: str, shape: str) -> bytes:
-    head = f"v={version} snippet={sha256(snippet)} original={original_sha} shape={shape}*/"
-    return BEGIN + head.encode() + snippet + END
+def render_block(
+    snippet: bytes,
+    *,
+    version: str,
+    original_sha: str,
+    shape: str,
+    clear_snippet: bytes | None = None,
+    clear_shape: str = NO_CLEARING,
+) -> bytes:
+    """The text-prune block, followed by the clearing block when ``clear_snippet`` is given."""
+    clear = clear_shape if clear_snippet is not None else NO_CLEARING
+    head = (
+        f"v={version} snippet={sha256(snippet)} original={original_sha} shape={shape} "
+        f"clear={clear}*/"
+    )
+    block = BEGIN + head.encode() + snippet + END
+    if clear_snippet is not None:
+        block += CLEAR_BEGIN + f"snippet={sha256(clear_snippet)}*/".encode() + clear_snippet
+        block += CLEAR_END
+    return block
 
 
-def read(data: bytes, current_snippet_sha: str) -> Marks:
+def read(data: bytes, current_snippet_sha: str, current_clear_sha: str | None = None) -> Marks:
     """Classify ``data`` by its markers alone (no parse).
 
     A marker counts only where a patcher puts it: the text of one elsewhere (in a comment or a
     string of an unpatched file) is not a patch. A ctxpatch patch has its head block at the
-    insertion point or, when that was damaged, still its wrap."""
+    insertion point or, when that was damaged, still its wrap. PATCHED needs the current
+    text-prune snippet, a ``clear`` field in the header, and, where clearing was injected, the
+    clearing snippet ``current_clear_sha`` (not compared when None).
+    """
     if _ruflo_at_head(data):
         return Marks(
             State.FOREIGN,
@@ -107,14 +154,18 @@ def read(data: bytes, current_snippet_sha: str) -> Marks:
             foreign_kind="ruflo",
         )
     ours = data.startswith(BEGIN, insertion_point(data)) or WRAP_OPEN in data
-    counts = [data.count(m) for m in (BEGIN, END, WRAP_OPEN, WRAP_CLOSE)] if ours else [0] * 4
-    if counts == [0, 0, 0, 0]:
-        if FUNCTION_NAME in data:
-            return Marks(
-                State.FOREIGN,
-                reason="it already defines or calls _aggressiveTextPrune without ctxpatch markers",
-                foreign_kind="name-clash",
-            )
+    at = _scan(data) if ours else {m: [] for m in _ALL}
+    counts = [len(at[m]) for m in (BEGIN, END, WRAP_OPEN, WRAP_CLOSE)]
+    clear_counts = [len(at[m]) for m in (CLEAR_BEGIN, CLEAR_END, CLEAR_OPEN, CLEAR_CLOSE)]
+    watches = [len(at[WATCH_OPEN]), len(at[WATCH_CLOSE])]
+    if counts == [0, 0, 0, 0] and not any(clear_counts) and not any(watches):
+        for name in (FUNCTION_NAME, CLEAR_FUNCTION):
+            if name in data:
+                return Marks(
+                    State.FOREIGN,
+                    reason=f"it already defines or calls {name.decode()} without ctxpatch markers",
+                    foreign_kind="name-clash",
+                )
         return Marks(State.UNPATCHED)
     if counts != [1, 1, 1, 1]:
         return _damaged(
@@ -123,18 +174,32 @@ def read(data: bytes, current_snippet_sha: str) -> Marks:
     header = _header(data)
     if header is None:
         return _damaged("the ctxpatch:begin marker is malformed")
-    stripped = strip(data)
+    cleared = header.clear not in (None, NO_CLEARING)
+    expected = [1, 1, 1, 1] if cleared else [0, 0, 0, 0]
+    if clear_counts != expected or watches[0] != watches[1] or (watches[0] > 0) != cleared:
+        return _damaged(
+            f"clearing marker counts begin/end/wrap/unwrap/watch are {clear_counts + watches}, "
+            f"which do not match clear={header.clear or 'absent'} in the header",
+            header,
+        )
+    stripped = _strip(data, at)
     if stripped is None:
         return _damaged("the marked edits are not in the places ctxpatch puts them")
     snippet = _snippet_bytes(data)
     if snippet is None or sha256(snippet) != header.snippet_sha:
         return _damaged("the injected function was edited after ctxpatch wrote it", header)
+    if cleared:
+        clear_snippet = _clear_snippet_bytes(data)
+        if clear_snippet is None or sha256(clear_snippet) != header.clear_snippet_sha:
+            return _damaged("the injected clearing function was edited after ctxpatch wrote it")
     if sha256(stripped) != header.original_sha:
         return _damaged(
             "removing the marked edits does not give back the recorded original", header
         )
-    state = State.PATCHED if header.snippet_sha == current_snippet_sha else State.OUTDATED
-    return Marks(state, header, original=stripped)
+    current = header.snippet_sha == current_snippet_sha and header.clear is not None
+    if cleared and current_clear_sha is not None:
+        current = current and header.clear_snippet_sha == current_clear_sha
+    return Marks(State.PATCHED if current else State.OUTDATED, header, original=stripped)
 
 
 def _ruflo_at_head(data: bytes) -> bool:
@@ -152,8 +217,19 @@ def _header(data: bytes) -> Header | None:
     m = _HEADER.match(data, at)
     if at != insertion_point(data) or m is None:
         return None
+    clear = m["clear"].decode() if m["clear"] else None
+    clear_sha = None
+    end = data.find(END, m.end())
+    if end >= 0:
+        c = _CLEAR_HEADER.match(data, end + len(END))
+        clear_sha = c["snippet"].decode() if c else None
     return Header(
-        m["v"].decode(), m["snippet"].decode(), m["original"].decode(), m["shape"].decode()
+        m["v"].decode(),
+        m["snippet"].decode(),
+        m["original"].decode(),
+        m["shape"].decode(),
+        clear,
+        clear_sha,
     )
 
 
@@ -166,20 +242,83 @@ def _snippet_bytes(data: bytes) -> bytes | None:
     return data[m.end() : end]
 
 
+def _clear_snippet_bytes(data: bytes) -> bytes | None:
+    at = data.find(CLEAR_BEGIN)
+    m = _CLEAR_HEADER.match(data, at)
+    end = data.find(CLEAR_END)
+    if at < 0 or m is None or end < m.end():
+        return None
+    return data[m.end() : end]
+
+
+_ALL = (
+    BEGIN,
+    END,
+    WRAP_OPEN,
+    WRAP_CLOSE,
+    CLEAR_BEGIN,
+    CLEAR_END,
+    CLEAR_OPEN,
+    CLEAR_CLOSE,
+    WATCH_OPEN,
+    WATCH_CLOSE,
+)
+
+
+def _scan(data: bytes) -> dict[bytes, list[int]]:
+    """Where each marker starts, in one pass over ``data`` (check runs at every start)."""
+    found: dict[bytes, list[int]] = {m: [] for m in _ALL}
+    offsets = [(m, m.index(MARK)) for m in _ALL]
+    hit = data.find(MARK)
+    while hit >= 0:
+        for m, off in offsets:
+            if hit >= off and data.startswith(m, hit - off):
+                found[m].append(hit - off)
+                break
+        hit = data.find(MARK, hit + 1)
+    return found
+
+
 def strip(data: bytes) -> bytes | None:
-    """Remove both marked edits; None when they are not exactly where ctxpatch puts them."""
-    at = data.find(BEGIN)
-    end = data.find(END)
-    if at != insertion_point(data) or end < at:
+    """Remove every marked edit; None when they are not exactly where ctxpatch puts them."""
+    return _strip(data, _scan(data))
+
+
+def _strip(data: bytes, at: dict[bytes, list[int]]) -> bytes | None:
+    cut: list[tuple[int, int]] = []  # byte ranges to remove
+    if len(at[BEGIN]) != 1 or len(at[END]) != 1:
         return None
-    out = data[:at] + data[end + len(END) :]
-    open_at = out.find(WRAP_OPEN)
-    close_at = out.find(WRAP_CLOSE)
-    if open_at < 0 or close_at < open_at:
+    begin, end = at[BEGIN][0], at[END][0] + len(END)
+    if begin != insertion_point(data) or end <= begin:
         return None
-    return (
-        out[:open_at] + out[open_at + len(WRAP_OPEN) : close_at] + out[close_at + len(WRAP_CLOSE) :]
-    )
+    if at[CLEAR_BEGIN] or at[CLEAR_END]:
+        if at[CLEAR_BEGIN] != [end] or len(at[CLEAR_END]) != 1 or at[CLEAR_END][0] < end:
+            return None
+        end = at[CLEAR_END][0] + len(CLEAR_END)
+    cut.append((begin, end))
+    for open_, close in (
+        (WRAP_OPEN, WRAP_CLOSE),
+        (CLEAR_OPEN, CLEAR_CLOSE),
+        (WATCH_OPEN, WATCH_CLOSE),
+    ):
+        opens, closes = at[open_], at[close]
+        if len(opens) != len(closes):
+            return None
+        bounds = [*opens[1:], len(data)][: len(opens)]
+        for o, c, nxt in zip(opens, closes, bounds, strict=True):
+            # each close after its own open, and before the next open of the same kind
+            if not o + len(open_) <= c <= nxt - len(close):
+                return None
+            cut += [(o, o + len(open_)), (c, c + len(close))]
+    cut.sort()
+    parts, pos = [], 0
+    for a, b in cut:
+        if a < pos:
+            return None  # overlapping marked edits
+        parts.append(data[pos:a])
+        pos = b
+    parts.append(data[pos:])
+    return b"".join(parts)
 
 
 def strip_ruflo(data: bytes) -> bytes | None:

@@ -41,6 +41,7 @@ class Result:
     version: str | None = None
     package: str | None = None
     shape: str | None = None
+    clearing: str | None = None  # the request-builder shape of the clearing injection, or "none"
     reason: str = ""
     backup: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -103,7 +104,7 @@ def check_file(given: Path) -> Result:
     """Markers + hashes; a windowed search for the call site only when unpatched."""
     b = load(given)
     snip_sha = snippet.sha()
-    marks = markers.read(b.data, snip_sha)
+    marks = markers.read(b.data, snip_sha, snippet.clear_sha())
     bpath = backup.path_for(b.path)
     saved = _read_backup(b, bpath)
     if marks.state is State.FOREIGN:
@@ -128,7 +129,17 @@ def check_file(given: Path) -> Result:
     )
     bj = _backup_json(info, bpath)
     if marks.state is State.PATCHED:
-        return _base(b, "checked", State.PATCHED, ExitCode.OK, shape=marks.header.shape, backup=bj)  # type: ignore[union-attr]
+        hdr = marks.header
+        assert hdr is not None
+        return _base(
+            b,
+            "checked",
+            State.PATCHED,
+            ExitCode.OK,
+            shape=hdr.shape,
+            clearing=hdr.clear,
+            backup=bj,
+        )
     if marks.state is State.OUTDATED:
         hdr = marks.header
         assert hdr is not None
@@ -138,7 +149,9 @@ def check_file(given: Path) -> Result:
             State.OUTDATED,
             ExitCode.CHANGE_NEEDED,
             shape=hdr.shape,
-            reason=f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet",
+            clearing=hdr.clear,
+            reason=f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet"
+            + ("" if hdr.clear is not None else " and without server-side clearing"),
             backup=bj,
         )
     try:
@@ -204,7 +217,7 @@ def apply_file(
 def _apply_locked(
     b: Bundle, snip: bytes, snip_sha: str, *, node: str | None, node_asked: bool
 ) -> Result:
-    marks = markers.read(b.data, snip_sha)
+    marks = markers.read(b.data, snip_sha, snippet.clear_sha())
     bpath = backup.path_for(b.path)
     saved = _read_backup(b, bpath)
     if marks.state is State.FOREIGN:
@@ -230,6 +243,7 @@ def _apply_locked(
             State.PATCHED,
             ExitCode.OK,
             shape=hdr.shape,
+            clearing=hdr.clear,
             backup=_backup_json(info, bpath),
             notes=notes,
         )
@@ -250,10 +264,16 @@ def _apply_locked(
 
     from patcher import selfcheck
 
-    patch = plan.plan_patch(original, b.version, snip)
+    patch = plan.plan_patch(original, b.version, snip, snippet.clear_source())
     with ThreadPoolExecutor(1) as pool:  # node's whole-file check overlaps our own checks
         gate = pool.submit(_node_gate, patch.new, original, node) if node else None
-        selfcheck.check_patch(patch, snip, snip_sha, esprima_check=gate is None)
+        selfcheck.check_patch(
+            patch,
+            snip,
+            snip_sha,
+            esprima_check=gate is None,
+            clear_snippet=snippet.clear_source(),
+        )
         info, backup_notes = _backup_plan(b, original_sha, bpath, saved, snip_sha)
         notes = gate.result() if gate else [_no_node_note(node_asked)]
     info = _save_backup(b, original, bpath, info)
@@ -268,9 +288,24 @@ def _apply_locked(
         State.PATCHED,
         ExitCode.OK,
         shape=patch.site.shape,
+        clearing=patch.clearing.shape if patch.clearing else None,
         backup=_backup_json(info, bpath),
-        notes=notes + backup_notes,
+        notes=notes + backup_notes + _clearing_notes(patch),
     )
+
+
+def _clearing_notes(patch: plan.Patch) -> list[str]:
+    found = patch.clearing
+    if found is None:
+        return []
+    if found.builder is None:
+        return [f"server-side tool-result clearing not injected: {found.reason}"]
+    calls = len(found.builder.watches)
+    return [
+        f"server-side tool-result clearing injected into the request builder "
+        f"({found.builder.shape}; {calls} request call{'s' if calls > 1 else ''} watched "
+        "for a refusal)"
+    ]
 
 
 def _no_node_note(asked: bool) -> str:

@@ -14,7 +14,7 @@ from patcher.markers import Marks
 from patcher.versions import FIRST_WITH_MICROCOMPACT, is_supported_version
 
 if TYPE_CHECKING:
-    from patcher import callsite
+    from patcher import callsite, clearsite
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,17 @@ class Edit:
 
 
 def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
-    """Apply insertions end to start so earlier offsets stay valid; equal offsets are refused."""
-    ordered = sorted(edits, key=lambda e: e.at, reverse=True)
+    """Apply insertions at offsets of the original (one copy of the file); equal offsets are
+    refused."""
+    ordered = sorted(edits, key=lambda e: e.at)
     if len({e.at for e in ordered}) != len(ordered):
         raise ValueError("two edits at the same offset")
-    out = data
+    parts, pos = [], 0
     for e in ordered:
-        out = out[: e.at] + e.text + out[e.at :]
-    return out
+        parts += [data[pos : e.at], e.text]
+        pos = e.at
+    parts.append(data[pos:])
+    return b"".join(parts)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Patch:
     new: bytes
     site: callsite.Site
     edits: tuple[Edit, ...]
+    clearing: clearsite.Found | None = None  # None: clearing was not asked for
 
 
 def locate(data: bytes, version: str | None) -> callsite.Site:
@@ -90,8 +94,12 @@ def locate(data: bytes, version: str | None) -> callsite.Site:
     )
 
 
-def plan_patch(data: bytes, version: str | None, snippet: bytes) -> Patch:
-    """The patched bytes of an UNPATCHED file."""
+def plan_patch(
+    data: bytes, version: str | None, snippet: bytes, clear_snippet: bytes | None = None
+) -> Patch:
+    """The patched bytes of an UNPATCHED file: the text prune, and the server-side clearing
+    where the loop's request builder is found (``clear_snippet`` given). A file without a
+    unique builder still gets the text prune; ``Patch.clearing.reason`` says why not both."""
     stray = data.find(markers.MARK)
     if stray >= 0:  # the text of a marker in a comment or string: ours would be ambiguous
         raise ForeignPatch(
@@ -100,17 +108,33 @@ def plan_patch(data: bytes, version: str | None, snippet: bytes) -> Patch:
             hint="please report this build (version and sha256); nothing was written",
             version=version,
         )
+    from patcher import clearsite  # here, like callsite: `check` never imports tree-sitter
+
     found = locate(data, version)
     c = found.candidate
+    clearing = clearsite.locate(data) if clear_snippet is not None else None
+    builder = clearing.builder if clearing is not None else None
     block = markers.render_block(
-        snippet, version=__version__, original_sha=markers.sha256(data), shape=found.shape
+        snippet,
+        version=__version__,
+        original_sha=markers.sha256(data),
+        shape=found.shape,
+        clear_snippet=clear_snippet if builder is not None else None,
+        clear_shape=builder.shape if builder is not None else markers.NO_CLEARING,
     )
-    edits = (
+    edits = [
         Edit(markers.insertion_point(data), block),
         Edit(c.wrap_start, markers.WRAP_OPEN),
         Edit(c.wrap_end, markers.WRAP_CLOSE),
-    )
-    return Patch(data, apply_edits(data, list(edits)), found, edits)
+    ]
+    if builder is not None:
+        edits += [
+            Edit(builder.object_start, markers.CLEAR_OPEN),
+            Edit(builder.object_end, markers.CLEAR_CLOSE),
+        ]
+        for w in builder.watches:
+            edits += [Edit(w.start, markers.WATCH_OPEN), Edit(w.end, markers.WATCH_CLOSE)]
+    return Patch(data, apply_edits(data, edits), found, tuple(edits), clearing)
 
 
 def unpatched_original(marks: Marks) -> bytes:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patcher import __version__, npmcache, ops, plan, selfcheck, snippet
+from patcher import __version__, clearsite, npmcache, ops, plan, selfcheck, snippet
 from patcher.errors import CtxpatchError, FetchFailed, Unsupported, UsageError
 from patcher.inspect import inspect
 from patcher.markers import sha256
@@ -59,6 +59,8 @@ class Outcome:
     claude_code_version: str | None = None
     shape: str | None = None
     microcompact: str | None = None  # legacy | stub | time-based | None
+    clearing: str | None = None  # request-builder shape of the clearing injection, or "none"
+    clearing_reason: str = ""  # why not, where it is "none"
     sha256: str | None = None
     size: int | None = None
     failed_step: str | None = None
@@ -304,6 +306,8 @@ def _cycle(job: Job, out: Outcome, *, prune: bool, node_check: bool) -> None:
         _inspect(data, out)
         return
     out.shape = found.shape
+    clearing = clearsite.locate(data)
+    out.clearing, out.clearing_reason = clearing.shape, clearing.reason[:600]
     out.steps["locate"] = "ok"
 
     with tempfile.TemporaryDirectory(prefix="ctxpatch-regress-") as tmp:
@@ -318,6 +322,8 @@ def _cycle(job: Job, out: Outcome, *, prune: bool, node_check: bool) -> None:
         r = ops.apply_file(target, node_check=False)
         if r.action != "patched" or r.state != "PATCHED":
             return _fail(out, f"apply: {r.action} / {r.state}: {r.reason}")
+        if r.clearing != out.clearing:
+            return _fail(out, f"apply: clearing {r.clearing}, but the search found {out.clearing}")
         patched = target.read_bytes()
         if patched == data:
             return _fail(out, "apply: the file did not change")
@@ -430,6 +436,7 @@ class Run:
             "ctxpatch": __version__,
             "exit_code": 0 if summary["ok"] else 1,
             "snippet_sha256": snippet.sha(),
+            "clear_snippet_sha256": snippet.clear_sha(),
             "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "summary": summary,
             "results": [o.to_json() for o in ordered],
@@ -450,6 +457,8 @@ def load_previous(path: Path) -> dict[str, Outcome]:
         return {}
     if not isinstance(doc, dict) or doc.get("snippet_sha256") != snippet.sha():
         return {}  # another snippet: every version must be tried again
+    if doc.get("clear_snippet_sha256") != snippet.clear_sha():
+        return {}
     known = set(Outcome.__dataclass_fields__)
     out = {}
     for item in doc.get("results", []):
@@ -533,8 +542,21 @@ def run(
 
 
 def matrix(outcomes: Iterable[Outcome]) -> str:
-    """One line per version: package, version, Claude Code version, shape, MC, result, drift."""
-    rows = [("package", "version", "claude-code", "shape", "mc", "result", "drift", "seconds")]
+    """One line per version: package, version, Claude Code version, shape, MC, the clearing
+    injection's request-builder shape, result, drift."""
+    rows = [
+        (
+            "package",
+            "version",
+            "claude-code",
+            "shape",
+            "mc",
+            "clearing",
+            "result",
+            "drift",
+            "seconds",
+        )
+    ]
     for o in sorted(outcomes, key=lambda o: (o.package, parse_version(o.version))):
         rows.append(
             (
@@ -543,6 +565,7 @@ def matrix(outcomes: Iterable[Outcome]) -> str:
                 o.claude_code_version or "-",
                 o.shape or "-",
                 o.microcompact or "-",
+                o.clearing or "-",
                 o.result + (f" ({o.failed_step})" if o.result == "fail" and o.failed_step else ""),
                 str(len(o.drift)) if o.drift else "-",
                 f"{o.seconds:.1f}",
@@ -559,6 +582,8 @@ def details(outcomes: Iterable[Outcome]) -> str:
     for o in sorted(outcomes, key=lambda o: (o.package, parse_version(o.version))):
         if o.result not in OK_RESULTS:
             blocks.append(f"{o.key}: {o.result} at {o.failed_step}: {o.reason}")
+        if o.clearing == "none":
+            blocks.append(f"{o.key}: no server-side clearing: {o.clearing_reason}")
         for d in o.drift:
             blocks.append(f"{o.key}: drift {d}")
     return "\n".join(blocks)

@@ -1,7 +1,8 @@
 """Checks that run on our own output before it may replace the user's file.
 
 1. the edited regions re-parse with no ERROR/MISSING node (tree-sitter, windowed);
-2. exactly one marker pair of each kind, and the markers prove the original sha;
+2. the marker pairs of both injections (text prune; server-side clearing where it applies) are
+   where ctxpatch puts them, and stripping all of them gives back the original sha;
 3. applying again changes nothing;
 4. where node is absent or skipped, the snippet parses as ES2017 (esprima, pure Python);
 5. where node exists, the whole file passes ``node --input-type=module --check``
@@ -16,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import NoReturn
 
-from patcher import jsparse, markers
+from patcher import clearsite, jsparse, markers
 from patcher.errors import NodeMissing, VerificationFailed
 from patcher.markers import State
 from patcher.plan import Patch
@@ -24,29 +25,43 @@ from patcher.plan import Patch
 _GENERATOR = frozenset({"generator_function_declaration"})
 
 
-def check_patch(patch: Patch, snippet: bytes, snippet_sha: str, *, esprima_check: bool) -> None:
+def check_patch(
+    patch: Patch,
+    snippet: bytes,
+    snippet_sha: str,
+    *,
+    esprima_check: bool,
+    clear_snippet: bytes | None = None,
+) -> None:
     """Steps 1-4 (step 4 only with ``esprima_check``: where node checks the whole file, the
     pure-Python ES2017 parse of the snippet adds 0.3 s of import for nothing node misses).
     Raises VerificationFailed (a bug in ctxpatch) on any failure."""
     new = patch.new
-    marks = markers.read(new, snippet_sha)
+    clear_sha = markers.sha256(clear_snippet) if clear_snippet is not None else None
+    marks = markers.read(new, snippet_sha, clear_sha)
     if marks.state is not State.PATCHED:  # includes: stripping the edits gives the original sha
         _fail(f"the patched file reads back as {marks.state.value}: {marks.reason}")
     if marks.header is None or marks.header.original_sha != markers.sha256(patch.original):
         _fail("the recorded original sha256 is not the original's")
-    _check_snippet(snippet, esprima_check=esprima_check)
+    builder = patch.clearing.builder if patch.clearing is not None else None
+    if (builder is not None) != (marks.header.clear not in (None, markers.NO_CLEARING)):
+        _fail("the header's clear field does not say what was injected")
+    _check_snippet(snippet, markers.FUNCTION_NAME, esprima_check=esprima_check)
     _check_call_site(new)
+    if builder is not None and clear_snippet is not None:
+        _check_snippet(clear_snippet, markers.CLEAR_FUNCTION, esprima_check=esprima_check)
+        _check_clearing_sites(new, len(builder.watches))
 
 
-def _check_snippet(snippet: bytes, *, esprima_check: bool) -> None:
+def _check_snippet(snippet: bytes, name: bytes, *, esprima_check: bool) -> None:
     if not jsparse.error_free(snippet):
-        _fail("the injected function does not parse (tree-sitter)")
-    err = es2017_error(snippet.decode("utf-8")) if esprima_check else None
+        _fail(f"the injected function {name.decode()} does not parse (tree-sitter)")
+    err = es2017_error(snippet.decode("utf-8"), name.decode()) if esprima_check else None
     if err:
         _fail(f"the injected function is not valid ES2017 (esprima): {err}")
 
 
-def es2017_error(js: str) -> str | None:
+def es2017_error(js: str, name: str = markers.FUNCTION_NAME.decode()) -> str | None:
     """None when ``js`` parses as an ES2017 script with esprima 4, else the error."""
     import esprima  # imported here: it costs ~0.25 s, and `check` never needs it
 
@@ -57,8 +72,8 @@ def es2017_error(js: str) -> str | None:
     body = program.body
     if len(body) != 1 or body[0].type != "FunctionDeclaration":
         return "the snippet must be exactly one function declaration"
-    if body[0].id.name != markers.FUNCTION_NAME.decode():
-        return f"the function must be named {markers.FUNCTION_NAME.decode()}"
+    if body[0].id.name != name:
+        return f"the function must be named {name}"
     return None
 
 
@@ -75,6 +90,39 @@ def _check_call_site(new: bytes) -> None:
         _fail("the wrap is not a call of _aggressiveTextPrune after patching")
     if jsparse.nearest_function(call) != gen.node:
         _fail("the wrap landed inside a nested function")
+
+
+def _check_clearing_sites(new: bytes, watches: int) -> None:
+    """Each clearing wrap is a call of the clearing function, in an error-free generator:
+    one on an object literal (the request), ``watches`` on a call with the "watch" mode."""
+    index = jsparse.FunctionIndex(new)
+    seen = {markers.CLEAR_OPEN: 0, markers.WATCH_OPEN: 0}
+    for open_ in seen:
+        name_at_offset = len(open_) - len(markers.CLEAR_FUNCTION) - 1
+        for at in jsparse.iter_find(new, open_):
+            gen = index.enclosing(at, b"async function*", _GENERATOR, clearsite.LOOKBACK)
+            if gen is None:
+                _fail("a clearing wrap is not inside an error-free async generator")
+            name_at = at + name_at_offset
+            ident = gen.node_at(name_at, name_at + len(markers.CLEAR_FUNCTION))
+            call = ident.parent if ident is not None else None
+            if call is None or call.type != "call_expression":
+                _fail("a clearing wrap is not a call of _ctxpatchContextClearing")
+            args = call.child_by_field_name("arguments")
+            kids = args.named_children if args is not None else []
+            if open_ == markers.CLEAR_OPEN:
+                ok = len(kids) == 1 and kids[0].type == "object"
+            else:
+                ok = (
+                    len(kids) == 2
+                    and kids[0].type == "call_expression"
+                    and (kids[1].text == b'"watch"')
+                )
+            if not ok:
+                _fail(f"the clearing wrap at byte {at} does not wrap what it should")
+            seen[open_] += 1
+    if seen[markers.CLEAR_OPEN] != 1 or seen[markers.WATCH_OPEN] != watches:
+        _fail(f"expected 1 request wrap and {watches} watch wraps, found {seen}")
 
 
 def _fail(why: str) -> NoReturn:

@@ -1,6 +1,7 @@
-"""The JavaScript that ctxpatch injects: ``snippets/text_prune.js``, one function declaration.
+"""The JavaScript that ctxpatch injects, one function declaration per file in ``snippets/``:
+``text_prune.js`` (the text prune) and ``context_clear.js`` (server-side tool-result clearing).
 
-The file is injected byte for byte (minus surrounding whitespace), so its sha256 identifies the
+Each file is injected byte for byte (minus surrounding whitespace), so its sha256 identifies the
 snippet version a patched ``cli.js`` carries.
 """
 
@@ -13,10 +14,22 @@ from patcher.markers import sha256
 
 
 @cache
-def source() -> bytes:
-    raw = resources.files("patcher").joinpath("snippets/text_prune.js").read_bytes()
+def _load(name: str) -> bytes:
+    raw = resources.files("patcher").joinpath(f"snippets/{name}").read_bytes()
     return raw.strip() + b"\n"
+
+
+def source() -> bytes:
+    return _load("text_prune.js")
 
 
 def sha() -> str:
     return sha256(source())
+
+
+def clear_source() -> bytes:
+    return _load("context_clear.js")
+
+
+def clear_sha() -> str:
+    return sha256(clear_source())

@@ -60,10 +60,14 @@ def fixture_copy(tmp_path: Path):
     return make
 
 
+# The knobs of the injected code, and the providers it reads: never inherited by a test run.
+_KNOB_PREFIXES = ("CLAUDE_TEXT_PRUNE_", "CLAUDE_CTX_CLEAR_", "CLAUDE_CODE_USE_")
+
+
 def run_node(
     node: str, args: list[str], env: dict[str, str] | None = None, input: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_TEXT_PRUNE_")}
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(_KNOB_PREFIXES)}
     full_env.update(env or {})
     return subprocess.run(
         [node, *args], capture_output=True, env=full_env, input=input, timeout=60, check=False

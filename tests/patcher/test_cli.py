@@ -45,6 +45,7 @@ RESULT_KEYS = {
     "version",
     "package",
     "shape",
+    "clearing",
     "reason",
     "backup",
     "notes",

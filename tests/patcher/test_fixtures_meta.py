@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "fixtures" / "cli_js"
 SUMS = FIX / "SHA256SUMS"
-NOT_FIXTURES = {"README.md", "SHA256SUMS", "make_ruflo.py"}
+NOT_FIXTURES = {"README.md", "SHA256SUMS", "make_ruflo.py", "make_rq.py"}
 
 # file -> (shape, Claude Code version it imitates)
 JS_FIXTURES: dict[str, tuple[str, str]] = {
@@ -37,7 +37,12 @@ JS_FIXTURES: dict[str, tuple[str, str]] = {
     "none-1.0.50.js": ("none", "1.0.50"),
     "ambiguous-two-sites.js": ("S1", "2.0.76"),
     "ruflo-patched-2.0.76.js": ("S1", "2.0.76"),
+    "rq-1.0.60.js": ("S0", "1.0.60"),
+    "rq-2.0.76.js": ("S1", "2.0.76"),
+    "rq-2.1.112.js": ("S6", "2.1.112"),
 }
+# The request-builder fixtures: their shape fixture with the era's request code (make_rq.py).
+RQ_FIXTURES = ("rq-1.0.60.js", "rq-2.0.76.js", "rq-2.1.112.js")
 RUFLO_PAIR = ("ruflo-patched-2.0.76.js", "ruflo-patched-2.0.76.js.backup")
 
 # The query-loop micro-compaction statement(s) of each fixture, byte-exact. The first string
@@ -259,11 +264,11 @@ def test_header_and_module_shape(name):
     shape, version = JS_FIXTURES[name]
     raw = (FIX / name).read_bytes()
     text = raw.decode("utf-8")
-    assert 2_000 <= len(raw) <= 10_000
+    assert 2_000 <= len(raw) <= (11_000 if name in RQ_FIXTURES else 10_000)
     lines = text.split("\n")
     shebang = (
         "#!/usr/bin/env -S node --no-warnings --enable-source-maps"
-        if name.startswith("s0-")
+        if name.startswith(("s0-", "rq-1.0.60"))
         else "#!/usr/bin/env node"
     )
     assert lines[0] == shebang
@@ -407,6 +412,21 @@ def test_wrapping_the_post_mc_value_changes_what_is_sent(name, tmp_path):
 
 
 # --- the ruflo pair ---------------------------------------------------------------------------
+
+
+def test_rq_fixtures_are_what_make_rq_produces():
+    spec = importlib.util.spec_from_file_location("make_rq", FIX / "make_rq.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # keep fixtures/ clean
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = saved
+    expected = module.expected()
+    assert sorted(expected) == sorted(RQ_FIXTURES)
+    for name, text in expected.items():
+        assert _read(name) == text, f"{name} is stale: run make_rq.py"
 
 
 def test_ruflo_pair_is_what_make_ruflo_produces():

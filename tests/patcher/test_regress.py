@@ -128,7 +128,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             json.dumps({"name": name, "version": version, "type": "module"})
         )
 
-    put("cc", "2.1.112", "s6-2.1.112.js")
+    put("cc", "2.1.112", "rq-2.1.112.js")  # S6 with the request builder of 2.1.112
     put("cc", "2.1.7", "s1p-2.1.7.js")
     put("cc", "1.0.50", "none-1.0.50.js")
     put("cc", "2.1.113", "native-2.1.113")
@@ -142,6 +142,7 @@ def test_cycle_passes_and_leaves_the_cache_untouched(cache: Path) -> None:
     ).read_bytes()
     o = regress.run_one(Job("cc", "2.1.112"))
     assert (o.result, o.shape, o.microcompact, o.failed_step) == ("pass", "S6", "stub", None)
+    assert (o.clearing, o.clearing_reason) == ("create/cm", "")
     assert list(o.steps) == [
         "fetch",
         "locate",
@@ -164,6 +165,7 @@ def test_refusals_and_failures_are_classified(cache: Path) -> None:
     assert (amb.result, amb.failed_step) == ("fail", "locate") and "candidate" in amb.reason
     drift = regress.run_one(Job("cc", "2.1.7"))  # a synthetic 2.1.7 differs from the real one
     assert drift.result == "pass" and drift.drift and not drift.ok
+    assert drift.clearing == "none" and "no .beta.messages" in drift.clearing_reason
 
 
 def test_run_writes_json_and_resumes(
@@ -219,9 +221,18 @@ def test_matrix_and_details() -> None:
             claude_code_version="2.1.7",
             shape="S1'",
             microcompact="legacy",
+            clearing="stream/cm",
             drift=["mc_keep: file 4 != profile 3"],
         ),
         Outcome("sdk", "0.2.7", result="fail", failed_step="apply", reason="boom"),
+        Outcome(
+            "cc",
+            "2.1.8",
+            result="pass",
+            shape="S1''",
+            clearing="none",
+            clearing_reason="no request builder",
+        ),
     ]
     text = regress.matrix(outs)
     assert text.splitlines()[0].split() == [
@@ -230,11 +241,13 @@ def test_matrix_and_details() -> None:
         "claude-code",
         "shape",
         "mc",
+        "clearing",
         "result",
         "drift",
         "seconds",
     ]
-    assert "fail (apply)" in text and "S1'" in text
+    assert "fail (apply)" in text and "S1'" in text and "stream/cm" in text
+    assert "cc@2.1.8: no server-side clearing: no request builder" in regress.details(outs)
     assert "sdk@0.2.7: fail at apply: boom" in regress.details(outs)
     assert "cc@2.1.7: drift mc_keep" in regress.details(outs)
 

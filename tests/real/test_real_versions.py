@@ -31,6 +31,23 @@ SHAPE = {  # shared/research/versions.md §3-4
     ("cc", "2.1.112"): "S6",
     ("sdk", "0.2.112"): "S6",
 }
+# The request builder of the query loop (patcher/clearsite.py): the request calls that send it
+# and whether Claude Code already puts context_management in it.
+CLEARING = {
+    ("cc", "1.0.60"): "stream+create",
+    ("cc", "1.0.128"): "stream+create/cm",
+    ("cc", "2.0.76"): "stream/cm",
+    ("sdk", "0.1.76"): "stream/cm",
+    ("cc", "2.1.7"): "stream/cm",
+    ("sdk", "0.2.7"): "stream/cm",
+    ("cc", "2.1.30"): "create/cm",
+    ("cc", "2.1.50"): "create/cm",
+    ("cc", "2.1.61"): "create/cm",
+    ("cc", "2.1.68"): "create/cm",
+    ("cc", "2.1.112"): "create/cm",
+    ("sdk", "0.2.112"): "create/cm",
+}
+assert set(CLEARING) == set(SHAPE)
 SDK_BUNDLES = {"0.1.76": "2.0.76", "0.2.7": "2.1.7", "0.2.112": "2.1.112"}  # versions.md §1
 REFUSED = {("cc", "1.0.50"): "has no micro-compaction step", ("sdk", "0.2.113"): "has no cli.js"}
 assert set(SHAPE) | set(REFUSED) == set(npmcache.CI_SAMPLE)
@@ -69,14 +86,18 @@ def test_real_round_trip(pkg: str, version: str, tmp_path: Path, node: str) -> N
     r = ops.apply_file(cli)  # includes the node ESM check of the whole patched file
     cc_version = version if pkg == "cc" else SDK_BUNDLES[version]
     assert (r.action, r.shape, r.version) == ("patched", SHAPE[pkg, version], cc_version)
+    assert r.clearing == CLEARING[pkg, version]
     patched = cli.read_bytes()
+    assert patched.count(markers.CLEAR_OPEN) == 1 and snippet.clear_source() in patched
+    assert patched.count(markers.WATCH_OPEN) == patched.count(markers.WATCH_CLOSE) >= 1
     assert patched.startswith(original.split(b"\n", 1)[0] + b"\n")
     assert cli.stat().st_mode == mode
     assert selfcheck.node_check(patched, node).ok
     assert snippet.source() in patched
     assert backup.path_for(cli).read_bytes() == original
 
-    assert ops.check_file(cli).state == "PATCHED"
+    checked = ops.check_file(cli)
+    assert (checked.state, checked.clearing) == ("PATCHED", CLEARING[pkg, version])
     assert ops.apply_file(cli).action == "already-patched"
     assert cli.read_bytes() == patched
 

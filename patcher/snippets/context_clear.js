@@ -1,0 +1,326 @@
+function _ctxpatchContextClearing(value, mode) {
+  // ctxpatch: ask the API to clear old tool results on its own copy of the prompt
+  // (server-side context editing, edit "clear_tool_uses_20250919", beta
+  // "context-management-2025-06-27"). The client's history is never touched, so
+  // the thinking-binding check of the API never sees an edit.
+  //
+  // Injected by ctxpatch at two places of the query loop's request code:
+  //   _ctxpatchContextClearing(REQUEST)          where the request parameters are
+  //                                              built: returns new parameters with
+  //                                              the edit and the beta added;
+  //   _ctxpatchContextClearing(PENDING, "watch") around the request call: returns
+  //                                              PENDING itself, after noting a 400
+  //                                              that refuses the edit.
+  // Plain ES2017, no dependencies. The parsing of the settings has a Python twin,
+  // engine/context_editing.py knobs_from_env; tests/differential checks the two.
+  //
+  // Settings, read from process.env on every request:
+  //   CLAUDE_CTX_CLEAR_TRIGGER        clear once the prompt reaches this many input
+  //                                   tokens (integer >= 1; default below)
+  //   CLAUDE_CTX_CLEAR_KEEP           the most recent tool uses kept (integer >= 0)
+  //   CLAUDE_CTX_CLEAR_AT_LEAST       clear only if at least this many tokens go
+  //                                   (integer >= 0; 0 = no minimum)
+  //   CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS  comma list of tools whose results stay
+  //   CLAUDE_CTX_CLEAR_TOOL_INPUTS    1/true: also clear the inputs of cleared tool
+  //                                   uses; 0/false: never; else a comma list of tools
+  //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
+  //   CLAUDE_CTX_CLEAR_DEBUG=FILE     append one JSON line per decision to FILE
+  //                                   (default: CLAUDE_TEXT_PRUNE_DEBUG)
+  // An integer is ASCII digits (1 to 9 of them, "_" separators allowed, blanks
+  // around ignored); any other value means the default, never a bad request.
+  //
+  // Never sent: when disabled; under Bedrock, Vertex or Foundry
+  // (CLAUDE_CODE_USE_BEDROCK / _VERTEX / _FOUNDRY); to Claude 3 models (they do not
+  // support context editing); when the request has no betas list (Claude Code
+  // sends betas only where the endpoint takes them); when Claude Code already sends
+  // its own clear_tool_uses edit; and, for the rest of the process, to a model the
+  // API refused it for (HTTP 400 naming clear_tool_uses_20250919 or
+  // context_management). clear_thinking_20251015 stays first in the edits list, as
+  // the API requires. The input is never mutated (new objects are built); any error
+  // sends the request unchanged; nothing is written to stdout/stderr; the debug file
+  // is written asynchronously and never blocks (a FIFO without a reader is skipped).
+  var BETA = "context-management-2025-06-27";
+  var CLEAR_TOOL_USES = "clear_tool_uses_20250919";
+  var CLEAR_THINKING = "clear_thinking_20251015";
+  var DEFAULT_TRIGGER = 100000;
+  var DEFAULT_KEEP = 3;
+  var DEFAULT_AT_LEAST = 0;
+  var TRUE_WORDS = ["1", "true", "yes", "on"];
+
+  function isObject(x) {
+    return x !== null && typeof x === "object";
+  }
+
+  // Python's str.isspace() set, so that blanks are stripped exactly like the twin does.
+  function isBlank(code) {
+    return (
+      (code >= 9 && code <= 13) ||
+      (code >= 28 && code <= 32) ||
+      code === 0x85 ||
+      code === 0xa0 ||
+      code === 0x1680 ||
+      (code >= 0x2000 && code <= 0x200a) ||
+      code === 0x2028 ||
+      code === 0x2029 ||
+      code === 0x202f ||
+      code === 0x205f ||
+      code === 0x3000
+    );
+  }
+
+  function strip(text) {
+    var start = 0;
+    var end = text.length;
+    while (start < end && isBlank(text.charCodeAt(start))) start++;
+    while (end > start && isBlank(text.charCodeAt(end - 1))) end--;
+    return text.slice(start, end);
+  }
+
+  function envText(env, name) {
+    var raw = env[name];
+    return typeof raw === "string" ? raw : "";
+  }
+
+  function envInt(env, name, min) {
+    var raw = strip(envText(env, name)).split("_").join("");
+    if (!/^[0-9]{1,9}$/.test(raw)) return null;
+    var n = parseInt(raw, 10);
+    return n >= min ? n : null;
+  }
+
+  function envNames(raw) {
+    var out = [];
+    var parts = raw.split(",");
+    for (var i = 0; i < parts.length; i++) {
+      var name = strip(parts[i]);
+      if (name !== "") out.push(name);
+    }
+    return out;
+  }
+
+  function isTrue(raw) {
+    return TRUE_WORDS.indexOf(strip(raw).toLowerCase()) >= 0;
+  }
+
+  // The edit the settings ask for, or null when disabled (twin: knobs_from_env).
+  function editFromEnv(env) {
+    if (isTrue(envText(env, "CLAUDE_CTX_CLEAR_DISABLE"))) return null;
+    var trigger = envInt(env, "CLAUDE_CTX_CLEAR_TRIGGER", 1);
+    var keep = envInt(env, "CLAUDE_CTX_CLEAR_KEEP", 0);
+    var atLeast = envInt(env, "CLAUDE_CTX_CLEAR_AT_LEAST", 0);
+    if (atLeast === null) atLeast = DEFAULT_AT_LEAST;
+    var exclude = envNames(envText(env, "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS"));
+    var rawInputs = strip(envText(env, "CLAUDE_CTX_CLEAR_TOOL_INPUTS"));
+    var lowered = rawInputs.toLowerCase();
+    var inputs = false;
+    if (lowered === "1" || lowered === "true") inputs = true;
+    else if (lowered !== "0" && lowered !== "false") {
+      var names = envNames(rawInputs);
+      if (names.length > 0) inputs = names;
+    }
+    var edit = {
+      type: CLEAR_TOOL_USES,
+      trigger: { type: "input_tokens", value: trigger === null ? DEFAULT_TRIGGER : trigger },
+      keep: { type: "tool_uses", value: keep === null ? DEFAULT_KEEP : keep },
+    };
+    if (atLeast > 0) edit.clear_at_least = { type: "input_tokens", value: atLeast };
+    if (exclude.length > 0) edit.exclude_tools = exclude;
+    edit.clear_tool_inputs = inputs;
+    return edit;
+  }
+
+  // Process-wide memory: models the API refused the edit for, the last model sent.
+  function memory() {
+    var self = _ctxpatchContextClearing;
+    if (!isObject(self.memory)) {
+      self.memory = { refused: {}, sent: {}, lastModel: null, log: { busy: false, queue: [] } };
+    }
+    return self.memory;
+  }
+
+  // The debug log: lines are queued and appended in order by one asynchronous writer, so
+  // a request never waits for the disk, and a FIFO nobody reads is given up at once.
+  function debug(env, entry) {
+    try {
+      var file = envText(env, "CLAUDE_CTX_CLEAR_DEBUG") || envText(env, "CLAUDE_TEXT_PRUNE_DEBUG");
+      if (file === "") return;
+      entry.event = "ctxpatch.contextClearing";
+      entry.time = new Date().toISOString();
+      var log = memory().log;
+      log.queue.push({ file: file, line: JSON.stringify(entry) + "\n" });
+      if (!log.busy) {
+        log.busy = true;
+        loadFs(function (fs) {
+          flush(fs, log);
+        }, log);
+      }
+    } catch (e) {
+      // the debug log must never break a request
+    }
+  }
+
+  function loadFs(use, log) {
+    var fail = function () {
+      log.queue = [];
+      log.busy = false;
+    };
+    if (typeof process.getBuiltinModule === "function") {
+      use(process.getBuiltinModule("fs"));
+    } else {
+      // Node 18-20.15 in an ES module: no require and no getBuiltinModule.
+      new Function("s", "return import(s)")("fs").then(use, fail);
+    }
+  }
+
+  function flush(fs, log) {
+    var next = function () {
+      try {
+        flush(fs, log);
+      } catch (e) {
+        log.queue = [];
+        log.busy = false;
+      }
+    };
+    if (log.queue.length === 0) {
+      log.busy = false;
+      return;
+    }
+    var file = log.queue[0].file;
+    var lines = "";
+    while (log.queue.length > 0 && log.queue[0].file === file) lines += log.queue.shift().line;
+    var c = fs.constants || {};
+    // O_NONBLOCK: opening a FIFO that nobody reads fails at once instead of waiting.
+    var flags = c.O_WRONLY | c.O_APPEND | c.O_CREAT | (c.O_NONBLOCK || 0);
+    try {
+      fs.open(file, flags, 384, function (err, fd) {
+        if (err) return next();
+        fs.write(fd, lines, function () {
+          fs.close(fd, next);
+        });
+      });
+    } catch (e) {
+      log.queue = [];
+      log.busy = false;
+    }
+  }
+
+  function skipReason(env, request) {
+    var providers = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"];
+    for (var i = 0; i < providers.length; i++) {
+      if (isTrue(envText(env, providers[i]))) return providers[i] + " is set";
+    }
+    var model = request.model;
+    if (typeof model !== "string" || model === "") return "the request names no model";
+    if (/claude-3/.test(model)) return "Claude 3 models do not support context editing";
+    if (/^arn:|(^|\.)anthropic\./.test(model)) return "a Bedrock model id";
+    if (memory().refused[model]) return "the API refused the edit for this model earlier";
+    if (!Array.isArray(request.betas)) return "the request carries no betas list";
+    var cm = request.context_management;
+    if (cm !== undefined && cm !== null && !(isObject(cm) && Array.isArray(cm.edits))) {
+      return "context_management has a form ctxpatch does not know";
+    }
+    return null;
+  }
+
+  function withClearing(request) {
+    if (!isObject(request) || typeof process === "undefined" || !isObject(process.env)) {
+      return request;
+    }
+    var env = process.env;
+    var edit = editFromEnv(env);
+    if (edit === null) return request;
+    var why = skipReason(env, request);
+    if (why !== null) {
+      debug(env, { action: "skipped", model: String(request.model), reason: why });
+      return request;
+    }
+    var cm = request.context_management;
+    var current = isObject(cm) ? cm.edits : [];
+    var first = [];
+    var rest = [];
+    for (var i = 0; i < current.length; i++) {
+      var type = isObject(current[i]) ? current[i].type : undefined;
+      if (type === CLEAR_TOOL_USES) {
+        debug(env, { action: "skipped", model: request.model, reason: "Claude Code sends its own" });
+        return request;
+      }
+      if (type === CLEAR_THINKING) first.push(current[i]);
+      else rest.push(current[i]);
+    }
+    var betas = request.betas.indexOf(BETA) >= 0 ? request.betas : request.betas.concat([BETA]);
+    var out = Object.assign({}, request, {
+      betas: betas,
+      context_management: Object.assign({}, isObject(cm) ? cm : {}, {
+        edits: first.concat(rest, [edit]),
+      }),
+    });
+    var mem = memory();
+    mem.sent[request.model] = true;
+    mem.lastModel = request.model;
+    debug(env, { action: "added", model: request.model, edit: edit });
+    return out;
+  }
+
+  function errorText(err) {
+    var parts = [];
+    if (isObject(err) || typeof err === "string") {
+      parts.push(String(isObject(err) ? err.message : err));
+      if (isObject(err) && err.error !== undefined) {
+        try {
+          parts.push(JSON.stringify(err.error));
+        } catch (e) {
+          // a circular error body: the message alone
+        }
+      }
+    }
+    return parts.join(" ");
+  }
+
+  function noteRefusal(err) {
+    if (!isObject(err)) return;
+    var status = err.status !== undefined ? err.status : err.statusCode;
+    var text = errorText(err);
+    if (status !== 400 && !/^400\b/.test(text)) return;
+    if (!/clear_tool_uses_20250919|context_management|context-management-2025-06-27/.test(text)) {
+      return;
+    }
+    var mem = memory();
+    var named = /([^\s"'`]+) does not support the clear_tool_uses_20250919/.exec(text);
+    var model = named && mem.sent[named[1]] ? named[1] : mem.lastModel;
+    if (typeof model !== "string") return;
+    mem.refused[model] = true;
+    if (typeof process !== "undefined" && isObject(process.env)) {
+      debug(process.env, { action: "refused", model: model, message: text.slice(0, 500) });
+    }
+  }
+
+  function watch(pending) {
+    var onError = function (err) {
+      try {
+        noteRefusal(err);
+      } catch (e) {
+        // noting a refusal must never break anything
+      }
+    };
+    if (!isObject(pending) && typeof pending !== "function") return pending;
+    if (typeof pending.asResponse === "function") {
+      // The SDK's APIPromise: watch its response without parsing it.
+      var response = pending.asResponse();
+      if (isObject(response) && typeof response.then === "function") {
+        response.then(undefined, onError);
+      }
+    } else if (typeof pending.then === "function") {
+      pending.then(undefined, onError);
+    } else if (typeof pending.on === "function") {
+      // The SDK's MessageStream (Claude Code 1.0.x streams with .stream()).
+      pending.on("error", onError);
+    }
+    return pending;
+  }
+
+  try {
+    return mode === "watch" ? watch(value) : withClearing(value);
+  } catch (e) {
+    return value;
+  }
+}
