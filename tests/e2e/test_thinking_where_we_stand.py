@@ -21,7 +21,9 @@ Measured (these tests assert it):
   clears old tool results, the next request gets 400, unpatched;
 * 2.0.76 only, across ``--resume``: the TodoWrite ``<system-reminder>`` the CLI adds to a
   prompt is not written to the transcript, so a thinking block produced after such a prompt
-  fails once the session is resumed.
+  fails once the session is resumed;
+* 2.0.76 with ``DISABLE_MICROCOMPACT=1``: the reply of every tool round is sent twice in the next
+  request (see the micro-compaction test).
 """
 
 from __future__ import annotations
@@ -142,10 +144,11 @@ def test_todays_text_prune_under_drop_block_loses_reasoning_at_every_move(
 def test_claude_codes_own_microcompaction_breaks_the_check(sandbox_for, mock, version):
     """Unpatched. Sixteen turns with a result of ~4000 tokens each and a last usage at the
     warning threshold: live micro-compaction clears the oldest results, which precede thinking
-    blocks. Measured on 2.0.76 besides: in this session (and in any with more than two tool
-    rounds in the file), the request after a live thinking + tool_use reply carries that reply's
-    two blocks twice (thinking, tool_use, thinking, tool_use), which the check rejects (and the
-    real API would reject for the repeated tool_use id); not explained yet, and not an edit."""
+    blocks. Measured on 2.0.76 besides: with ``DISABLE_MICROCOMPACT=1`` (the control below) its
+    micro-compaction returns the very array it was given (``return{messages:A}``), and the
+    request after a tool-use reply carries that reply twice (thinking, tool_use, thinking,
+    tool_use: a repeated tool_use id, which the real API refuses as well); not an edit, but the
+    check rejects it too. 2.1.50 has no such problem."""
     sb = sandbox_for(version)
     probe = thinking_session(str(sb.proj), turns=16, result_chars=16000)
     at = engine_boundaries(probe, version, THINK_ENV).thresholds.warning
