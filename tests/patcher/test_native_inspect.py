@@ -231,3 +231,15 @@ def test_native_regress_inspects_a_cached_build(
     bad = nreg.run_one(Job("cc", "2.1.301"))
     assert bad.result == "fail" and bad.failed_step == "inspect"
     assert "ELF header is corrupt" in bad.reason
+
+
+def test_installed_version_reads_a_local_native_install(tmp_path: Path) -> None:
+    """`thresholds` without --profile models this: the local wrapper package's platform binary."""
+    scope = tmp_path / "proj" / "node_modules" / "@anthropic-ai"
+    _pkg(scope / "claude-code", "@anthropic-ai/claude-code")
+    _pkg(
+        scope / f"claude-code-{native.platform_tag()}",
+        "@anthropic-ai/claude-code-x",
+        split_binary("2.1.290") + b"\0" * (70 << 10),
+    )
+    assert native.installed_version(tmp_path / "proj") == "2.1.290"
