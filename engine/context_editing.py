@@ -413,9 +413,13 @@ DEFAULT_TOOL_INPUTS: bool | tuple[str, ...] = False
 
 
 def _env_int(env: Mapping[str, str], name: str, minimum: int) -> int | None:
-    """The knob as an integer >= minimum; ``None`` when unset, blank or invalid."""
+    """The knob as an integer >= minimum; ``None`` when unset, blank or invalid.
+
+    Valid: 1 to 9 ASCII digits once blanks around and ``_`` separators are dropped, like the
+    injected JavaScript (``str.isdigit`` alone takes "²", on which ``int`` raises, and
+    arbitrarily long numbers, which JavaScript would round)."""
     raw = (env.get(name) or "").strip().replace("_", "")
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9):
         return None
     value = int(raw)
     return value if value >= minimum else None

@@ -366,6 +366,8 @@ def test_knobs_disable():
         ("CLAUDE_CTX_CLEAR_TRIGGER", "lots"),
         ("CLAUDE_CTX_CLEAR_KEEP", "1.5"),
         ("CLAUDE_CTX_CLEAR_AT_LEAST", "1e4"),
+        ("CLAUDE_CTX_CLEAR_TRIGGER", "\u00b2"),  # a digit to str.isdigit, not to int()
+        ("CLAUDE_CTX_CLEAR_KEEP", "1234567890"),  # more than 9 digits, as in the JavaScript
     ],
 )
 def test_invalid_knobs_fall_back_to_the_default_and_are_reported(name, raw):
