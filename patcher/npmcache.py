@@ -2,7 +2,9 @@
 
 Real ``cli.js`` files are proprietary and 11-14 MB: they are never committed. Tests and
 ``ctxpatch regress`` fetch the versions they need into ``$CTXPATCH_CACHE`` (default
-``~/.cache/ctxpatch``) as ``npm/<package>-<version>.tgz`` and extract ``package/`` beside it.
+``~/.cache/ctxpatch``): ``npm pack`` writes ``npm/<package>-<version>.tgz``, ``package/`` is
+extracted beside it and trimmed to what is read (:data:`KEEP`, ripgrep for this platform), and
+the tarball is deleted. README "Cache" gives the sizes.
 """
 
 from __future__ import annotations
@@ -44,12 +46,50 @@ def package_dir(package: str, version: str, root: Path | None = None) -> Path:
     try:
         with tarfile.open(tgz) as tar:
             tar.extractall(tmp, filter="data")
+        if (tmp / "package").is_dir():
+            trim(tmp / "package")
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    tgz.unlink(missing_ok=True)  # nothing reads it again: package.json marks the cached copy
     return out / "package"
+
+
+# What ctxpatch and its tests read of a package: the bundle, its package.json, and what an
+# e2e sandbox copies to run it (patcher.e2e.sandbox.copy_install): ripgrep for this platform,
+# yoga.wasm (<= 2.0.0). The rest (ripgrep and audio-capture for five other platforms, seccomp,
+# type declarations, the SDK's other entry points) is deleted on extraction.
+KEEP = frozenset({"cli.js", "package.json", "yoga.wasm"})
+
+
+def trim(package: Path, platform: str | None = None) -> None:
+    """Delete from an extracted ``package/`` everything :data:`KEEP` and ripgrep for
+    ``platform`` (default: this machine's, as node names it) do not hold."""
+    from patcher.e2e.sandbox import node_platform
+
+    keep_rg = platform or node_platform()
+    for p in package.iterdir():
+        if p.name in KEEP:
+            continue
+        if p.name == "vendor" and p.is_dir() and not p.is_symlink():
+            for sub in p.iterdir():
+                if sub.name == "ripgrep" and sub.is_dir() and not sub.is_symlink():
+                    for q in sub.iterdir():
+                        if q.name not in (keep_rg, "COPYING"):
+                            _remove(q)
+                else:
+                    _remove(sub)
+            continue
+        _remove(p)
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    else:
+        p.unlink()
 
 
 def _npm_pack(package: str, version: str, base: Path, tgz: Path) -> None:

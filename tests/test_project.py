@@ -39,3 +39,19 @@ def test_changelog_has_an_unreleased_section_and_the_current_version() -> None:
     assert heads[0] == "Unreleased"
     unreleased = log.split("\n## [", 2)[1]
     assert patcher.__version__ in heads or f"released as {patcher.__version__}" in unreleased
+
+
+def test_top_level_import_names_are_this_project() -> None:
+    """``engine`` and ``patcher`` are generic top-level names (README "Import names"): another
+    installed distribution providing either would shadow or be shadowed by ours. Detected here:
+    both import from this checkout, and no other installed distribution claims them."""
+    import importlib.metadata as md
+
+    import engine
+
+    for mod in (engine, patcher):
+        assert mod.__file__ is not None
+        assert Path(mod.__file__).resolve().is_relative_to(ROOT), mod.__file__
+    owners = md.packages_distributions()
+    for name in ("engine", "patcher"):
+        assert set(owners.get(name, ["ctxpatch"])) == {"ctxpatch"}, (name, owners.get(name))
