@@ -61,10 +61,19 @@ def mode_for(cli_js_mode: int) -> int:
 
 
 def classify(
-    backup: bytes | None, original_sha: str, original_version: str | None, snippet_sha: str
+    backup: bytes | None,
+    original_sha: str,
+    original_version: str | None,
+    snippet_sha: str,
+    original: bytes | None = None,
 ) -> BackupInfo:
+    """``original``, when the caller has the original's bytes, spares a hash of the backup."""
     if backup is None:
         return BackupInfo(BackupStatus.MISSING, "no backup")
+    if original is not None and backup == original:
+        return BackupInfo(
+            BackupStatus.VALID, "byte copy of the original", version_of(backup), original_sha
+        )
     sha = markers.sha256(backup)
     version = version_of(backup)
     if sha == original_sha:

@@ -6,11 +6,12 @@ import json
 import os
 import stat
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
+from patcher import markers
 from patcher.backup import SUFFIX as BACKUP_SUFFIX
 from patcher.errors import FileAccess, NotABundle, Unsupported, from_exception
-from patcher.markers import sha256
 from patcher.versions import version_of
 
 PACKAGES = ("@anthropic-ai/claude-code", "@anthropic-ai/claude-agent-sdk")
@@ -35,7 +36,6 @@ class Bundle:
     path: Path  # the real file (symlinks resolved)
     given: Path  # what the user named
     data: bytes
-    sha256: str
     version: str | None  # Claude Code version, from the bundle itself
     package: Package | None
     mode: int
@@ -43,6 +43,11 @@ class Bundle:
     uid: int
     gid: int
     shadow: str | None = None  # a native platform package that runs instead (native_shadow)
+
+    @cached_property
+    def sha256(self) -> str:
+        """Hashed when asked: `check` of a patched file never needs it (10 ms on 13.7 MB)."""
+        return markers.sha256(self.data)
 
 
 def read_package(folder: Path) -> Package | None:
@@ -125,7 +130,6 @@ def load(given: Path) -> Bundle:
         path=real,
         given=given,
         data=data,
-        sha256=sha256(data),
         version=version_of(data),
         package=read_package(real.parent),
         mode=stat.S_IMODE(st.st_mode),

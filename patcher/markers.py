@@ -311,13 +311,14 @@ def _strip(data: bytes, at: dict[bytes, list[int]]) -> bytes | None:
                 return None
             cut += [(o, o + len(open_)), (c, c + len(close))]
     cut.sort()
+    view = memoryview(data)  # slices of a view are not copies: the join is the one copy
     parts, pos = [], 0
     for a, b in cut:
         if a < pos:
             return None  # overlapping marked edits
-        parts.append(data[pos:a])
+        parts.append(view[pos:a])
         pos = b
-    parts.append(data[pos:])
+    parts.append(view[pos:])
     return b"".join(parts)
 
 
