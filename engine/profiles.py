@@ -252,8 +252,8 @@ _MERGE_SEAM_2_1_78 = dict(user_string_blocks=False, merge_seam_newline=True)
 _LOOP_2_1_86 = dict(_MERGE_SEAM_2_1_78, compaction_through_loop=True)
 
 # Native builds (2.1.113-2.1.330) keep 2.1.105's counting; what changed is read by
-# ``ctxpatch inspect`` out of the binaries (patcher.native.levels) and bisected over every
-# published linux-x64 build: the level function (2.1.122), the precomputed compaction
+# ``ctxpatch inspect`` out of the binaries (patcher.native.levels), each change bisected over
+# the published linux-x64 builds (34 inspected; both sides of every boundary in verified_in): the level function (2.1.122), the precomputed compaction
 # (2.1.142), the proactive threshold only for a configured window (2.1.195), the count adding
 # back server-cleared tokens (2.1.284); the JavaScript is one module up to 2.1.241 and
 # code-split from 2.1.242.

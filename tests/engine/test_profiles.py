@@ -61,7 +61,7 @@ def test_newer_than_every_profile_extrapolates_with_a_note():
 
 def test_native_profiles_through_2_1_330():
     """Read out of the native linux-x64 builds (patcher.native, `ctxpatch inspect`) and
-    bisected over every published one: the level function from 2.1.122 (2.1.121 still has the
+    bisected over the published ones (34 inspected): the level function from 2.1.122 (2.1.121 still has the
     isAboveAutoCompactThreshold function), precompute from 2.1.142 (2.1.141: none), the
     proactive threshold only for a configured window from 2.1.195 (2.1.193: always), the count
     adding back server-cleared tokens from 2.1.284 (2.1.283: not)."""
