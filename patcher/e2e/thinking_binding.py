@@ -170,28 +170,43 @@ def _start_after_compaction(messages: Sequence[Any], i: int, j: int) -> tuple[in
 
 
 def prefix_items(
-    body: Mapping[str, Any], i: int, j: int, secret: bytes = DEFAULT_SECRET
+    body: Mapping[str, Any],
+    i: int,
+    j: int,
+    secret: bytes = DEFAULT_SECRET,
+    cache: dict[Any, str] | None = None,
 ) -> list[Item]:
-    """The canonical prefix of the block at ``messages[i].content[j]`` as digests."""
+    """The canonical prefix of the block at ``messages[i].content[j]`` as digests.
+
+    ``cache`` (one dict per ``body``) keeps the digests already computed, so checking every
+    block of a request hashes each message once."""
     messages = body.get("messages") or []
+    memo: dict[Any, str] = {} if cache is None else cache
+
+    def digest(key: Any, make: Any) -> str:
+        if key not in memo:
+            memo[key] = _digest(secret, make())
+        return memo[key]
+
     items = [
-        Item("system", _digest(secret, canonical_system(body.get("system")))),
-        Item("tools", _digest(secret, canonical_tools(body.get("tools")))),
+        Item("system", digest("system", lambda: canonical_system(body.get("system")))),
+        Item("tools", digest("tools", lambda: canonical_tools(body.get("tools")))),
     ]
     si, sj = _start_after_compaction(messages, i, j)
     for mi in range(si, min(i, len(messages) - 1) + 1):
         m = messages[mi]
         if not isinstance(m, Mapping):
-            items.append(Item(f"messages.{mi}", _digest(secret, m)))
+            items.append(Item(f"messages.{mi}", digest((mi,), lambda m=m: m)))
             continue
         blocks = _as_blocks(m.get("content"))
         lo = sj if mi == si else 0
         hi = j if mi == i else len(blocks)
-        canon = canonical_blocks(blocks[lo:hi])
-        if canon:
-            items.append(
-                Item(f"messages.{mi}", _digest(secret, {"role": m.get("role"), "content": canon}))
-            )
+        key = (mi, lo, hi)
+        if key not in memo:
+            canon = canonical_blocks(blocks[lo:hi])
+            memo[key] = _digest(secret, {"role": m.get("role"), "content": canon}) if canon else ""
+        if memo[key]:  # a message with nothing but thinking or whitespace is not an item
+            items.append(Item(f"messages.{mi}", memo[key]))
     return items
 
 
@@ -328,6 +343,7 @@ def check(body: Mapping[str, Any], secret: bytes = DEFAULT_SECRET) -> list[Misma
     messages = body.get("messages") or []
     out: list[Mismatch] = []
     prev_n: int | None = None
+    cache: dict[Any, str] = {}
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping) or not isinstance(m.get("content"), list):
             continue
@@ -345,7 +361,7 @@ def check(body: Mapping[str, Any], secret: bytes = DEFAULT_SECRET) -> list[Misma
                 out.append(Mismatch(i, j, "signature"))
                 prev_n = None if prev_n is None else prev_n + 1  # it still holds its place
                 continue
-            now = prefix_items(body, i, j, secret)
+            now = prefix_items(body, i, j, secret, cache)
             if [it.digest for it in now] != payload["p"]:
                 out.append(Mismatch(i, j, "prefix", _first_difference(payload["p"], now, i)))
             elif prev_n is not None and payload["n"] != prev_n + 1:
