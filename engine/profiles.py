@@ -1,5 +1,9 @@
 """Version profiles: one frozen set of numbers per behaviour era of Claude Code's ``cli.js``.
 
+(Over 500 lines on purpose: it is the one place for every version rule, the table of eras
+and, in this docstring, the evidence for each boundary; split, the rules would drift from
+their evidence. The version parser is :mod:`engine.versions`.)
+
 Every field names the versions it holds for. ``verified_in`` lists the real ``cli.js`` files the
 numbers were read from (npm tarballs of ``@anthropic-ai/claude-code``); the other versions of an
 era are assigned by bisection data from ``shared/research/versions.md``. Where that survey and a
