@@ -106,6 +106,13 @@ ENV_MAX_CHARS = "CLAUDE_TEXT_PRUNE_MAX_CHARS"
 ENV_STEP = "CLAUDE_TEXT_PRUNE_STEP"
 ENV_DISABLE = "CLAUDE_TEXT_PRUNE_DISABLE"
 ENV_DEBUG = "CLAUDE_TEXT_PRUNE_DEBUG"
+ENV_THINKING = "CLAUDE_TEXT_PRUNE_THINKING"
+
+#: ``CLAUDE_TEXT_PRUNE_THINKING`` values. Exactly ``"ignore"`` restores the pruning of 0.1.0
+#: (thinking blocks are left where they are, whatever the cutoff); anything else is ``"drop"``.
+THINKING_DROP = "drop"
+THINKING_IGNORE = "ignore"
+THINKING_TYPES = ("thinking", "redacted_thinking")
 
 _VALID_SETTING = re.compile(r"[0-9]{1,9}")  # used with fullmatch: no "$"-before-newline leniency
 
@@ -130,6 +137,7 @@ class PruneSettings:
     max_chars: int = 80
     step: int = 4
     disabled: bool = False
+    thinking: str = THINKING_DROP
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PruneSettings:
@@ -145,6 +153,7 @@ class PruneSettings:
             max_chars=_setting(env, ENV_MAX_CHARS, 80, 1),
             step=_setting(env, ENV_STEP, 4, 1),
             disabled=env.get(ENV_DISABLE) == "1",
+            thinking=THINKING_IGNORE if env.get(ENV_THINKING) == THINKING_IGNORE else THINKING_DROP,
         )
 
 
@@ -297,6 +306,9 @@ class PruneOutcome:
     cutoff: int | None = None
     messages_changed: int = 0
     blocks_pruned: int = 0
+    thinking_dropped: int = 0
+    messages_removed: int = 0
+    edit_end: int = 0
 
     @property
     def changed(self) -> bool:
@@ -327,6 +339,8 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     if settings.disabled:
         return PruneOutcome(messages, "disabled", settings)
     starts = turn_starts(messages)
+    if settings.thinking == THINKING_DROP and any(map(_has_thinking, messages)):
+        return _prune_thinking(messages, settings, starts)
     turns = len(starts)
     if turns <= settings.keep:
         return PruneOutcome(messages, "few-turns", settings, turns)
@@ -338,47 +352,13 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     blocks_pruned = 0
     messages_changed = 0
     for index in range(cutoff):
-        msg = messages[index]
-        if not isinstance(msg, dict) or msg.get("type") not in ("user", "assistant"):
-            continue
-        if js_truthy(msg.get("isMeta")) or js_truthy(msg.get("isCompactSummary")):
-            continue
-        message = msg.get("message")
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        new_content: str | list[Any] | None = None
-        if isinstance(content, str):
-            if msg["type"] != "user":  # assistant strings stay
-                continue
-            text = pruned_text(content, settings.max_chars)
-            if text is content:
-                continue
-            new_content = text
-            blocks_pruned += 1
-        elif isinstance(content, list):
-            copied: list[Any] | None = None
-            for b, block in enumerate(content):
-                if not isinstance(block, dict) or block.get("type") != "text":
-                    continue
-                old_text = block.get("text")
-                if not isinstance(old_text, str):
-                    continue
-                shortened = pruned_text(old_text, settings.max_chars)
-                if shortened is old_text:
-                    continue
-                if copied is None:
-                    copied = list(content)
-                copied[b] = {**block, "text": shortened}
-                blocks_pruned += 1
-            new_content = copied
-            if new_content is None:
-                continue
-        else:
+        shortened, count = _pruned_message(messages[index], settings.max_chars)
+        if shortened is None:
             continue
         if out is None:
             out = list(messages)
-        out[index] = {**msg, "message": {**message, "content": new_content}}
+        out[index] = shortened
+        blocks_pruned += count
         messages_changed += 1
 
     if out is None:
@@ -386,3 +366,163 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     if settings.threshold > 0 and estimate_tokens(messages) < settings.threshold:
         return PruneOutcome(messages, "below-threshold", settings, turns, cutoff)
     return PruneOutcome(out, "pruned", settings, turns, cutoff, messages_changed, blocks_pruned)
+
+
+def _prunable(msg: object) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(msg, msg["message"])`` of a user/assistant message the prune may shorten."""
+    if not isinstance(msg, dict) or msg.get("type") not in ("user", "assistant"):
+        return None
+    if js_truthy(msg.get("isMeta")) or js_truthy(msg.get("isCompactSummary")):
+        return None
+    message = msg.get("message")
+    if not isinstance(message, dict):
+        return None
+    return msg, message
+
+
+def _pruned_message(msg: object, max_chars: int) -> tuple[Any, int]:
+    """The shortened copy of an older message and how many texts it shortened, or ``(None, 0)``."""
+    found = _prunable(msg)
+    if found is None:
+        return None, 0
+    msg, message = found
+    content = message.get("content")
+    if isinstance(content, str):
+        if msg["type"] != "user":  # assistant strings stay
+            return None, 0
+        text = pruned_text(content, max_chars)
+        if text is content:
+            return None, 0
+        return {**msg, "message": {**message, "content": text}}, 1
+    if not isinstance(content, list):
+        return None, 0
+    copied: list[Any] | None = None
+    count = 0
+    for b, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            continue
+        old_text = block.get("text")
+        if not isinstance(old_text, str):
+            continue
+        shortened = pruned_text(old_text, max_chars)
+        if shortened is old_text:
+            continue
+        if copied is None:
+            copied = list(content)
+        copied[b] = {**block, "text": shortened}
+        count += 1
+    if copied is None:
+        return None, 0
+    return {**msg, "message": {**message, "content": copied}}, count
+
+
+# --------------------------------------------------------------------------- thinking
+
+
+def _content_list(msg: object, kind: str) -> list[Any] | None:
+    if not isinstance(msg, dict) or msg.get("type") != kind:
+        return None
+    message = msg.get("message")
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    return content if isinstance(content, list) else None
+
+
+def _has_thinking(msg: object) -> bool:
+    """An assistant message holding a ``thinking`` or ``redacted_thinking`` block."""
+    content = _content_list(msg, "assistant")
+    return content is not None and any(_type_of(b) in THINKING_TYPES for b in content)
+
+
+def _carries_tool_result(msg: object) -> bool:
+    content = _content_list(msg, "user")
+    return content is not None and any(_type_of(b) == "tool_result" for b in content)
+
+
+def _prune_thinking(
+    messages: list[Any], settings: PruneSettings, starts: list[int]
+) -> PruneOutcome:
+    """The prune when thinking blocks are present (``CLAUDE_TEXT_PRUNE_THINKING`` not ``ignore``).
+
+    See ``THINKING.md``-style notes in the module docstring ("Thinking blocks").
+    """
+    n = len(messages)
+    turns_before = [0] * (n + 1)  # turn starts in messages[0:k]
+    tokens_before = [0] * (n + 1)  # rough (unscaled) estimate of messages[0:k]
+    last_changed = [-1] * (n + 1)  # the last index < k that the prune would shorten
+    last_free = [0] * (n + 1)  # the last free request point <= k
+    first_of_id: dict[str, int] = {}
+    request_of: dict[int, int] = {}  # thinking message index -> the request that produced it
+    turns = 0
+    open_round = False
+    for i, msg in enumerate(messages):
+        if is_turn_start(msg):
+            turns += 1
+        turns_before[i + 1] = turns
+        tokens_before[i + 1] = tokens_before[i] + message_tokens(msg)
+        last_changed[i + 1] = (
+            i if _pruned_message(msg, settings.max_chars)[0] is not None else last_changed[i]
+        )
+        is_assistant = isinstance(msg, dict) and msg.get("type") == "assistant"
+        if is_assistant:
+            open_round = False
+            message = msg.get("message")
+            mid = message.get("id") if isinstance(message, dict) else None
+            start = first_of_id.setdefault(mid, i) if isinstance(mid, str) else i
+            if _has_thinking(msg):
+                request_of[i] = start
+        elif _carries_tool_result(msg):
+            open_round = True
+        # a free request point: after a message that is not an assistant record, and outside
+        # a tool round (no tool_result since the last assistant record)
+        last_free[i + 1] = last_free[i] if open_round or is_assistant else i + 1
+
+    def edit_end(k: int) -> tuple[int, str, int | None]:
+        """The prune of the request messages[0:k]: (end of the edited prefix, reason, cutoff)."""
+        count = turns_before[k]
+        if count <= settings.keep:
+            return 0, "few-turns", None
+        prunable = (count - settings.keep) // settings.step * settings.step
+        if prunable == 0:
+            return 0, "step", None
+        cutoff = starts[prunable]
+        if last_changed[cutoff] < 0:
+            return 0, "nothing-to-prune", cutoff
+        estimate = math.ceil(tokens_before[k] * TOKEN_FACTOR)
+        if settings.threshold > 0 and estimate < settings.threshold:
+            return 0, "below-threshold", cutoff
+        return last_changed[cutoff] + 1, "pruned", cutoff
+
+    first = min(request_of.values())
+
+    def in_force(k: int) -> tuple[int, str, int | None]:
+        return edit_end(k if k <= first else max(first, last_free[k]))
+
+    end, reason, cutoff = in_force(n)
+    if end == 0:
+        return PruneOutcome(messages, reason, settings, len(starts), cutoff)
+    drop = {i for i, k in request_of.items() if in_force(k)[0] < end}
+
+    out: list[Any] = []
+    changed = pruned_blocks = dropped = removed = 0
+    for i, msg in enumerate(messages):
+        new = msg
+        if i < end:
+            shortened, count = _pruned_message(msg, settings.max_chars)
+            if shortened is not None:
+                new, pruned_blocks = shortened, pruned_blocks + count
+        if i in drop:
+            content = new["message"]["content"]
+            kept = [b for b in content if _type_of(b) not in THINKING_TYPES]
+            dropped += len(content) - len(kept)
+            if not kept:
+                removed += 1
+                continue
+            new = {**new, "message": {**new["message"], "content": kept}}
+        if new is not msg:
+            changed += 1
+        out.append(new)
+    return PruneOutcome(
+        out, "pruned", settings, len(starts), cutoff, changed, pruned_blocks, dropped, removed, end
+    )

@@ -15,6 +15,10 @@ function _aggressiveTextPrune(messages) {
   //   CLAUDE_TEXT_PRUNE_STEP       (default 4, min 1)      the cutoff moves by this
   //                                                        many turns at a time
   //   CLAUDE_TEXT_PRUNE_DISABLE=1                          off
+  //   CLAUDE_TEXT_PRUNE_THINKING=ignore                    leave thinking blocks where
+  //                                                        they are (0.1.0; only for
+  //                                                        accounts the API does not
+  //                                                        check, see "Thinking" below)
   //   CLAUDE_TEXT_PRUNE_DEBUG=FILE                         append one JSON line per
   //                                                        call that pruned something
   //
@@ -30,6 +34,28 @@ function _aggressiveTextPrune(messages) {
   // a few units over MAX_CHARS is left as is, never made longer). The string
   // content of an older typed user message is shortened the same way. Nothing
   // else is ever touched.
+  //
+  // Thinking. The API binds each thinking block's signature to everything before
+  // it when it was produced; a later request with different content before the
+  // block is rejected (HTTP 400) or loses the block. Leaving blocks out is
+  // accepted only as a run from the front, and a tool round in progress must go
+  // back with its thinking. So when an assistant message holds a thinking or
+  // redacted_thinking block (and THINKING is not "ignore"):
+  //   - the prune of a request messages[0:k] is the rule above applied to that
+  //     prefix; its "edit end" is 1 + the last message it shortens (0: none);
+  //   - the request that produced an assistant message is the prefix before the
+  //     first message of its reply (same message.id);
+  //   - the edit end in force at request k is that of the last free request point
+  //     <= k (a point after a message that is not an assistant record, with no
+  //     tool_result since the last assistant record), never earlier than the
+  //     request that produced the first thinking block (requests before it were
+  //     pruned by the plain rule, on the whole list);
+  //   - this request shortens the messages before its edit end in force, and
+  //     leaves out every thinking block whose producing request had a smaller
+  //     one (a run from the front: the edit end only grows); a message left with
+  //     no block is left out. The round in progress shares this request's edit end,
+  //     so its thinking always goes back. Within a round Claude Code feeds the
+  //     pruned list back in: it is a fixed point of this rule.
   //
   // The input is never mutated: changed messages are new objects, everything
   // else is shared, and the very same array comes back when nothing changed.
@@ -146,15 +172,247 @@ function _aggressiveTextPrune(messages) {
     return result.length < text.length ? result : text;
   }
 
-  function writeDebugLine(file, entry) {
-    try {
-      var fs = null;
-      if (typeof process.getBuiltinModule === "function") fs = process.getBuiltinModule("fs");
-      else if (typeof require === "function") fs = require("fs");
-      if (fs) fs.appendFileSync(file, JSON.stringify(entry) + "\n");
-    } catch (e) {
-      // debugging must never break a request
+  // Append one line to a log file without ever blocking, throwing or printing.
+  // The pattern, for any log an injected snippet writes:
+  //   1. fs from process.getBuiltinModule("fs") (Node >= 20.16 / 22.3, ESM and
+  //      CJS), else from require (CommonJS), else from import("node:fs") made
+  //      through Function (ESM on older Node has no require; Function keeps the
+  //      snippet plain ES2017 for parsers that do not know import()).
+  //   2. Asynchronous calls only: stat, and refuse anything that is not a
+  //      regular file (a FIFO, a device, a directory); open with O_NONBLOCK, so a
+  //      FIFO swapped in after the stat cannot block either; fstat the descriptor
+  //      and write only to a regular file; close.
+  //   3. Every callback swallows its error; nothing waits for the write.
+  function appendLine(file, line) {
+    function ignore() {}
+    function write(fs) {
+      var c = fs.constants || {};
+      var flags = c.O_APPEND ? c.O_WRONLY | c.O_APPEND | c.O_CREAT | (c.O_NONBLOCK | 0) : "a";
+      fs.stat(file, function (statError, stats) {
+        if (!statError && !stats.isFile()) return;
+        fs.open(file, flags, function (openError, fd) {
+          if (openError) return;
+          fs.fstat(fd, function (fstatError, opened) {
+            if (fstatError || !opened.isFile()) return fs.close(fd, ignore);
+            fs.write(fd, line, function () {
+              fs.close(fd, ignore);
+            });
+          });
+        });
+      });
     }
+    function guarded(fs) {
+      try {
+        write(fs);
+      } catch (e) {
+        // logging must never break a request
+      }
+    }
+    try {
+      if (typeof process.getBuiltinModule === "function") {
+        guarded(process.getBuiltinModule("fs"));
+      } else if (typeof require === "function") {
+        guarded(require("fs"));
+      } else {
+        new Function("return import('node:fs')")().then(function (fs) {
+          guarded(fs.default || fs);
+        }, ignore);
+      }
+    } catch (e) {
+      // logging must never break a request
+    }
+  }
+
+  // The shortened copy of an older message and how many texts it shortened, or
+  // null when the message stays as it is.
+  function prunedMessage(msg, maxChars) {
+    if (!isObject(msg) || (msg.type !== "user" && msg.type !== "assistant")) return null;
+    if (msg.isMeta || msg.isCompactSummary || !isObject(msg.message)) return null;
+    var content = msg.message.content;
+    var newContent = null;
+    var count = 0;
+    if (typeof content === "string") {
+      if (msg.type !== "user") return null; // assistant strings stay
+      var text = prunedText(content, maxChars);
+      if (text === content) return null;
+      newContent = text;
+      count = 1;
+    } else if (Array.isArray(content)) {
+      for (var b = 0; b < content.length; b++) {
+        var block = content[b];
+        if (blockType(block) !== "text" || typeof block.text !== "string") continue;
+        var shortened = prunedText(block.text, maxChars);
+        if (shortened === block.text) continue;
+        if (newContent === null) newContent = content.slice();
+        newContent[b] = Object.assign({}, block, { text: shortened });
+        count++;
+      }
+      if (newContent === null) return null;
+    } else {
+      return null;
+    }
+    var copy = Object.assign({}, msg, {
+      message: Object.assign({}, msg.message, { content: newContent }),
+    });
+    return { message: copy, blocks: count };
+  }
+
+  // The plain rule: shorten the messages before the cutoff (null: nothing changes).
+  function pruneText(starts, s) {
+    var prunableTurns = Math.floor((starts.length - s.keep) / s.step) * s.step;
+    if (prunableTurns <= 0) return null;
+    var cutoff = starts[prunableTurns];
+    // Build the pruned copy lazily: nothing is allocated until a message changes.
+    var out = null;
+    var blocksPruned = 0;
+    var messagesChanged = 0;
+    for (var m = 0; m < cutoff; m++) {
+      var pruned = prunedMessage(messages[m], s.maxChars);
+      if (pruned === null) continue;
+      if (out === null) out = messages.slice();
+      out[m] = pruned.message;
+      blocksPruned += pruned.blocks;
+      messagesChanged++;
+    }
+    if (out === null) return null;
+    // Only now estimate the size (the expensive part), stopping at the threshold.
+    if (s.threshold > 0 && estimateTokens(messages, s.threshold) < s.threshold) return null;
+    return {
+      out: out,
+      cutoff: cutoff,
+      messagesChanged: messagesChanged,
+      blocksPruned: blocksPruned,
+    };
+  }
+
+  function isThinking(block) {
+    var type = blockType(block);
+    return type === "thinking" || type === "redacted_thinking";
+  }
+
+  function contentList(msg, kind) {
+    if (!isObject(msg) || msg.type !== kind || !isObject(msg.message)) return null;
+    var content = msg.message.content;
+    return Array.isArray(content) ? content : null;
+  }
+
+  function hasThinking(msg) {
+    var content = contentList(msg, "assistant");
+    if (content === null) return false;
+    for (var i = 0; i < content.length; i++) {
+      if (isThinking(content[i])) return true;
+    }
+    return false;
+  }
+
+  function carriesToolResult(msg) {
+    var content = contentList(msg, "user");
+    if (content === null) return false;
+    for (var i = 0; i < content.length; i++) {
+      if (blockType(content[i]) === "tool_result") return true;
+    }
+    return false;
+  }
+
+  // The rule when thinking blocks are present (see "Thinking" above).
+  function pruneKeepingThinking(starts, s) {
+    var n = messages.length;
+    var turnsBefore = [0]; // turn starts in messages[0:k]
+    var tokensBefore = [0]; // rough (unscaled) estimate of messages[0:k]
+    var lastChanged = [-1]; // the last index < k that the prune would shorten
+    var lastFree = [0]; // the last free request point <= k
+    var firstOfId = new Map();
+    var producedBy = []; // [index of a thinking message, its producing request]
+    var turns = 0;
+    var openRound = false;
+    for (var i = 0; i < n; i++) {
+      var msg = messages[i];
+      if (isTurnStart(msg)) turns++;
+      turnsBefore.push(turns);
+      tokensBefore.push(tokensBefore[i] + messageTokens(msg));
+      lastChanged.push(prunedMessage(msg, s.maxChars) !== null ? i : lastChanged[i]);
+      var isAssistant = isObject(msg) && msg.type === "assistant";
+      if (isAssistant) {
+        openRound = false;
+        var id = isObject(msg.message) ? msg.message.id : undefined;
+        var start = i;
+        if (typeof id === "string") {
+          if (firstOfId.has(id)) start = firstOfId.get(id);
+          else firstOfId.set(id, i);
+        }
+        if (hasThinking(msg)) producedBy.push([i, start]);
+      } else if (carriesToolResult(msg)) {
+        openRound = true;
+      }
+      lastFree.push(openRound || isAssistant ? lastFree[i] : i + 1);
+    }
+
+    // The prune of the request messages[0:k]: its edit end and cutoff.
+    function editEnd(k) {
+      var count = turnsBefore[k];
+      if (count <= s.keep) return { end: 0, cutoff: null };
+      var prunable = Math.floor((count - s.keep) / s.step) * s.step;
+      if (prunable === 0) return { end: 0, cutoff: null };
+      var cutoff = starts[prunable];
+      if (lastChanged[cutoff] < 0) return { end: 0, cutoff: cutoff };
+      var estimate = Math.ceil(tokensBefore[k] * TOKENS_PER_ESTIMATE);
+      if (s.threshold > 0 && estimate < s.threshold) return { end: 0, cutoff: cutoff };
+      return { end: lastChanged[cutoff] + 1, cutoff: cutoff };
+    }
+
+    var first = producedBy[0][1];
+    for (var p = 1; p < producedBy.length; p++) first = Math.min(first, producedBy[p][1]);
+    function inForce(k) {
+      return editEnd(k <= first ? k : Math.max(first, lastFree[k]));
+    }
+
+    var now = inForce(n);
+    if (now.end === 0) return null;
+    var drop = new Set();
+    for (var d = 0; d < producedBy.length; d++) {
+      if (inForce(producedBy[d][1]).end < now.end) drop.add(producedBy[d][0]);
+    }
+    var out = [];
+    var messagesChanged = 0;
+    var blocksPruned = 0;
+    var thinkingDropped = 0;
+    var messagesRemoved = 0;
+    for (var m = 0; m < n; m++) {
+      var next = messages[m];
+      if (m < now.end) {
+        var pruned = prunedMessage(next, s.maxChars);
+        if (pruned !== null) {
+          next = pruned.message;
+          blocksPruned += pruned.blocks;
+        }
+      }
+      if (drop.has(m)) {
+        var content = next.message.content;
+        var kept = [];
+        for (var b = 0; b < content.length; b++) {
+          if (!isThinking(content[b])) kept.push(content[b]);
+        }
+        thinkingDropped += content.length - kept.length;
+        if (kept.length === 0) {
+          messagesRemoved++;
+          continue;
+        }
+        next = Object.assign({}, next, {
+          message: Object.assign({}, next.message, { content: kept }),
+        });
+      }
+      if (next !== messages[m]) messagesChanged++;
+      out.push(next);
+    }
+    return {
+      out: out,
+      cutoff: now.cutoff,
+      editEnd: now.end,
+      messagesChanged: messagesChanged,
+      blocksPruned: blocksPruned,
+      thinkingDropped: thinkingDropped,
+      messagesRemoved: messagesRemoved,
+    };
   }
 
   try {
@@ -168,59 +426,23 @@ function _aggressiveTextPrune(messages) {
     var maxChars = setting(env, "CLAUDE_TEXT_PRUNE_MAX_CHARS", 80, 1);
     var step = setting(env, "CLAUDE_TEXT_PRUNE_STEP", 4, 1);
 
-    // 1. Count turns (cheap) and find the cutoff.
+    var settings = { keep: keep, threshold: threshold, maxChars: maxChars, step: step };
     var turnStarts = [];
+    var thinking = false;
     for (var i = 0; i < messages.length; i++) {
       if (isTurnStart(messages[i])) turnStarts.push(i);
+      if (!thinking && hasThinking(messages[i])) thinking = true;
     }
-    var prunableTurns = Math.floor((turnStarts.length - keep) / step) * step;
-    if (prunableTurns <= 0) return messages;
-    var cutoff = turnStarts[prunableTurns];
-
-    // 2. Build the pruned copy lazily: nothing is allocated until a block changes.
-    var out = null;
-    var blocksPruned = 0;
-    var messagesChanged = 0;
-    for (var m = 0; m < cutoff; m++) {
-      var msg = messages[m];
-      if (!isObject(msg) || (msg.type !== "user" && msg.type !== "assistant")) continue;
-      if (msg.isMeta || msg.isCompactSummary || !isObject(msg.message)) continue;
-      var content = msg.message.content;
-      var newContent = null;
-      if (typeof content === "string") {
-        if (msg.type !== "user") continue; // assistant strings stay
-        var text = prunedText(content, maxChars);
-        if (text === content) continue;
-        newContent = text;
-        blocksPruned++;
-      } else if (Array.isArray(content)) {
-        for (var b = 0; b < content.length; b++) {
-          var block = content[b];
-          if (blockType(block) !== "text" || typeof block.text !== "string") continue;
-          var shortened = prunedText(block.text, maxChars);
-          if (shortened === block.text) continue;
-          if (newContent === null) newContent = content.slice();
-          newContent[b] = Object.assign({}, block, { text: shortened });
-          blocksPruned++;
-        }
-        if (newContent === null) continue;
-      } else {
-        continue;
-      }
-      if (out === null) out = messages.slice();
-      out[m] = Object.assign({}, msg, {
-        message: Object.assign({}, msg.message, { content: newContent }),
-      });
-      messagesChanged++;
-    }
-    if (out === null) return messages;
-
-    // 3. Only now estimate the size (the expensive part), stopping at the threshold.
-    if (threshold > 0 && estimateTokens(messages, threshold) < threshold) return messages;
+    if (turnStarts.length <= keep) return messages;
+    var keepThinking = thinking && env.CLAUDE_TEXT_PRUNE_THINKING !== "ignore";
+    var result = keepThinking
+      ? pruneKeepingThinking(turnStarts, settings)
+      : pruneText(turnStarts, settings);
+    if (result === null) return messages;
 
     var debugFile = env.CLAUDE_TEXT_PRUNE_DEBUG;
     if (typeof debugFile === "string" && debugFile !== "") {
-      writeDebugLine(debugFile, {
+      var entry = {
         event: "ctxpatch.textPrune",
         time: new Date().toISOString(),
         messages: messages.length,
@@ -229,14 +451,19 @@ function _aggressiveTextPrune(messages) {
         step: step,
         maxChars: maxChars,
         threshold: threshold,
-        cutoff: cutoff,
-        messagesChanged: messagesChanged,
-        blocksPruned: blocksPruned,
+        thinking: keepThinking ? "drop" : "ignore",
+        cutoff: result.cutoff,
+        editEnd: keepThinking ? result.editEnd : result.cutoff,
+        messagesChanged: result.messagesChanged,
+        blocksPruned: result.blocksPruned,
+        thinkingDropped: keepThinking ? result.thinkingDropped : 0,
+        messagesRemoved: keepThinking ? result.messagesRemoved : 0,
         tokensBefore: estimateTokens(messages, Infinity),
-        tokensAfter: estimateTokens(out, Infinity),
-      });
+        tokensAfter: estimateTokens(result.out, Infinity),
+      };
+      appendLine(debugFile, JSON.stringify(entry) + "\n");
     }
-    return out;
+    return result.out;
   } catch (e) {
     return messages;
   }

@@ -18,7 +18,12 @@
 //   sharedUnchanged    every unchanged message (and every unchanged block of a changed message)
 //                      is the identical object of the input
 //   freshChanged       every changed message is a new object with a new `message` object
-//   lengthKept         out is an array of the input's length
+//   aligned            out is the input with some messages left out (only assistant messages
+//                      holding nothing but thinking blocks), in order; every other message is
+//                      either the input's own object or a changed copy (the pairs below)
+//
+// Debug lines are written asynchronously (fire and forget): after a batch whose cases set
+// CLAUDE_TEXT_PRUNE_DEBUG, the harness waits until no fs request is pending before answering.
 import { createInterface } from "node:readline";
 
 const PREFIX = "CLAUDE_TEXT_PRUNE_";
@@ -66,6 +71,32 @@ function contentOf(msg) {
     : undefined;
 }
 
+function onlyThinking(msg) {
+  const content = contentOf(msg);
+  return (
+    msg !== null && typeof msg === "object" && msg.type === "assistant" &&
+    Array.isArray(content) && content.length > 0 &&
+    content.every((b) => b !== null && typeof b === "object" &&
+      (b.type === "thinking" || b.type === "redacted_thinking"))
+  );
+}
+
+// Pairs [input message, output message], or null when out is not the input with some
+// thinking-only assistant messages left out. A thinking-only message is never changed (its
+// thinking is all it has): kept, it is the input's own object; otherwise it was left out.
+function align(input, out) {
+  const pairs = [];
+  let i = 0;
+  for (let j = 0; j < out.length; j++) {
+    while (i < input.length && input[i] !== out[j] && onlyThinking(input[i])) i++;
+    if (i >= input.length) return null;
+    pairs.push([input[i], out[j]]);
+    i++;
+  }
+  for (; i < input.length; i++) if (!onlyThinking(input[i])) return null;
+  return pairs;
+}
+
 function runCase(prune, testCase) {
   const input = testCase.messages;
   const before = JSON.stringify(input);
@@ -92,11 +123,10 @@ function runCase(prune, testCase) {
   const same = out === input;
   let sharedUnchanged = true;
   let freshChanged = true;
-  const lengthKept = Array.isArray(out) && inputItems !== null && out.length === inputItems.length;
-  if (lengthKept && !same) {
-    for (let i = 0; i < out.length; i++) {
-      const a = inputItems[i];
-      const b = out[i];
+  const pairs = Array.isArray(out) && inputItems !== null ? align(inputItems, out) : null;
+  const aligned = pairs !== null;
+  if (aligned && !same) {
+    for (const [a, b] of pairs) {
       if (JSON.stringify(a) === JSON.stringify(b)) {
         if (a !== b) sharedUnchanged = false;
         continue;
@@ -110,10 +140,10 @@ function runCase(prune, testCase) {
       const cb = contentOf(b);
       if (Array.isArray(ca) && Array.isArray(cb)) {
         if (ca === cb) freshChanged = false;
-        for (let j = 0; j < Math.min(ca.length, cb.length); j++) {
-          if (JSON.stringify(ca[j]) === JSON.stringify(cb[j]) && ca[j] !== cb[j]) {
-            sharedUnchanged = false;
-          }
+        for (const block of cb) {
+          if (ca.includes(block)) continue; // shared
+          const twin = ca.find((x) => JSON.stringify(x) === JSON.stringify(block));
+          if (twin !== undefined) sharedUnchanged = false; // an unchanged block was copied
         }
       }
     }
@@ -129,14 +159,27 @@ function runCase(prune, testCase) {
     sameWhenUnchanged: changed || same,
     sharedUnchanged,
     freshChanged,
-    lengthKept,
+    aligned,
   };
 }
 
-function runDocument(text) {
+// Wait until no fs request is pending (the snippet's debug writes are fire and forget).
+async function drain() {
+  let idle = 0;
+  for (let i = 0; i < 5000 && idle < 5; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    const busy = process.getActiveResourcesInfo().some((name) => name.startsWith("FSReq"));
+    idle = busy ? 0 : idle + 1;
+  }
+}
+
+async function runDocument(text) {
   const doc = JSON.parse(text);
+  if (doc.withoutGetBuiltinModule) delete process.getBuiltinModule; // as on Node < 20.16
   const prune = new Function(doc.snippet + "\nreturn _aggressiveTextPrune;")();
-  return { results: doc.cases.map((c) => runCase(prune, c)) };
+  const results = doc.cases.map((c) => runCase(prune, c));
+  if (doc.cases.some((c) => c.env && c.env.CLAUDE_TEXT_PRUNE_DEBUG)) await drain();
+  return { results };
 }
 
 async function main() {
@@ -146,7 +189,7 @@ async function main() {
       if (line.trim() === "") continue;
       let answer;
       try {
-        answer = runDocument(line);
+        answer = await runDocument(line);
       } catch (e) {
         answer = { fatal: String(e && e.stack ? e.stack : e) };
       }
@@ -156,7 +199,8 @@ async function main() {
   }
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
-  process.stdout.write(JSON.stringify(runDocument(Buffer.concat(chunks).toString("utf8"))));
+  const answer = await runDocument(Buffer.concat(chunks).toString("utf8"));
+  process.stdout.write(JSON.stringify(answer));
 }
 
 await main();

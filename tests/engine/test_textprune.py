@@ -43,6 +43,9 @@ EAGER = {
     "CLAUDE_TEXT_PRUNE_STEP": "1",
     "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
     "CLAUDE_TEXT_PRUNE_MAX_CHARS": "10",
+    # the cases written for 0.1.0 (thinking blocks stay where they are); the thinking-safe
+    # rule has its own tests
+    "CLAUDE_TEXT_PRUNE_THINKING": "ignore",
 }
 # 40 units: at MAX_CHARS=10 its shortened form (10 units + MARKER, 35 units) is shorter
 LONG = "0123456789abcdefghij" * 2
