@@ -44,7 +44,21 @@ KNOBS = {
         "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
     },
 }
-WORDS = "the of a context session compaction token cache prompt tool result file test".split()
+WORDS = [
+    "the",
+    "of",
+    "a",
+    "context",
+    "session",
+    "compaction",
+    "token",
+    "cache",
+    "prompt",
+    "tool",
+    "result",
+    "file",
+    "test",
+]
 
 
 def synthetic(turns: int, seed: int = 7, thinking_from: int = 0) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections import Counter
@@ -26,7 +27,7 @@ from typing import Any
 
 import esprima
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from msgs import assistant, text, user
 
@@ -155,15 +156,26 @@ def require_node() -> str:
     return NODE
 
 
-def run_once(cases: list[dict[str, Any]], snippet: str | None = None) -> list[dict[str, Any]]:
-    """One node process for a batch of cases (the harness's one-shot mode)."""
-    node = require_node()
-    document = json.dumps({"snippet": snippet or injected_snippet(), "cases": cases})
+def run_once(
+    cases: list[dict[str, Any]],
+    snippet: str | None = None,
+    *,
+    node: list[str] | None = None,
+    timeout: float = 120,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """One node process for a batch of cases (the harness's one-shot mode).
+
+    ``node`` is the command that runs node (default: node on PATH); ``options`` go into the
+    document (``withoutGetBuiltinModule``: delete ``process.getBuiltinModule`` first).
+    """
+    command = node or [require_node()]
+    document = json.dumps({"snippet": snippet or injected_snippet(), "cases": cases, **options})
     done = subprocess.run(
-        [node, str(HARNESS)],
+        [*command, str(HARNESS)],
         input=document.encode("ascii"),
         capture_output=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
@@ -441,6 +453,66 @@ def test_debug_line(tmp_path: Path) -> None:
     assert entry["tokensBefore"] == estimate_tokens(convo)
     assert entry["tokensAfter"] == estimate_tokens(outcome.messages)
     assert not (tmp_path / "no").exists()
+
+
+def node18() -> list[str]:
+    """A Node 18 command (``CTXPATCH_NODE18``, else ``npx -y node@18``), or a skip saying why."""
+    configured = os.environ.get("CTXPATCH_NODE18")
+    if configured:
+        return [configured]
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("no npx to fetch node@18 (set CTXPATCH_NODE18 to a Node 18 binary)")
+    try:
+        done = subprocess.run(
+            [npx, "-y", "node@18", "--version"], capture_output=True, timeout=180, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip("npx -y node@18 took over 180 s (offline?); set CTXPATCH_NODE18")
+    if done.returncode != 0 or not done.stdout.startswith(b"v18."):
+        pytest.skip("npx -y node@18 did not give Node 18: " + done.stderr.decode()[-200:])
+    return [npx, "-y", "node@18"]
+
+
+def debug_cases(tmp_path: Path) -> tuple[list[dict[str, Any]], Path, Path]:
+    log = tmp_path / "prune.jsonl"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    convo = normalized(fixed_cases()[5]["messages"])
+    cases = [
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_DEBUG": str(fifo)}, "messages": convo},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_DEBUG": str(log)}, "messages": convo},
+        {"env": {**EAGER, "CLAUDE_TEXT_PRUNE_DEBUG": "/dev/null"}, "messages": convo},
+    ]
+    return cases, log, fifo
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("old_node", [False, True], ids=["getBuiltinModule", "import-fallback"])
+def test_debug_log_never_blocks_on_a_fifo(tmp_path: Path, old_node: bool) -> None:
+    """A FIFO with no reader used to block the request loop forever (appendFileSync); now it
+    is refused without blocking, and the regular file still gets its line; also with
+    process.getBuiltinModule deleted, as on Node < 20.16 (the import("node:fs") fallback)."""
+    cases, log, fifo = debug_cases(tmp_path)
+    results = run_once(cases, timeout=30, withoutGetBuiltinModule=old_node)
+    for case, result in zip(cases, results, strict=True):
+        compare(case, result)
+        assert not result["same"]
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["event"] == "ctxpatch.textPrune"
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # left as it was
+
+
+@pytest.mark.node
+def test_debug_log_on_node_18(tmp_path: Path) -> None:
+    """Node 18 (supported by Claude Code): ESM without require nor getBuiltinModule."""
+    command = node18()
+    cases, log, _ = debug_cases(tmp_path)
+    results = run_once(cases, node=command, timeout=240)
+    for case, result in zip(cases, results, strict=True):
+        compare(case, result)
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["thinking"] == "ignore"
 
 
 # --------------------------------------------------------------------------- generated cases
@@ -827,3 +899,53 @@ def test_generated_cases_agree_with_node(node_server: NodeServer, tmp_path: Path
     assert texts_seen["kept"] > 0 and texts_seen["shortened"] > 0, texts_seen
     # the thinking-safe rule is reached too: thinking blocks left out, in node as in Python
     assert thinking_seen["dropped"] > 0, thinking_seen
+
+
+# --------------------------------------------------------------------------- the test's own power
+
+MUTANTS = [
+    # the round in progress loses its thinking
+    (
+        "if (inForce(producedBy[d][1]).end < now.end)",
+        "if (inForce(producedBy[d][1]).end <= now.end)",
+    ),
+    # a point inside a reply counts as a free request point
+    (
+        "lastFree.push(openRound || isAssistant ? lastFree[i] : i + 1);",
+        "lastFree.push(openRound ? lastFree[i] : i + 1);",
+    ),
+    # the knob is read wrong
+    ('env.CLAUDE_TEXT_PRUNE_THINKING !== "ignore"', 'env.CLAUDE_TEXT_PRUNE_THINKING !== "Ignore"'),
+    # an emptied message is kept
+    ("if (kept.length === 0) {", "if (kept.length === -1) {"),
+    # the cutoff moves inside a tool round
+    ("return editEnd(k <= first ? k : Math.max(first, lastFree[k]));", "return editEnd(k);"),
+]
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("mutant", range(len(MUTANTS)))
+def test_the_generated_cases_catch_a_broken_copy(mutant: int) -> None:
+    """Each deliberately broken copy of the thinking rule disagrees with the twin on some case."""
+    before, after = MUTANTS[mutant]
+    source = injected_snippet()
+    assert source.count(before) == 1, before
+    server = NodeServer(require_node(), source.replace(before, after))
+
+    @settings(
+        derandomize=True,
+        max_examples=max(MAX_EXAMPLES, 300),
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(cases=cases_strategy)
+    def run(cases: list[dict[str, Any]]) -> None:
+        for case, result in zip(cases, server.run(cases), strict=True):
+            compare(case, result)
+
+    try:
+        with pytest.raises(AssertionError):
+            run()
+    finally:
+        server.close()

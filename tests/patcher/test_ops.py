@@ -448,3 +448,25 @@ def test_native_platform_package_beside_the_sdk_is_reported(tmp_path: Path) -> N
     assert any("claude-agent-sdk-linux-x64 is installed" in n for n in ops.check_file(cli).notes)
     r = ops.apply_file(cli)
     assert r.state == "PATCHED" and any("native binary" in n for n in r.notes)
+
+
+def test_a_file_patched_by_the_0_1_0_snippet_reads_outdated_and_upgrades(
+    fixture_copy, monkeypatch
+) -> None:
+    """The real 0.1.0 snippet (before the thinking-safe rule), kept in tests/patcher/data."""
+    cli = fixture_copy("s6-2.1.112.js")
+    original = cli.read_bytes()
+    data = Path(__file__).with_name("data") / "text_prune-0.1.0.js"
+    old = data.read_bytes().strip() + b"\n"
+    assert b"CLAUDE_TEXT_PRUNE_THINKING" not in old and old != snippet.source()
+    monkeypatch.setattr(snippet, "source", lambda: old)
+    monkeypatch.setattr(snippet, "sha", lambda: markers.sha256(old))
+    ops.apply_file(cli)
+    monkeypatch.undo()
+    assert (ops.check_file(cli).state, ops.check_file(cli).exit_code) == ("OUTDATED", 1)
+    r = ops.apply_file(cli)
+    assert (r.action, r.state) == ("repatched", "PATCHED")
+    assert snippet.source() in cli.read_bytes() and old not in cli.read_bytes()
+    assert ops.check_file(cli).state == "PATCHED"
+    ops.revert_file(cli)
+    assert cli.read_bytes() == original
