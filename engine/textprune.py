@@ -1,5 +1,8 @@
 """Pure-Python twin of the injected ``_aggressiveTextPrune`` (``patcher/snippets/text_prune.js``).
 
+(Over 500 lines on purpose: it mirrors one JavaScript function, JavaScript's semantics included,
+and reads best next to it as one file.)
+
 The JavaScript snippet runs inside Claude Code on every API request; this module computes
 exactly the same result so the pruning can be simulated offline. ``tests/differential`` runs
 both on the same generated inputs and compares the results as parsed JSON.
@@ -21,6 +24,8 @@ Settings (:class:`PruneSettings`, read from the environment on every call)
     - ``CLAUDE_TEXT_PRUNE_MAX_CHARS`` (default 80, min 1): longest text (UTF-16 units) kept.
     - ``CLAUDE_TEXT_PRUNE_STEP`` (default 4, min 1): the cutoff moves by this many turns.
     - ``CLAUDE_TEXT_PRUNE_DISABLE``: exactly ``"1"`` turns pruning off.
+    - ``CLAUDE_TEXT_PRUNE_THINKING``: exactly ``"ignore"`` restores the 0.1.0 rule when thinking
+      blocks are present; anything else (or unset) is the thinking-safe rule below.
 
     ``CLAUDE_TEXT_PRUNE_DEBUG`` (the JavaScript side appends a JSON line per pruning call to
     that file) is ignored here: this module does no I/O.
@@ -57,6 +62,29 @@ Pruning
     is shortened the same way; assistant string content is not. A shortened text re-prunes to
     itself, which is not shorter, so it is left alone: ``prune(prune(x)) == prune(x)`` and the
     second call returns its input object.
+
+Thinking blocks (the thinking-safe rule)
+    Used when some ``type == "assistant"`` message with an object ``message`` has a list
+    ``content`` holding a ``thinking`` or ``redacted_thinking`` block, and THINKING is not
+    ``"ignore"``. The API binds each such block to everything before it when it was produced
+    (``engine/thinking_check.py`` models the check). For a prefix ``messages[0:k]``, its *edit end*
+    is what the rule above would do to that prefix as a whole list: 0 when disabled by the gates
+    (turns of the prefix, STEP, nothing to shorten before its cutoff, its estimate below
+    THRESHOLD), else 1 + the index of the last message before its cutoff that pruning shortens.
+    A *free* request point ``k`` follows a message that is not ``type == "assistant"`` with no
+    ``tool_result``-carrying user message (list content) since the last assistant message;
+    ``free(k)`` is the largest free point ``<= k`` (0 at least). An assistant message's
+    *request* is the index of the first assistant message with the same string ``message.id``
+    (itself without one); ``first`` is the smallest request of a thinking message. The edit end
+    *in force* at ``k`` is ``edit_end(k)`` for ``k <= first``, else ``edit_end(max(first,
+    free(k)))``. With ``E`` the edit end in force at ``len(messages)``: nothing changes when
+    ``E == 0``; otherwise messages before ``E`` are shortened as above, every thinking message
+    whose request had an edit end in force ``< E`` loses its thinking/redacted_thinking blocks
+    (a new message and content list; a message left with no block is left out of the result),
+    and everything else is shared. The edit end in force only grows with ``k``, so the blocks left
+    out are a run from the front; the round in progress (no free point since its prompt) shares
+    ``E``, so its thinking always goes back; a list that was pruned and then extended within a
+    round (what Claude Code's query loop feeds back) comes back unchanged.
 
 Result
     The input is never mutated. The same list object is returned when nothing changed;
@@ -296,7 +324,9 @@ class PruneOutcome:
     ``reason`` is one of ``"disabled"``, ``"not-a-list"``, ``"few-turns"`` (``n <= KEEP``),
     ``"step"`` (``P' == 0``), ``"nothing-to-prune"``, ``"below-threshold"``, ``"pruned"``,
     ``"error"``. ``cutoff`` is ``None`` unless a cutoff was found; ``messages`` is the input
-    object itself unless ``reason == "pruned"``.
+    object itself unless ``reason == "pruned"``. Under the thinking-safe rule, ``edit_end`` is
+    the edit end in force, ``thinking_dropped`` the blocks left out and ``messages_removed`` the
+    messages left out with them (all 0 under the 0.1.0 rule).
     """
 
     messages: list[Any]
@@ -443,10 +473,7 @@ def _carries_tool_result(msg: object) -> bool:
 def _prune_thinking(
     messages: list[Any], settings: PruneSettings, starts: list[int]
 ) -> PruneOutcome:
-    """The prune when thinking blocks are present (``CLAUDE_TEXT_PRUNE_THINKING`` not ``ignore``).
-
-    See ``THINKING.md``-style notes in the module docstring ("Thinking blocks").
-    """
+    """The thinking-safe rule (module docstring, "Thinking blocks")."""
     n = len(messages)
     turns_before = [0] * (n + 1)  # turn starts in messages[0:k]
     tokens_before = [0] * (n + 1)  # rough (unscaled) estimate of messages[0:k]
