@@ -17,6 +17,10 @@ ENV = {
     "CLAUDE_TEXT_PRUNE_KEEP": "2",
     "CLAUDE_TEXT_PRUNE_STEP": "1",
     "CLAUDE_TEXT_PRUNE_MAX_CHARS": "20",
+    # every turn of conversation() ends inside a tool round, where the thinking-safe rule never
+    # moves the cutoff: these tests run the 0.1.0 rule; test_patched_loop_keeps_thinking_safe
+    # runs the other one
+    "CLAUDE_TEXT_PRUNE_THINKING": "ignore",
 }
 
 
@@ -104,3 +108,31 @@ def test_disable_and_threshold_leave_messages_alone(fixture_copy, node: str) -> 
     assert sent(node, cli, messages, {**ENV, "CLAUDE_TEXT_PRUNE_DISABLE": "1"}) == messages
     assert sent(node, cli, messages, {**ENV, "CLAUDE_TEXT_PRUNE_THRESHOLD": "999999"}) == messages
     assert sent(node, cli, messages, {}) == messages  # default threshold 20000 not reached
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_patched_loop_keeps_thinking_safe(name: str, fixture_copy, node: str) -> None:
+    """The thinking-safe rule in the patched loop: each turn ends with an answer, so the last
+    typed prompt is a free request point; old thinking is left out, as the twin says."""
+    cli = fixture_copy(name)
+    messages = conversation(6)
+    for t in range(6):  # an answer after each tool round
+        at = messages.index(next(m for m in messages if m.get("uuid") == f"r{t}")) + 1
+        answer = {"type": "text", "text": f"done {t}: " + "summary " * 20}
+        messages.insert(
+            at,
+            {
+                "type": "assistant",
+                "uuid": f"d{t}",
+                "message": {"role": "assistant", "content": [answer]},
+            },
+        )
+    messages.append(
+        {"type": "user", "uuid": "last", "message": {"role": "user", "content": "next"}}
+    )
+    env = {k: v for k, v in ENV.items() if k != "CLAUDE_TEXT_PRUNE_THINKING"}
+    ops.apply_file(cli)
+    out = sent(node, cli, messages, env)
+    outcome = textprune.prune_detailed(messages, env)
+    assert outcome.thinking_dropped > 0 and outcome.blocks_pruned > 0
+    assert out == outcome.messages
