@@ -82,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"long session ×{args.times}: {len(long_tr.records)} lines, {len(long_tr.replies)} requests"
     )
-    for scenario in ("recorded", "unpatched", "patched"):
+    for scenario in ("recorded", "unpatched", "text_prune", "server_clearing", "patched"):
         a = time_replay(tr, scenario)
         b = time_replay(long_tr, scenario, repeat=1)
         print(
-            f"{scenario:10s} real {a:6.2f}s   ×{args.times} {b:7.2f}s   growth ×{b / a:5.1f}"
+            f"{scenario:16s} real {a:6.2f}s   ×{args.times} {b:7.2f}s   growth ×{b / a:5.1f}"
             f"  (per request {a / len(tr.replies) * 1e3:.2f} ms → "
             f"{b / len(long_tr.replies) * 1e3:.2f} ms)"
         )

@@ -45,7 +45,7 @@ The CLAUDE_CTX_CLEAR_* knobs the injected JavaScript reads on every request are 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 BETA = "context-management-2025-06-27"
@@ -402,14 +402,25 @@ ENV_AT_LEAST = "CLAUDE_CTX_CLEAR_AT_LEAST"
 ENV_EXCLUDE = "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS"
 ENV_INPUTS = "CLAUDE_CTX_CLEAR_TOOL_INPUTS"
 ENV_DISABLE = "CLAUDE_CTX_CLEAR_DISABLE"
-ENV_NAMES = (ENV_TRIGGER, ENV_KEEP, ENV_AT_LEAST, ENV_EXCLUDE, ENV_INPUTS, ENV_DISABLE)
+ENV_STEP = "CLAUDE_CTX_CLEAR_STEP"
+ENV_NAMES = (ENV_TRIGGER, ENV_KEEP, ENV_AT_LEAST, ENV_EXCLUDE, ENV_INPUTS, ENV_DISABLE, ENV_STEP)
 
-# Provisional until bench/clearing_sweep.py picks them (see the README).
+# The injected JavaScript's defaults (patcher/snippets/context_clear.js; the differential test
+# holds the two together). bench/clearing_sweep.py recommends TRIGGER 50000, KEEP 3, STEP 20,
+# TOOL_INPUTS 1 instead (README, "Server-side clearing"), once the JavaScript sends the STEP-ped
+# keep of edit_for_request; until then STEP is 1, the plain API keep it sends today.
 DEFAULT_TRIGGER = 100_000  # input tokens
 DEFAULT_KEEP = 3  # tool uses
 DEFAULT_AT_LEAST: int | None = None  # input tokens; None = no minimum
 DEFAULT_EXCLUDE: tuple[str, ...] = ()
 DEFAULT_TOOL_INPUTS: bool | tuple[str, ...] = False
+DEFAULT_STEP = 1  # tool uses between two moves of the cleared boundary (see edit_for_request)
+RECOMMENDED_ENV = {
+    "CLAUDE_CTX_CLEAR_TRIGGER": "50000",
+    "CLAUDE_CTX_CLEAR_KEEP": "3",
+    "CLAUDE_CTX_CLEAR_STEP": "20",
+    "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "1",
+}
 
 
 def _env_int(env: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -432,7 +443,7 @@ def _env_names(raw: str) -> tuple[str, ...]:
 def knob_errors(env: Mapping[str, str]) -> list[str]:
     """What is wrong with the set knobs (each is then ignored and its default used)."""
     errors = []
-    for name, minimum in ((ENV_TRIGGER, 1), (ENV_KEEP, 0), (ENV_AT_LEAST, 0)):
+    for name, minimum in ((ENV_TRIGGER, 1), (ENV_KEEP, 0), (ENV_AT_LEAST, 0), (ENV_STEP, 1)):
         raw = env.get(name)
         if raw is not None and raw.strip() and _env_int(env, name, minimum) is None:
             errors.append(f"{name}={raw!r} is not an integer >= {minimum}; the default is used")
@@ -474,3 +485,45 @@ def knobs_from_env(env: Mapping[str, str]) -> ClearToolUses | None:
         exclude_tools=exclude,
         clear_tool_inputs=inputs,
     )
+
+
+def trailing_results(messages: Sequence[Mapping[str, Any]]) -> int:
+    """``tool_result`` blocks after the last assistant message: the round the model is about to
+    read for the first time."""
+    n = 0
+    for m in reversed(messages):
+        if m.get("role") == "assistant":
+            break
+        n += sum(1 for b in _blocks(m) if _is_type(b, "tool_result"))
+    return n
+
+
+def step_from_env(env: Mapping[str, str]) -> int:
+    """``CLAUDE_CTX_CLEAR_STEP`` (integer >= 1, else :data:`DEFAULT_STEP`)."""
+    return _env_int(env, ENV_STEP, 1) or DEFAULT_STEP
+
+
+def edit_for_request(
+    edit: ClearToolUses, messages: Sequence[Mapping[str, Any]], step: int = 1
+) -> ClearToolUses:
+    """The edit the injected JavaScript sends with ``messages``.
+
+    * ``step`` (``CLAUDE_CTX_CLEAR_STEP``): the server keeps no state and clears every tool use
+      but the last ``keep`` on every request, so with a plain ``keep`` one more result is
+      cleared per new tool use and the prompt changes before every earlier cache breakpoint:
+      each request rewrites the whole cache. With ``n`` tool uses the edit keeps ``n - c`` where
+      ``c = floor((n - keep) / step) * step``: between ``keep`` and ``keep + step - 1`` uses
+      are kept and the cleared set grows only every ``step`` tool uses (one cache rewrite per
+      ``step`` uses; ``step=1`` is the plain API ``keep``).
+    * ``keep`` is raised to the results of the round in progress (:func:`trailing_results`)
+      when that round has more parallel tool uses, so the server never replaces a result the
+      model has not seen yet. Either way the uses kept are the newest, so what is cleared only
+      grows from one request to the next.
+    """
+    keep = edit.keep
+    if step > 1:
+        n = len(tool_uses(messages))
+        if n > keep:
+            keep = n - (n - keep) // step * step
+    keep = max(keep, trailing_results(messages))
+    return edit if keep == edit.keep else replace(edit, keep=keep)

@@ -99,44 +99,59 @@ def render_simulation(sim: Simulation, all_requests: bool = False) -> str:
 
 
 def compare_summary(base: Simulation, other: Simulation) -> dict:
+    """``other`` against ``base``: compactions avoided, tokens and cost saved, cache breaks."""
     a, b = base.summary, other.summary
+
+    def pct(x: int, y: int) -> float:
+        return round((x - y) / x * 100, 2) if x else 0.0
+
     return {
         "compactions_avoided": a["auto_compactions"] - b["auto_compactions"],
         "tokens_saved": a["tokens_sent"] - b["tokens_sent"],
-        "tokens_saved_pct": round((a["tokens_sent"] - b["tokens_sent"]) / a["tokens_sent"] * 100, 2)
-        if a["tokens_sent"]
-        else 0.0,
+        "tokens_saved_pct": pct(a["tokens_sent"], b["tokens_sent"]),
         "extra_cache_breaks": b["cache_breaks"] - a["cache_breaks"],
+        "cost_saved": a["cost"] - b["cost"],
+        "cost_saved_pct": pct(a["cost"], b["cost"]),
     }
 
 
-# summary rows that compare a replay with the recorded session: no meaning for a patched one
+# summary rows that compare a replay with the recorded session: meaningful for ``unpatched`` only
 _RECORDED_ROWS = ("recorded_auto_compactions", "matched_auto_compactions")
 
 
 def _cell(sim: Simulation, key: str) -> str:
-    if sim.scenario == "patched" and key in _RECORDED_ROWS:
+    if sim.scenario not in ("recorded", "unpatched") and key in _RECORDED_ROWS:
         return "—"
     return _n(sim.summary[key])
 
 
-def render_compare(base: Simulation, other: Simulation) -> str:
+def render_compare(sims: Sequence[Simulation]) -> str:
+    """The summaries side by side, then each scenario against the first (``unpatched``)."""
+    from engine.prompt_cache import FORMULA
+
+    base = sims[0]
     keys = list(base.summary)
     w = max(len(k) for k in keys)
-    lines = [f"{'':{w}}  {base.scenario:>14}  {other.scenario:>14}"]
-    lines += [f"{k:{w}}  {_cell(base, k):>14}  {_cell(other, k):>14}" for k in keys]
-    if "patched" in (base.scenario, other.scenario):
+    cols = [max(14, len(s.scenario)) for s in sims]
+    lines = [f"{'':{w}}" + "".join(f"  {s.scenario:>{c}}" for s, c in zip(sims, cols, strict=True))]
+    lines += [
+        f"{k:{w}}" + "".join(f"  {_cell(s, k):>{c}}" for s, c in zip(sims, cols, strict=True))
+        for k in keys
+    ]
+    if any(s.scenario not in ("recorded", "unpatched") for s in sims):
         lines.append(
             "(—: recorded/matched compactions compare a replay with the recorded session; "
-            "the patched run has no recorded counterpart)"
+            "the patched runs have no recorded counterpart)"
         )
-    d = compare_summary(base, other)
     lines.append("")
-    lines.append(
-        f"{other.scenario} vs {base.scenario}: {d['compactions_avoided']} compactions "
-        f"avoided, {d['tokens_saved']:,} tokens saved ({d['tokens_saved_pct']}%), "
-        f"{d['extra_cache_breaks']:+d} cache breaks"
-    )
+    for other in sims[1:]:
+        d = compare_summary(base, other)
+        lines.append(
+            f"{other.scenario} vs {base.scenario}: {d['compactions_avoided']} compactions "
+            f"avoided, {d['tokens_saved']:,} tokens saved ({d['tokens_saved_pct']}%), "
+            f"{d['extra_cache_breaks']:+d} cache breaks, cost {-d['cost_saved_pct']:+.2f}%"
+        )
+    lines.append(f"({FORMULA}; prompts only)")
     return "\n".join(lines)
 
 

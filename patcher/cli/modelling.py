@@ -6,6 +6,7 @@ Data goes to stdout, messages to stderr; printing and exit codes go through
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -21,8 +22,13 @@ DEFAULT_MODEL = "claude-opus-4-6"
 
 class ScenarioChoice(StrEnum):
     recorded = "recorded"
-    patched = "patched"
     unpatched = "unpatched"
+    text_prune = "text_prune"
+    server_clearing = "server_clearing"
+    patched = "patched"
+
+
+COMPARED = ("unpatched", "text_prune", "server_clearing", "patched")
 
 
 class MicroCompactChoice(StrEnum):
@@ -186,11 +192,18 @@ def simulate_cmd(
     scenario: Annotated[
         ScenarioChoice,
         typer.Option(
-            help="recorded: explain what happened; unpatched/patched: replay under the knobs."
+            help="recorded: explain what happened; unpatched, text_prune (the text prune), "
+            "server_clearing (server-side tool-result clearing), patched (both, as "
+            "`ctxpatch apply` installs): replay under the knobs."
         ),
     ] = ScenarioChoice.recorded,
     compare: Annotated[
-        bool, typer.Option("--compare", help="Run unpatched and patched side by side.")
+        bool,
+        typer.Option(
+            "--compare",
+            help="Run unpatched, text_prune, server_clearing and patched side by side, with "
+            "cost = 1.0 x uncached + 1.25 x cache write + 0.1 x cache read input tokens.",
+        ),
     ] = False,
     profile: Annotated[
         str | None,
@@ -211,6 +224,36 @@ def simulate_cmd(
         int | None, typer.Option("--max-chars", help="CLAUDE_TEXT_PRUNE_MAX_CHARS (patched).")
     ] = None,
     step: Annotated[int | None, typer.Option(help="CLAUDE_TEXT_PRUNE_STEP (patched).")] = None,
+    clear_trigger: Annotated[
+        int | None,
+        typer.Option(help="CLAUDE_CTX_CLEAR_TRIGGER: input tokens before the server clears."),
+    ] = None,
+    clear_keep: Annotated[
+        int | None, typer.Option(help="CLAUDE_CTX_CLEAR_KEEP: most recent tool uses kept.")
+    ] = None,
+    clear_at_least: Annotated[
+        int | None,
+        typer.Option(
+            help="CLAUDE_CTX_CLEAR_AT_LEAST: clear only when this many tokens go (0: any)."
+        ),
+    ] = None,
+    clear_exclude_tools: Annotated[
+        str | None,
+        typer.Option(help="CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS: comma list of tools never cleared."),
+    ] = None,
+    clear_tool_inputs: Annotated[
+        str | None,
+        typer.Option(help="CLAUDE_CTX_CLEAR_TOOL_INPUTS: 1, 0, or a comma list of tools."),
+    ] = None,
+    clear_step: Annotated[
+        int | None,
+        typer.Option(
+            help="CLAUDE_CTX_CLEAR_STEP: tool uses between two moves of the cleared part."
+        ),
+    ] = None,
+    clear_disable: Annotated[
+        bool, typer.Option("--clear-disable", help="CLAUDE_CTX_CLEAR_DISABLE=1: no clearing.")
+    ] = False,
     microcompact: Annotated[
         MicroCompactChoice,
         typer.Option(help="Micro-compaction in replays; auto = as the recorded usage shows."),
@@ -236,6 +279,10 @@ def simulate_cmd(
 ) -> None:
     """Replay a session request by request: the count Claude Code used, thresholds, mechanisms.
 
+    The CLAUDE_CTX_CLEAR_* knobs come from this process's environment, then --env, then the
+    --clear-* options. Cost is priced like the prompt cache, in base input-token units:
+    1.0 x uncached + 1.25 x cache write + 0.1 x cache read.
+
     Example: ctxpatch simulate ~/.claude/projects/x/session.jsonl --compare --keep 2 --plot out.png
     """
 
@@ -254,6 +301,10 @@ def simulate_cmd(
             ("--threshold", threshold, 0),
             ("--max-chars", max_chars, 1),
             ("--step", step, 1),
+            ("--clear-trigger", clear_trigger, 1),
+            ("--clear-keep", clear_keep, 0),
+            ("--clear-at-least", clear_at_least, 0),
+            ("--clear-step", clear_step, 1),
         ):
             if val is not None and val < low:
                 raise UsageError(
@@ -291,19 +342,37 @@ def simulate_cmd(
             )
             if v is not None
         }
+        clear_env = _clear_env(
+            environment,
+            {
+                "CLAUDE_CTX_CLEAR_TRIGGER": clear_trigger,
+                "CLAUDE_CTX_CLEAR_KEEP": clear_keep,
+                "CLAUDE_CTX_CLEAR_AT_LEAST": clear_at_least,
+                "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS": clear_exclude_tools,
+                "CLAUDE_CTX_CLEAR_TOOL_INPUTS": clear_tool_inputs,
+                "CLAUDE_CTX_CLEAR_STEP": clear_step,
+                "CLAUDE_CTX_CLEAR_DISABLE": "1" if clear_disable else None,
+            },
+        )
         mc = {"auto": None, "on": True, "off": False}[microcompact.value]
         kw = dict(model=model, env=environment)
-        if compare:
-            sims = [
-                simulate(tr, prof, "unpatched", microcompact_on=mc, **kw),
-                simulate(tr, prof, "patched", prune_env=prune_env, microcompact_on=mc, **kw),
-            ]
-        elif scenario is ScenarioChoice.recorded:
+        if scenario is ScenarioChoice.recorded and not compare:
             sims = [simulate(tr, prof, "recorded", **kw)]
         else:
-            sims = [
-                simulate(tr, prof, scenario.value, prune_env=prune_env, microcompact_on=mc, **kw)
-            ]
+            from engine.calibration import calibrate
+
+            if mc is None:
+                rec = simulate(tr, prof, "recorded", **kw)
+                mc = not any(e.kind == "micro_compact" and e.recorded is False for e in rec.events)
+            replay = dict(
+                kw,
+                prune_env=prune_env,
+                clear_env=clear_env,
+                microcompact_on=mc,
+                calibration=calibrate(tr),
+            )
+            names = COMPARED if compare else (scenario.value,)
+            sims = [simulate(tr, prof, name, **replay) for name in names]
         extra = {}
         if tokenizer is TokenizerChoice.tiktoken:
             from engine.simulate import memory_records
@@ -329,7 +398,10 @@ def simulate_cmd(
                 err(f"note: {note}")
         if as_json:
             if compare:
-                extra["comparison"] = compare_summary(sims[0], sims[1])
+                # patched (everything `ctxpatch apply` installs) against unpatched, then each
+                extra["comparison"] = compare_summary(sims[0], sims[-1])
+                extra["vs_unpatched"] = {s.scenario: compare_summary(sims[0], s) for s in sims[1:]}
+                extra["scenarios"] = {s.scenario: {"summary": s.summary} for s in sims}
             results = [
                 {**s.as_dict(), "vs_recorded": list(vs_recorded)}
                 if s is unpatched and vs_recorded is not None
@@ -339,7 +411,7 @@ def simulate_cmd(
             emit_json(envelope(0, results, **extra, warnings=warnings), indent=1)
             return 0
         if compare:
-            out(render_compare(sims[0], sims[1]))
+            out(render_compare(sims))
         else:
             out(render_simulation(sims[0], all_requests))
         if vs_recorded is not None:
@@ -359,6 +431,19 @@ def simulate_cmd(
         return 0
 
     raise typer.Exit(handle(body, as_json))
+
+
+def _clear_env(environment: dict[str, str], options: dict[str, object]) -> dict[str, str]:
+    """The CLAUDE_CTX_CLEAR_* knobs: this process's environment, then --env, then the options;
+    a knob the patched Claude Code would ignore (and replace by its default) is a warning."""
+    from engine.context_editing import ENV_NAMES, knob_errors
+
+    env = {k: v for k, v in os.environ.items() if k in ENV_NAMES}
+    env |= {k: v for k, v in environment.items() if k in ENV_NAMES}
+    env |= {k: str(v) for k, v in options.items() if v is not None}
+    for problem in knob_errors(env):
+        err(f"warning: {problem}")
+    return env
 
 
 def register(app: typer.Typer) -> None:

@@ -152,9 +152,47 @@ def test_simulate_compare_json(app, need_spotter):
     )
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert [s["scenario"] for s in doc["results"]] == ["unpatched", "patched"]
-    assert doc["results"][1]["summary"]["text_prunes"] > 0
-    assert {"compactions_avoided", "tokens_saved", "extra_cache_breaks"} <= set(doc["comparison"])
+    names = ["unpatched", "text_prune", "server_clearing", "patched"]
+    assert [s["scenario"] for s in doc["results"]] == names
+    res = {s["scenario"]: s["summary"] for s in doc["results"]}
+    assert res == {name: doc["scenarios"][name]["summary"] for name in names}
+    for name in names:
+        assert {"auto_compactions", "tokens_sent", "cache_breaks", "cost"} <= set(res[name])
+    assert res["patched"]["text_prunes"] > 0 and res["text_prune"]["server_clears"] == 0
+    assert res["server_clearing"]["text_prunes"] == 0 and res["patched"]["server_clears"] > 0
+    # the defaults clear this session's old tool results: no compaction left
+    assert res["unpatched"]["auto_compactions"] == 1 and res["patched"]["auto_compactions"] == 0
+    keys = {"compactions_avoided", "tokens_saved", "extra_cache_breaks", "cost_saved_pct"}
+    assert keys <= set(doc["comparison"])
+    assert doc["comparison"] == doc["vs_unpatched"]["patched"]
+
+
+def test_clear_knobs_reach_the_replay(app, need_spotter):
+    args = ["simulate", str(LARGE), "--scenario", "server_clearing", "--json"]
+    (off,) = json.loads(runner.invoke(app, [*args, "--clear-disable"]).stdout)["results"]
+    assert off["summary"]["server_clears"] == 0 and off["knobs"]["clear_edit"] is None
+    r = runner.invoke(app, [*args, "--env", "CLAUDE_CTX_CLEAR_KEEP=5", "--clear-trigger", "60000"])
+    (doc,) = json.loads(r.stdout)["results"]
+    assert doc["knobs"]["clear_edit"]["trigger"] == {"type": "input_tokens", "value": 60000}
+    assert doc["knobs"]["clear_edit"]["keep"] == {"type": "tool_uses", "value": 5}
+    assert doc["summary"]["server_clears"] > 0
+
+
+def test_bad_clear_knob_is_usage_error_and_bad_env_a_warning(app, need_spotter):
+    r = runner.invoke(app, ["simulate", str(LARGE), "--compare", "--clear-trigger", "0"])
+    assert r.exit_code == 2 and "--clear-trigger 0" in r.stderr
+    r = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(LARGE),
+            "--scenario",
+            "server_clearing",
+            "--env",
+            "CLAUDE_CTX_CLEAR_KEEP=x",
+        ],
+    )
+    assert r.exit_code == 0 and "CLAUDE_CTX_CLEAR_KEEP='x'" in r.stderr
 
 
 def test_plot_without_matplotlib_is_a_clear_error(app, need_spotter, tmp_path):

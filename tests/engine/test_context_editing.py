@@ -444,3 +444,45 @@ def test_properties(msgs, edits, thinking):
         if isinstance(edit, ClearToolUses) and edit.keep:
             recent = [b["id"] for _, _, b in ce.tool_uses(msgs)][-edit.keep :]
             assert all(kept[t] != PLACEHOLDER for t in recent)
+
+
+def test_the_round_in_progress_is_never_cleared():
+    msgs = [human("go"), call("a"), result("a")]
+    parallel = {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": f"p{k}", "name": "Read", "input": {}} for k in range(4)
+        ],
+    }
+    results = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": f"p{k}", "content": "r" * 100} for k in range(4)
+        ],
+    }
+    msgs += [parallel, results]
+    assert ce.trailing_results(msgs) == 4
+    edit = ce.edit_for_request(ClearToolUses(trigger_value=1, keep=1), msgs)
+    assert edit.keep == 4
+    res = results_of(apply_edits(msgs, [edit], count).messages)
+    assert res == {"a": PLACEHOLDER, **{f"p{k}": "r" * 100 for k in range(4)}}
+    # a round smaller than keep leaves the edit as it is
+    small = ClearToolUses(keep=5)
+    assert ce.edit_for_request(small, msgs) is small
+    assert ce.trailing_results([*msgs, {"role": "assistant", "content": []}]) == 0
+
+
+def test_step_moves_the_cleared_boundary_every_step_uses():
+    edit = ClearToolUses(trigger_value=1, keep=3)
+    kept = [ce.edit_for_request(edit, [*session(n)[:-1], human("x")], 4).keep for n in range(12)]
+    assert kept == [3, 3, 3, 3, 4, 5, 6, 3, 4, 5, 6, 3]
+    cleared = [n - k for n, k in enumerate(kept) if n > k]
+    assert cleared == [4, 4, 4, 4, 8]  # only multiples of STEP are ever cleared
+    assert ce.edit_for_request(edit, session(9), 1) is edit
+
+
+def test_step_knob():
+    assert ce.step_from_env({}) == ce.DEFAULT_STEP
+    assert ce.step_from_env({"CLAUDE_CTX_CLEAR_STEP": "20"}) == 20
+    assert ce.step_from_env({"CLAUDE_CTX_CLEAR_STEP": "0"}) == ce.DEFAULT_STEP
+    assert knob_errors({"CLAUDE_CTX_CLEAR_STEP": "0"})

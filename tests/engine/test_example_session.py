@@ -96,29 +96,32 @@ def test_compare_blanks_the_recorded_rows_of_the_patched_column(app):
     out = runner.invoke(app, ["simulate", str(EXAMPLE), "--compare"]).stdout
     for row in ("recorded_auto_compactions", "matched_auto_compactions"):
         line = next(x for x in out.splitlines() if x.startswith(row + " "))
-        assert line.split()[1:] == ["1", "—"], line
+        assert line.split()[1:] == ["1", "—", "—", "—"], line
     assert "unpatched vs recorded:" in out
 
 
 def test_a_plot_whose_lines_coincide_says_so(tr, tmp_path):
-    """#10 defect 11: with knobs under which the prune never fires, patched = unpatched and
+    """#10 defect 11: with knobs under which the prune never fires, text_prune = unpatched and
     one line hid the other without a word."""
     pytest.importorskip("matplotlib", reason="the plot needs the [plot] extra (matplotlib)")
     from engine.report import plot_simulations
 
     p = profile_for(tr.version)
-    sims = [simulate(tr, p, "unpatched"), simulate(tr, p, "patched")]
+    sims = [simulate(tr, p, "unpatched"), simulate(tr, p, "text_prune")]
     assert [r.prompt_tokens for r in sims[0].requests] == [
         r.prompt_tokens for r in sims[1].requests
     ]
     notes = plot_simulations(sims, tmp_path / "same.png")
     assert notes == [
-        "the patched and unpatched lines coincide (identical prompt sizes): "
-        "patched is drawn dashed over unpatched"
+        "the text_prune and unpatched lines coincide (identical prompt sizes): "
+        "text_prune is drawn dashed over unpatched"
     ]
     assert (tmp_path / "same.png").stat().st_size > 0
     pruned = simulate(
-        tr, p, "patched", prune_env={"CLAUDE_TEXT_PRUNE_KEEP": "1", "CLAUDE_TEXT_PRUNE_STEP": "1"}
+        tr,
+        p,
+        "text_prune",
+        prune_env={"CLAUDE_TEXT_PRUNE_KEEP": "1", "CLAUDE_TEXT_PRUNE_STEP": "1"},
     )
     assert plot_simulations([sims[0], pruned], tmp_path / "differ.png") == []
 

@@ -1,0 +1,296 @@
+"""Counterfactual replays: the same conversation under other knobs and mechanisms.
+
+Scenarios (``SCENARIOS``)
+    ``unpatched``: Claude Code as it is, under ``env``.
+    ``text_prune``: plus the text prune (``engine.textprune``) after micro-compaction.
+    ``server_clearing``: plus server-side tool-result clearing (``clear_tool_uses_20250919``,
+    ``engine.server_clearing``) at the ``CLAUDE_CTX_CLEAR_*`` knobs (``clear_env``).
+    ``patched``: everything ``ctxpatch apply`` installs: the text prune, then the clearing.
+
+Prompt sizes come from per-message costs calibrated on the recorded usage
+(``engine.calibration``), so an unpatched replay with the recorded settings reproduces the
+recorded numbers. Each request's usage, which Claude Code's next auto-compact count follows, is
+the prompt as the server counts it: after its clearing, so clearing delays or avoids compaction
+while Claude Code keeps (and sends) its full history (except on 2.1.284+, which adds the cleared
+tokens back into its count). Each request is priced like the prompt
+cache (``engine.prompt_cache``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from engine.calibration import Calibration, calibrate, full_estimate
+from engine.compact import Summarizer, full_compact, offline_summary
+from engine.context_editing import knobs_from_env, step_from_env, to_json
+from engine.count import autocompact_tokens, last_usage_tokens
+from engine.microcompact import microcompact
+from engine.profiles import Profile
+from engine.prompt_cache import PromptCache, block_count
+from engine.server_clearing import BlockEstimates, clear_on_server
+from engine.simulate import (
+    LINE_KEY,
+    Event,
+    Request,
+    Simulation,
+    _mc_event,
+    memory_records,
+    simulate_recorded,
+)
+from engine.thresholds import compute_thresholds
+from engine.transcript import Transcript, is_compact_boundary
+
+SCENARIOS = ("unpatched", "text_prune", "server_clearing", "patched")
+PRUNE_SCENARIOS = frozenset({"text_prune", "patched"})
+CLEAR_SCENARIOS = frozenset({"server_clearing", "patched"})
+
+
+def _load_textprune():
+    try:
+        return importlib.import_module("engine.textprune")
+    except ImportError as e:  # pragma: no cover - the twin ships with the engine
+        raise RuntimeError(
+            "engine.textprune is missing: the text_prune and patched scenarios need it"
+        ) from e
+
+
+def _recorded_summary_before(tr: Transcript, line: int, prev_line: int) -> str | None:
+    """The real summary text when the session compacted between two requests."""
+    for b in tr.boundaries:
+        if prev_line < b.line < line:
+            for rec in tr.records[b.line : b.line + 5]:
+                if rec.get("isCompactSummary"):
+                    c = (rec.get("message") or {}).get("content")
+                    if isinstance(c, str):
+                        return c
+                    if isinstance(c, list):
+                        return "\n".join(x.get("text") or "" for x in c if isinstance(x, dict))
+    return None
+
+
+def simulate_counterfactual(
+    tr: Transcript,
+    profile: Profile,
+    scenario: str = "unpatched",
+    model: str | None = None,
+    env: Mapping[str, str] | None = None,
+    prune_env: Mapping[str, str] | None = None,
+    clear_env: Mapping[str, str] | None = None,
+    microcompact_on: bool | None = None,
+    summarizer: Summarizer | None = None,
+    calibration: Calibration | None = None,
+) -> Simulation:
+    """Replay the conversation under ``env`` as ``scenario`` (see the module docstring).
+
+    ``prune_env`` holds the ``CLAUDE_TEXT_PRUNE_*`` knobs, ``clear_env`` the
+    ``CLAUDE_CTX_CLEAR_*`` ones (``engine.context_editing.knobs_from_env``; disabled there means
+    no clearing).
+
+    ``microcompact_on=None`` infers it from the recorded session (off when the local logic
+    predicts a micro-compaction the recorded usage does not show). The summary of a compaction
+    at the place the session really compacted is the real one; elsewhere ``summarizer`` (default
+    ``offline_summary``).
+    """
+    env = dict(env or {})
+    model = model or tr.model or "claude-opus-4-6"
+    th = compute_thresholds(profile, model, env)
+    cal = calibration or calibrate(tr)
+    if microcompact_on is None:
+        rec_sim = simulate_recorded(tr, profile, model, env)
+        microcompact_on = not any(
+            e.kind == "micro_compact" and e.recorded is False for e in rec_sim.events
+        )
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}: expected one of {', '.join(SCENARIOS)}")
+    prune_mod = _load_textprune() if scenario in PRUNE_SCENARIOS else None
+    penv = dict(prune_env or {})
+    cenv = dict(clear_env or {})
+    clear_edit = knobs_from_env(cenv) if scenario in CLEAR_SCENARIOS else None
+    clear_step = step_from_env(cenv)
+    estimate = BlockEstimates()
+    cache = PromptCache(cal.overhead)
+    history: list[dict] = []
+    requests: list[Request] = []
+    events: list[Event] = []
+    cleared: frozenset[str] = frozenset()
+    prev_sig: list[tuple] | None = None
+    prev_line = 0
+    cost = cal.cost
+
+    records = memory_records(tr)
+    pristine = {m[LINE_KEY]: m for m in records}
+    pristine_content = {line: _content(m) for line, m in pristine.items()}
+    pristine_est: dict[int, int] = {}
+    est_memo: dict[int, tuple[Any, int]] = {}
+
+    def changed(m: Mapping[str, Any]) -> bool:
+        line = m.get(LINE_KEY)
+        return line in pristine_content and _content(m) is not pristine_content[line]
+
+    def estimate_of(m: Mapping[str, Any]) -> int:
+        """``full_estimate`` memoised by content identity (contents are never mutated)."""
+        c = _content(m)
+        hit = est_memo.get(id(c)) if c is not None else None
+        if hit is not None and hit[0] is c:
+            return hit[1]
+        value = full_estimate(m)
+        if c is not None:
+            est_memo[id(c)] = (c, value)
+        return value
+
+    def msg_cost(m: Mapping[str, Any]) -> float:
+        line = m.get(LINE_KEY)
+        if line is None:
+            return cal.ratio * full_estimate(m)
+        base = cost.get(line, 0.0)
+        if not changed(m):
+            return base
+        if line not in pristine_est:
+            pristine_est[line] = full_estimate(pristine[line])
+        before = pristine_est[line]
+        return base * estimate_of(m) / before if before else base
+
+    current_usage: dict = {}
+    for rec in records:
+        line = rec[LINE_KEY]
+        if is_compact_boundary(rec) or rec.get("isCompactSummary"):
+            continue
+        k = tr.reply_of_line.get(line)
+        if k is not None and tr.replies[k].line == line:
+            reply = tr.replies[k]
+            names: list[str] = []
+            tokens = autocompact_tokens(history, profile)
+            if th.auto_compact_enabled and tokens >= th.auto_compact:
+                real = _recorded_summary_before(tr, line, prev_line)
+                summ = (
+                    (lambda _m, _r=real: _r)
+                    if real is not None
+                    else (summarizer or offline_summary)
+                )
+                res = full_compact(history, profile, tokens, "auto", summ)
+                history = res.messages
+                cleared = frozenset()
+                at = next((b.line for b in tr.boundaries if prev_line < b.line < line), line)
+                events.append(
+                    Event(
+                        "auto_compact",
+                        at,
+                        tokens,
+                        th.auto_compact,
+                        recorded=at != line,
+                        predicted=True,
+                        note="real summary reused" if real is not None else "offline summary",
+                    )
+                )
+                names.append("auto_compact")
+                tokens = autocompact_tokens(history, profile)
+            sent = history
+            if microcompact_on:
+                mc = microcompact(history, profile, th, cleared)
+                if mc.fired:
+                    events.append(_mc_event(mc, line, last_usage_tokens(history), th, None))
+                    names.append("micro_compact")
+                    cleared = cleared | frozenset(mc.cleared)
+                    # cli.js keeps the cleared messages: later requests send them cleared too
+                    history = mc.messages
+                    sent = history
+                elif cleared:
+                    sent = mc.messages
+            if prune_mod is not None:
+                pruned = prune_mod.prune(sent, penv)
+                if pruned is not sent:
+                    saved = sum(
+                        msg_cost(a) - msg_cost(b)
+                        for a, b in zip(sent, pruned, strict=False)
+                        if a is not b
+                    )
+                    events.append(
+                        Event("text_prune", line, tokens, None, saved_tokens=round(saved))
+                    )
+                    names.append("text_prune")
+                    sent = pruned
+            costs = [msg_cost(m) for m in sent]
+            on_server: dict[int, tuple[int, ...]] = {}
+            server_cleared = 0
+            if clear_edit is not None:
+                view = clear_on_server(sent, costs, cal.overhead, clear_edit, estimate, clear_step)
+                if view.cleared_tool_uses:
+                    costs, on_server = view.costs, view.changed
+                    server_cleared = view.cleared_tokens
+                    events.append(
+                        Event(
+                            "server_clear",
+                            line,
+                            tokens,
+                            clear_edit.trigger_value,
+                            saved_tokens=server_cleared,
+                            note=f"{view.cleared_tool_uses} tool uses cleared by the server",
+                        )
+                    )
+                    names.append("server_clear")
+            prompt = round(cal.overhead + sum(costs))
+            sig = [
+                (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1, on_server.get(i, ()))
+                for i, m in enumerate(sent)
+            ]
+            brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
+            blocks = [block_count(m) for m in sent]
+            read = min(prompt, round(cache.read(sig, costs, blocks)))
+            prev_sig = sig
+            if th.blocking is not None and tokens >= th.blocking:
+                events.append(Event("blocking", line, tokens, th.blocking))
+                names.append("blocking")
+            requests.append(
+                Request(
+                    len(requests),
+                    line,
+                    tokens,
+                    prompt,
+                    reply.output_tokens,
+                    reply.output_estimated,
+                    brk,
+                    tuple(names),
+                    cache_read=read,
+                    cache_write=prompt - read,
+                    server_cleared=server_cleared,
+                )
+            )
+            # The usage the API reports is the edited prompt's. Claude Code up to 2.1.112 counts
+            # it as it is; 2.1.284+ adds back applied_edits' cleared_input_tokens
+            # (Profile.count_adds_server_cleared), so there clearing does not delay compaction.
+            add_back = server_cleared if profile.count_adds_server_cleared else 0
+            sim_usage = {
+                "input_tokens": prompt + add_back,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": reply.output_tokens,
+            }
+            prev_line = line
+            current_usage = sim_usage
+        if k is not None and tr.replies[k].lines[-1] == line:
+            rec = {**rec, "message": {**rec["message"], "usage": current_usage}}
+        elif k is not None:
+            rec = {
+                **rec,
+                "message": {**rec["message"], "usage": {**current_usage, "output_tokens": 1}},
+            }
+        history.append(rec)
+    knobs = {
+        "env": env,
+        "prune_env": penv if scenario in PRUNE_SCENARIOS else {},
+        "clear_env": cenv if scenario in CLEAR_SCENARIOS else {},
+        "clear_edit": to_json(clear_edit) if clear_edit is not None else None,
+        "clear_step": clear_step if clear_edit is not None else None,
+        "microcompact": microcompact_on,
+    }
+    return Simulation(profile, scenario, model, th, tuple(requests), tuple(events), knobs)
+
+
+def _content(m: Mapping[str, Any]) -> Any:
+    return (
+        (m.get("message") or {}).get("content")
+        if m.get("type") != "attachment"
+        else m.get("attachment")
+    )

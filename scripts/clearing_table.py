@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The effect of ``ctxpatch apply`` at its default knobs on every shared real session with a
+real auto-compaction: a Markdown table, one row per session, and the totals.
+
+    python scripts/clearing_table.py                      # print the table
+    python scripts/clearing_table.py --readme README.md   # also replace it in the README
+
+Each session is replayed (``engine.replay``) ``unpatched`` and ``patched`` (the text prune and
+server-side tool-result clearing), at the ``DEFAULT_*`` knobs of ``engine.context_editing`` (what
+the injected JavaScript sends) and at its ``RECOMMENDED_ENV``. Columns: real auto-compactions in
+the file, auto-compactions of the unpatched replay, and for each patched run its
+auto-compactions, tokens sent and cost (prompt-cache prices, ``engine.prompt_cache``) relative
+to unpatched. ``--readme FILE`` replaces the text between
+``<!-- clearing-table:begin -->`` and ``<!-- clearing-table:end -->``. The output depends only
+on the sessions and the engine (no clock), so regenerating is reproducible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_sessions import sessions
+
+from engine import context_editing as ce
+
+BEGIN, END = "<!-- clearing-table:begin -->", "<!-- clearing-table:end -->"
+
+
+def pct(new: int, old: int) -> str:
+    return f"{(new - old) / old:+.1%}" if old else "—"
+
+
+def knobs_text(env: dict[str, str]) -> str:
+    return ", ".join(f"`{k.removeprefix('CLAUDE_CTX_CLEAR_')}={v}`" for k, v in env.items())
+
+
+def defaults_env() -> dict[str, str]:
+    inputs = ce.DEFAULT_TOOL_INPUTS
+    return {
+        "CLAUDE_CTX_CLEAR_TRIGGER": str(ce.DEFAULT_TRIGGER),
+        "CLAUDE_CTX_CLEAR_KEEP": str(ce.DEFAULT_KEEP),
+        "CLAUDE_CTX_CLEAR_STEP": str(ce.DEFAULT_STEP),
+        "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "1"
+        if inputs is True
+        else "0"
+        if inputs is False
+        else ",".join(inputs),
+    }
+
+
+def table(log=print) -> str:
+    rows = []
+    keys = ("req", "real", "un_auto", "d_auto", "r_auto", "un_tok", "d_tok", "r_tok")
+    tot = dict.fromkeys((*keys, "un_cost", "d_cost", "r_cost"), 0)
+    for s in sessions(log=log):
+        un = s.replay("unpatched").summary
+        d = s.replay("patched").summary  # the twin's defaults: what the injected JS sends
+        r = s.replay("patched", ce.RECOMMENDED_ENV).summary
+        rows.append(
+            f"| {s.name} | {s.tr.version} | {un['requests']} | {s.real_auto} | "
+            f"{un['auto_compactions']} | {d['auto_compactions']} | "
+            f"{pct(d['tokens_sent'], un['tokens_sent'])} | {pct(d['cost'], un['cost'])} | "
+            f"{r['auto_compactions']} | {pct(r['tokens_sent'], un['tokens_sent'])} | "
+            f"{pct(r['cost'], un['cost'])} |"
+        )
+        for key, val in (
+            ("req", un["requests"]),
+            ("real", s.real_auto),
+            ("un_auto", un["auto_compactions"]),
+            ("d_auto", d["auto_compactions"]),
+            ("r_auto", r["auto_compactions"]),
+            ("un_tok", un["tokens_sent"]),
+            ("d_tok", d["tokens_sent"]),
+            ("r_tok", r["tokens_sent"]),
+            ("un_cost", un["cost"]),
+            ("d_cost", d["cost"]),
+            ("r_cost", r["cost"]),
+        ):
+            tot[key] += val
+    head = [
+        "| session | Claude Code | requests | real auto-compactions | unpatched replay | "
+        "patched: compactions | tokens | cost | recommended: compactions | tokens | cost |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    total = (
+        f"| **total ({len(rows)} sessions)** | | {tot['req']} | {tot['real']} | "
+        f"{tot['un_auto']} | {tot['d_auto']} | {pct(tot['d_tok'], tot['un_tok'])} | "
+        f"{pct(tot['d_cost'], tot['un_cost'])} | {tot['r_auto']} | "
+        f"{pct(tot['r_tok'], tot['un_tok'])} | {pct(tot['r_cost'], tot['un_cost'])} |"
+    )
+    legend = (
+        f"patched: the injected defaults ({knobs_text(defaults_env())}); recommended: "
+        f"{knobs_text(ce.RECOMMENDED_ENV)}; both with the text prune at its defaults. Tokens "
+        "and cost relative to the unpatched replay."
+    )
+    return "\n".join([legend, "", *head, *rows, total])
+
+
+def replace_block(text: str, block: str) -> str:
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return text[:start] + "\n" + block + "\n" + text[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--readme", type=Path, help="replace the block between the markers here")
+    args = ap.parse_args(argv)
+    block = table(log=lambda m: print(m, file=sys.stderr))
+    print(block)
+    if args.readme:
+        text = args.readme.read_text(encoding="utf-8")
+        if BEGIN not in text or END not in text:
+            print(f"error: {args.readme} has no {BEGIN} ... {END} block", file=sys.stderr)
+            return 2
+        args.readme.write_text(replace_block(text, block), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
