@@ -95,7 +95,10 @@ def parse_function_at(data: bytes, start: int, types: frozenset[str]) -> ParsedF
             # A window that cuts a long function short can make tree-sitter's error recovery
             # flatten the declaration into bare tokens (``async``, ``function``, ``*``, ...):
             # grow and retry. (A keyword inside a string gives an ERROR node instead.)
+            # Or it makes one node (ERROR, expression_statement) of everything up to the
+            # window's end. Either way the window cut the function short.
             truncated = not first.is_named and first.type in _TRUNCATED
+            truncated = truncated or first.end_byte >= len(window)
             if truncated and root.has_error and start + size < len(data):
                 if size >= _MAX_WINDOW:
                     return None

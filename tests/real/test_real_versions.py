@@ -116,3 +116,19 @@ def test_real_refusals(pkg: str, version: str, tmp_path: Path) -> None:
         ["cli.js", "package.json"],
         ["package.json"],
     )
+
+
+# Releases whose request generator a 16 KB parse window cuts into one node up to the window's end
+# (the sweep found them: no builder found on 2.1.87-2.1.98, and the patched 2.1.107 failed our own
+# verification); jsparse grows the window there.
+@pytest.mark.parametrize("version", ["2.1.87", "2.1.107"])
+def test_real_clearing_where_the_first_window_cuts_the_generator(
+    version: str, tmp_path: Path
+) -> None:
+    folder = install("cc", version, tmp_path)
+    cli = folder / "cli.js"
+    original = cli.read_bytes()
+    r = ops.apply_file(cli, node_check=False)
+    assert (r.action, r.clearing) == ("patched", "create/cm")
+    assert ops.check_file(cli).state == "PATCHED"
+    assert ops.revert_file(cli).action == "reverted" and cli.read_bytes() == original
