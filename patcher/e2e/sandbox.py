@@ -214,8 +214,22 @@ class Sandbox:
         ``stdin``: text written to the process's standard input (then closed), e.g. the user
         messages of ``--input-format stream-json``; else it reads nothing (``/dev/null``)."""
         env = self.env(base_url, extra_env)
-        cmd = [self.node, str(self.cli), *args]
+        cmd = self.command(args, base_url)
         t0 = time.monotonic()
+        with self.network(base_url):
+            return self._run(cmd, env, stdin, timeout, t0)
+
+    def command(self, args: Sequence[str], base_url: str) -> list[str]:
+        """The process to start: ``node cli.js ARGS``."""
+        return [self.node, str(self.cli), *args]
+
+    def network(self, base_url: str) -> contextlib.AbstractContextManager:
+        """What must run beside the process (nothing here: the guard is in-process)."""
+        return contextlib.nullcontext()
+
+    def _run(
+        self, cmd: list[str], env: dict[str, str], stdin: str | None, timeout: float, t0: float
+    ) -> RunResult:
         proc = subprocess.Popen(
             cmd,
             cwd=self.proj,
@@ -259,6 +273,54 @@ class Sandbox:
         if not self.netlog.exists():
             return []
         return [json.loads(x) for x in self.netlog.read_text().splitlines() if x.strip()]
+
+
+class NativeSandbox(Sandbox):
+    """A sandbox around a native (Bun) ``claude`` executable, run where it lies (never copied,
+    never written) inside a loopback-only network namespace (:mod:`patcher.e2e.netns`).
+
+    Same layout and environment as :class:`Sandbox` minus ``pkg/`` and the node guard:
+    ``NODE_OPTIONS`` means nothing to a Bun binary, the namespace is the guard; ``net.jsonl``
+    gets the namespace's interfaces and every connection forwarded to the mock."""
+
+    def __init__(self, root: Path, binary: Path) -> None:
+        self.root = Path(root)
+        self.node = ""
+        self.binary = Path(binary)
+        self.pkg = self.binary.parent
+        self.cli = self.binary
+        self.home = self.root / "home"
+        self.tmp = self.root / "tmp"
+        self.proj = self.root / "proj"
+        self.guard = self.root / "guard.cjs"  # unused: kept so the attribute exists
+        self.netlog = self.root / "net.jsonl"
+        self.socket = self.root / "mock.sock"
+        for d in (self.home, self.tmp, self.proj):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def env(self, base_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = super().env(base_url, extra)
+        env.pop("NODE_OPTIONS", None)
+        return env
+
+    def command(self, args: Sequence[str], base_url: str) -> list[str]:
+        from patcher.e2e import netns
+
+        return netns.wrap([str(self.binary), *args], _port(base_url), self.socket)
+
+    def network(self, base_url: str) -> contextlib.AbstractContextManager:
+        from patcher.e2e import netns
+
+        return netns.UnixBridge(self.socket, _port(base_url))
+
+
+def _port(base_url: str) -> int:
+    from urllib.parse import urlsplit
+
+    port = urlsplit(base_url).port
+    if port is None:
+        raise ValueError(f"the mock's base URL has no port: {base_url!r}")
+    return port
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
