@@ -71,9 +71,10 @@ def compactable_results(
             if not isinstance(b, Mapping):
                 continue
             if b.get("type") == "tool_use" and b.get("name") in tools:
-                if b.get("id") not in already:
-                    ids.append(b.get("id"))
-                    idset.add(b.get("id"))
+                tool_id = b.get("id")  # always a string in a transcript (toolu_...)
+                if isinstance(tool_id, str) and tool_id not in already:
+                    ids.append(tool_id)
+                    idset.add(tool_id)
             elif b.get("type") == "tool_result" and b.get("tool_use_id") in idset:
                 sizes[b["tool_use_id"]] = tool_result_tokens(
                     b, profile.image_tokens, profile.estimate_counts_documents

@@ -19,7 +19,7 @@ cache (``engine.prompt_cache``).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from engine.calibration import Calibration, calibrate, full_estimate
@@ -115,7 +115,7 @@ def simulate_counterfactual(
     requests: list[Request] = []
     events: list[Event] = []
     cleared: frozenset[str] = frozenset()
-    prev_sig: list[tuple] | None = None
+    prev_sig: list[Hashable] | None = None
     prev_line = 0
     cost = cal.cost
 
@@ -231,7 +231,7 @@ def simulate_counterfactual(
                     )
                     names.append("server_clear")
             prompt = round(cal.overhead + sum(costs))
-            sig = [
+            sig: list[Hashable] = [
                 (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1, on_server.get(i, ()))
                 for i, m in enumerate(sent)
             ]

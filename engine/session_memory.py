@@ -150,7 +150,7 @@ def session_memory_compact(
         "isCompactSummary": True,
         "message": {"role": "user", "content": summary},
     }
-    out = [boundary, summ, *kept]
+    out: list[Mapping[str, Any]] = [boundary, summ, *kept]
     post = estimate_messages(out, profile)  # $t(J) then SU1 in 2.1.39
     if threshold is not None and post >= threshold:
         return None

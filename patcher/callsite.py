@@ -132,9 +132,10 @@ def _is_env_read(node: Node) -> bool:
 
 def _is_event_string(node: Node) -> bool:
     """The string literal ``"tengu_microcompact"`` itself (not inside a longer string)."""
-    while node is not None and node.type != "string":
-        node = node.parent  # type: ignore[assignment]
-    return node is not None and node.text == MC_EVENT
+    current: Node | None = node
+    while current is not None and current.type != "string":
+        current = current.parent
+    return current is not None and current.text == MC_EVENT
 
 
 def _examine(

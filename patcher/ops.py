@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patcher import backup, markers, plan, snippet
 from patcher.backup import BackupInfo, BackupStatus
@@ -54,10 +55,10 @@ class Result:
         return doc
 
 
-def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: object) -> Result:
+def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: Any) -> Result:
     """The Result for ``b`` (pure: everything it says was read when ``b`` was loaded)."""
     if b.shadow:
-        notes = list(kw.pop("notes", []))  # type: ignore[call-overload]
+        notes = list(kw.pop("notes", []))
         notes.append(
             f"{b.shadow} is installed: the agent SDK runs that native binary instead of "
             "this cli.js, so the patch has no effect there (uninstall it to use cli.js)"
@@ -70,7 +71,7 @@ def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: object) ->
         exit_code=int(code),
         version=b.version,
         package=f"{b.package.name}@{b.package.version}" if b.package else None,
-        **kw,  # type: ignore[arg-type]
+        **kw,  # the other Result fields
     )
 
 
@@ -250,7 +251,8 @@ def _apply_locked(
     if marks.state is State.UNPATCHED:
         original, original_sha = b.data, b.sha256
     else:
-        original, original_sha = plan.unpatched_original(marks), marks.header.original_sha  # type: ignore[union-attr]
+        assert marks.header is not None  # OUTDATED: the markers were read and proved
+        original, original_sha = plan.unpatched_original(marks), marks.header.original_sha
     problem = writable_problem(b)
     if problem:
         raise FileAccess(

@@ -11,7 +11,7 @@ enough (<= MAX_CHARS) to stay untouched, so every branch of the prune is visible
 
 from __future__ import annotations
 
-from patcher.e2e.session import SessionWriter, filler
+from patcher.e2e.session import DEFAULT_MODEL, SessionWriter, filler
 
 LONG_PROMPT = (
     "Turn {t}: please look at module m{t} and explain what it does in detail.\n"
@@ -36,7 +36,7 @@ def rounds_session(
     sizes: list[int] | None = None,
 ) -> SessionWriter:
     """A prompt, ``n`` tool rounds (Read/Bash alternating), a reply with ``last_usage``."""
-    s = SessionWriter(cwd=cwd, seed=seed, version=version, **({"model": model} if model else {}))
+    s = SessionWriter(cwd=cwd, seed=seed, version=version, model=model or DEFAULT_MODEL)
     s.prompt("Please investigate the repository.")
     for i in range(n):
         size = sizes[i] if sizes else result_chars
@@ -69,7 +69,7 @@ def turns_session(
     model: str | None = None,
 ) -> SessionWriter:
     """``turns`` typed prompts with text, tool rounds and replies (see the module docstring)."""
-    s = SessionWriter(cwd=cwd, seed=seed, version=version, **({"model": model} if model else {}))
+    s = SessionWriter(cwd=cwd, seed=seed, version=version, model=model or DEFAULT_MODEL)
     for t in range(turns):
         if t % 3 == 2:
             s.prompt(SHORT_PROMPT.format(t=t))
@@ -164,7 +164,7 @@ def thinking_session(
     thinking block and a Read with their results, then a thinking block and a long reply: what
     a thinking-on session looks like. Thinking texts are unique (the signer finds them by text);
     signatures are :data:`UNSIGNED` until :func:`patcher.e2e.chain.sign_session` signs them."""
-    s = SessionWriter(cwd=cwd, seed=seed, version=version, **({"model": model} if model else {}))
+    s = SessionWriter(cwd=cwd, seed=seed, version=version, model=model or DEFAULT_MODEL)
     for t in range(turns):
         prompt = LONG_PROMPT.format(t=t)
         s.prompt(prompt if t % 2 == 0 else [{"type": "text", "text": prompt}])

@@ -73,6 +73,8 @@ class VerifyReport:
 
     def render(self) -> str:
         s = self.sent
+        turns = s.get("turns")
+        resumed = turns - 1 if isinstance(turns, int) else "?"
         lines = [
             (
                 f"{'PASS' if self.passed else 'FAIL'}  {self.path}"
@@ -84,7 +86,7 @@ class VerifyReport:
         if s:
             lines += [
                 (
-                    f"  session: {s.get('turns')} turns ({s.get('turns', 1) - 1} resumed + the new "
+                    f"  session: {s.get('turns')} turns ({resumed} resumed + the new "
                     f"prompt), {s.get('tool_results')} tool results, last usage {s.get('last_usage')}"
                 ),
                 f"  micro-compaction: {s.get('microcompaction')}",

@@ -434,7 +434,7 @@ def number(s: str) -> int | float:
     return clean(float(s))
 
 
-def clean(v: float) -> int | float:
+def clean(v: int | float) -> int | float:
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
         return int(v)
     return v

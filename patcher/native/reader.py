@@ -65,7 +65,9 @@ class NativeBinary:
             os.close(fd)
         try:
             self.location: Location = locate(self._map)
-            self._blob = memoryview(self._map)[self.location.start : self.location.end]
+            self._blob: memoryview | None = memoryview(self._map)[
+                self.location.start : self.location.end
+            ]
             self.graph: Graph = parse(self._blob)
         except BaseException:
             self.close()
@@ -83,7 +85,7 @@ class NativeBinary:
         blob = getattr(self, "_blob", None)
         if blob is not None:
             blob.release()
-            self._blob = None  # type: ignore[assignment]
+            self._blob = None
         if getattr(self, "_map", None) is not None and not self._map.closed:
             self._map.close()
 
