@@ -405,22 +405,15 @@ ENV_DISABLE = "CLAUDE_CTX_CLEAR_DISABLE"
 ENV_STEP = "CLAUDE_CTX_CLEAR_STEP"
 ENV_NAMES = (ENV_TRIGGER, ENV_KEEP, ENV_AT_LEAST, ENV_EXCLUDE, ENV_INPUTS, ENV_DISABLE, ENV_STEP)
 
-# The injected JavaScript's defaults (patcher/snippets/context_clear.js; the differential test
-# holds the two together). bench/clearing_sweep.py recommends TRIGGER 50000, KEEP 3, STEP 20,
-# TOOL_INPUTS 1 instead (README, "Server-side clearing"), once the JavaScript sends the STEP-ped
-# keep of edit_for_request; until then STEP is 1, the plain API keep it sends today.
-DEFAULT_TRIGGER = 100_000  # input tokens
+# Chosen by bench/clearing_sweep.py over the shared real sessions (README, "Server-side
+# clearing"); the injected JavaScript (patcher/snippets/context_clear.js) has the same ones, a
+# differential test holds the two together.
+DEFAULT_TRIGGER = 50_000  # input tokens
 DEFAULT_KEEP = 3  # tool uses
 DEFAULT_AT_LEAST: int | None = None  # input tokens; None = no minimum
 DEFAULT_EXCLUDE: tuple[str, ...] = ()
-DEFAULT_TOOL_INPUTS: bool | tuple[str, ...] = False
-DEFAULT_STEP = 1  # tool uses between two moves of the cleared boundary (see edit_for_request)
-RECOMMENDED_ENV = {
-    "CLAUDE_CTX_CLEAR_TRIGGER": "50000",
-    "CLAUDE_CTX_CLEAR_KEEP": "3",
-    "CLAUDE_CTX_CLEAR_STEP": "20",
-    "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "1",
-}
+DEFAULT_TOOL_INPUTS: bool | tuple[str, ...] = True
+DEFAULT_STEP = 20  # tool uses between two moves of the cleared boundary (see edit_for_request)
 
 
 def _env_int(env: Mapping[str, str], name: str, minimum: int) -> int | None:

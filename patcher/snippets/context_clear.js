@@ -23,11 +23,18 @@ function _ctxpatchContextClearing(value, mode) {
   //   CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS  comma list of tools whose results stay
   //   CLAUDE_CTX_CLEAR_TOOL_INPUTS    1/true: also clear the inputs of cleared tool
   //                                   uses; 0/false: never; else a comma list of tools
+  //   CLAUDE_CTX_CLEAR_STEP           the cleared part moves only every STEP tool uses
+  //                                   (integer >= 1): the edit keeps between KEEP and
+  //                                   KEEP + STEP - 1 uses, so the prompt cache is
+  //                                   rewritten once per STEP uses, not on every one
   //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
   //   CLAUDE_CTX_CLEAR_DEBUG=FILE     append one JSON line per decision to FILE
   //                                   (default: CLAUDE_TEXT_PRUNE_DEBUG)
   // An integer is ASCII digits (1 to 9 of them, "_" separators allowed, blanks
   // around ignored); any other value means the default, never a bad request.
+  // Defaults (engine/context_editing.py DEFAULT_*, chosen by bench/clearing_sweep.py):
+  // TRIGGER 50000, KEEP 3, STEP 20, TOOL_INPUTS 1, no AT_LEAST. The keep sent is also
+  // never below the tool results of the round in progress (twin: edit_for_request).
   //
   // Never sent: when disabled; under Bedrock, Vertex or Foundry
   // (CLAUDE_CODE_USE_BEDROCK / _VERTEX / _FOUNDRY); to Claude 3 models (they do not
@@ -42,9 +49,11 @@ function _ctxpatchContextClearing(value, mode) {
   var BETA = "context-management-2025-06-27";
   var CLEAR_TOOL_USES = "clear_tool_uses_20250919";
   var CLEAR_THINKING = "clear_thinking_20251015";
-  var DEFAULT_TRIGGER = 100000;
+  var DEFAULT_TRIGGER = 50000;
   var DEFAULT_KEEP = 3;
   var DEFAULT_AT_LEAST = 0;
+  var DEFAULT_TOOL_INPUTS = true;
+  var DEFAULT_STEP = 20;
   var TRUE_WORDS = ["1", "true", "yes", "on"];
 
   function isObject(x) {
@@ -112,9 +121,10 @@ function _ctxpatchContextClearing(value, mode) {
     var exclude = envNames(envText(env, "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS"));
     var rawInputs = strip(envText(env, "CLAUDE_CTX_CLEAR_TOOL_INPUTS"));
     var lowered = rawInputs.toLowerCase();
-    var inputs = false;
+    var inputs = DEFAULT_TOOL_INPUTS;
     if (lowered === "1" || lowered === "true") inputs = true;
-    else if (lowered !== "0" && lowered !== "false") {
+    else if (lowered === "0" || lowered === "false") inputs = false;
+    else {
       var names = envNames(rawInputs);
       if (names.length > 0) inputs = names;
     }
@@ -127,6 +137,37 @@ function _ctxpatchContextClearing(value, mode) {
     if (exclude.length > 0) edit.exclude_tools = exclude;
     edit.clear_tool_inputs = inputs;
     return edit;
+  }
+
+  function blocksOf(message) {
+    return isObject(message) && Array.isArray(message.content) ? message.content : [];
+  }
+
+  function countType(blocks, type) {
+    var n = 0;
+    for (var i = 0; i < blocks.length; i++) if (isObject(blocks[i]) && blocks[i].type === type) n++;
+    return n;
+  }
+
+  // The keep sent with these messages (twin: edit_for_request). With n tool uses the
+  // cleared part is c = floor((n - keep) / step) * step uses, so it moves every STEP
+  // uses; and the results of the round in progress (after the last assistant
+  // message) are always kept: the model has not read them yet.
+  function keepFor(messages, keep, step) {
+    if (!Array.isArray(messages)) return keep;
+    var n = 0;
+    for (var i = 0; i < messages.length; i++) {
+      if (isObject(messages[i]) && messages[i].role === "assistant") {
+        n += countType(blocksOf(messages[i]), "tool_use");
+      }
+    }
+    if (step > 1 && n > keep) keep = n - Math.floor((n - keep) / step) * step;
+    var trailing = 0;
+    for (var j = messages.length - 1; j >= 0; j--) {
+      if (isObject(messages[j]) && messages[j].role === "assistant") break;
+      trailing += countType(blocksOf(messages[j]), "tool_result");
+    }
+    return Math.max(keep, trailing);
   }
 
   // Process-wide memory: models the API refused the edit for, the last model sent.
@@ -229,6 +270,9 @@ function _ctxpatchContextClearing(value, mode) {
     var env = process.env;
     var edit = editFromEnv(env);
     if (edit === null) return request;
+    var step = envInt(env, "CLAUDE_CTX_CLEAR_STEP", 1);
+    var keep = keepFor(request.messages, edit.keep.value, step === null ? DEFAULT_STEP : step);
+    if (keep !== edit.keep.value) edit.keep = { type: "tool_uses", value: keep };
     var why = skipReason(env, request);
     if (why !== null) {
       debug(env, { action: "skipped", model: String(request.model), reason: why });

@@ -22,9 +22,9 @@ BETA = "context-management-2025-06-27"
 THINKING_EDIT = {"type": "clear_thinking_20251015", "keep": "all"}
 DEFAULT_EDIT = {
     "type": "clear_tool_uses_20250919",
-    "trigger": {"type": "input_tokens", "value": 100000},
+    "trigger": {"type": "input_tokens", "value": 50000},
     "keep": {"type": "tool_uses", "value": 3},
-    "clear_tool_inputs": False,
+    "clear_tool_inputs": True,
 }
 MESSAGES = [
     {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "list the files"}},
