@@ -13,8 +13,16 @@
    then ``engine.textprune``, then ``engine.flatten``) byte for byte, except the fields
    ``patcher.e2e.predict`` documents as volatile.
 
+5. Where ``apply`` installed server-side clearing, a second run in the same sandbox
+   (:mod:`patcher.e2e.verify_thinking`): a thinking-on session under the enforced
+   preserved-thinking check, usage following the edited prompt. Three proofs: the clearing edit
+   is sent with its beta (``clearing_sent``), the mock's clearing shows up in Claude Code's next
+   token count (``clearing_counted``), and 0 HTTP 400 / 0 dropped thinking blocks
+   (``thinking_check``).
+
 PASS needs: exit 0, a main-loop request, text actually pruned in it, nothing sent anywhere but
-127.0.0.1, and no difference from the prediction.
+127.0.0.1, no difference from the prediction, and (where the clearing is installed) the three
+proofs.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
 from patcher.e2e.mock import MockServer
 from patcher.e2e.sandbox import Sandbox
 from patcher.e2e.scenarios import turns_session
+from patcher.e2e.verify_thinking import has_clearing, run_thinking_proof
 from patcher.errors import NodeMissing, NotPatched, Unsupported
 
 KNOBS = {
@@ -60,6 +69,7 @@ class VerifyReport:
     sent: dict[str, object] = field(default_factory=dict)
     difference: str | None = None
     log: str = ""
+    proofs: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -103,6 +113,8 @@ class VerifyReport:
             ]
         for c in self.checks:
             lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
+        if "server_clearing" in self.proofs:
+            lines.append(f"  server clearing: {self.proofs['server_clearing']['detail']}")
         if self.difference:
             lines.append("  first difference: " + self.difference)
         if not self.passed and self.log:
@@ -185,7 +197,20 @@ def verify_install(cli_js: Path, *, timeout: float = 120) -> VerifyReport:
                 version,
                 timeout=timeout,
             )
-        report = _report(cli_js, checked, outcome, sandbox)
+            report = _report(cli_js, checked, outcome, sandbox)
+            if has_clearing(cli_js):
+                proofs, turns = run_thinking_proof(sandbox, mock, version, timeout)
+                for p in proofs:
+                    report.checks.append(Check(p.name.replace("_", " "), p.ok, p.detail))
+                    report.proofs[p.name] = p.to_json()
+                if not all(p.ok for p in proofs):
+                    report.log = (report.log + "\n" if report.log else "") + turns.describe()
+            else:
+                report.proofs["server_clearing"] = {
+                    "ok": True,
+                    "detail": "not installed in this cli.js (see `ctxpatch check`)",
+                }
+            report.passed = all(c.ok for c in report.checks)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report.seconds = time.monotonic() - t0

@@ -60,6 +60,10 @@ def test_verify_passes_on_a_patched_install(patched_install: Path, fake_home: Pa
     assert out.startswith("PASS"), out
     assert "15 text blocks shortened" in out and "cutoff at turn 7 of 10" in out, out
     assert "[ok] offline" in out and "[ok] request equals the engine's prediction" in out, out
+    # the thinking-on proofs (server clearing under the enforced preserved-thinking check)
+    assert "[ok] clearing sent: 6 of 6 main-loop requests carried clear_tool_uses_20250919" in out
+    assert "[ok] clearing counted: usage " in out and "lower than without clearing" in out, out
+    assert "[ok] thinking check: 6 requests checked, 0 HTTP 400, 0 thinking blocks dropped" in out
     assert list(fake_home.iterdir()) == []  # the user's HOME (and ~/.claude) untouched
 
 
@@ -71,6 +75,28 @@ def test_verify_json(patched_install: Path, fake_home: Path) -> None:
     assert (doc["exit_code"], r["verdict"], r["version"], r["shape"]) == (0, "PASS", VERSION, "S6")
     assert r["sent"]["blocks_pruned"] == 15 and r["sent"]["cutoff_turn"] == 7
     assert all(c["ok"] for c in r["checks"]) and r["difference"] is None
+    p = r["proofs"]
+    assert set(p) == {"clearing_sent", "clearing_counted", "thinking_check"}, p
+    assert p["clearing_sent"]["carrying"] == p["clearing_sent"]["main_requests"] == 6, p
+    c = p["clearing_counted"]
+    assert 0 < c["input_tokens"] < c["unedited_tokens"], c
+    assert c["next_count_unedited"] - c["next_count"] == c["unedited_tokens"] - c["input_tokens"]
+    assert (p["thinking_check"]["http_400"], p["thinking_check"]["dropped"]) == (0, 0), p
+    assert all(x["ok"] for x in p.values()), p
+
+
+def test_verify_fails_when_the_clearing_edit_is_not_sent(
+    patched_install: Path, fake_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import patcher.e2e.verify_thinking as vt
+
+    monkeypatch.setattr(vt, "CLEAR", {**vt.CLEAR, "CLAUDE_CTX_CLEAR_DISABLE": "1"})
+    res = CliRunner().invoke(_app(), ["verify", "--path", str(patched_install), "--json"])
+    assert res.exit_code == 1, res.output
+    p = json.loads(res.output)["results"][0]["proofs"]
+    assert p["clearing_sent"]["ok"] is False and p["clearing_sent"]["carrying"] == 0, p
+    assert p["clearing_counted"]["ok"] is False, p
+    assert p["thinking_check"]["ok"] is True, p  # no edit: nothing to break either
 
 
 def test_verify_fails_when_the_request_differs_from_the_prediction(
