@@ -7,9 +7,10 @@
   and the mock applies it (``applied_edits``), over a session where the text prune's cutoff moves
   three times (the knobs of tests/e2e/test_thinking_where_we_stand.py).
 * Server-side clearing alone (text prune off) passes the check: 0 HTTP 400, 0 dropped blocks.
-* Everything together: 0 HTTP 400 and 0 dropped blocks is what the thinking-safe text prune must
-  give; with today's prune the first request after the cutoff's first move is refused (see
-  ``test_everything_apply_installs_passes_the_check``).
+* Everything together (the thinking-safe text prune, its cutoff moving three times, and server
+  clearing): 0 HTTP 400 on an enforced account (``error``), 0 dropped blocks under ``drop_block``.
+  (With the 0.1.0 prune, ``CLAUDE_TEXT_PRUNE_THINKING=ignore``, the first request after the
+  cutoff's first move is refused: tests/e2e/test_thinking_where_we_stand.py.)
 * The auto-compaction boundary: the engine predicts Claude Code's next count from the edited
   prompt (the twin, :mod:`engine.context_editing`, applied to what the CLI sent, counted like the
   mock counts, then :func:`engine.count.autocompact_tokens` over the CLI's own transcript) and the
@@ -62,19 +63,21 @@ NO_PRUNE = {"CLAUDE_TEXT_PRUNE_DISABLE": "1"}
 _RUNS: dict[tuple[str, tuple[tuple[str, str], ...]], Turns] = {}
 
 
-def proof_session(sandbox_for, mock, version: str, env: dict[str, str]) -> Turns:
-    """One run per (version, env), shared by the tests that read it (CI time)."""
-    key = (version, tuple(sorted(env.items())))
+def proof_session(
+    sandbox_for, mock, version: str, env: dict[str, str], binding: str = "error"
+) -> Turns:
+    """One run per (version, env, binding), shared by the tests that read it (CI time)."""
+    key = (version, tuple(sorted(env.items())), binding)
     if key not in _RUNS:
-        _RUNS[key] = _proof_session(sandbox_for, mock, version, env)
+        _RUNS[key] = _proof_session(sandbox_for, mock, version, env, binding)
     return _RUNS[key]
 
 
-def _proof_session(sandbox_for, mock, version: str, env: dict[str, str]) -> Turns:
+def _proof_session(sandbox_for, mock, version: str, env: dict[str, str], binding: str) -> Turns:
     sb = sandbox_for(version, True)
     s = thinking_session(str(sb.proj), version=version, turns=2)
     sign_session(sb, mock, s, model=MODEL, env=env, args=ARGS)
-    cfg = MockConfig(script=live_script(sb), thinking=True, binding="error", count_prompt=True)
+    cfg = MockConfig(script=live_script(sb), thinking=True, binding=binding, count_prompt=True)  # type: ignore[arg-type]
     return run_turns(sb, mock, s, prompts(), cfg, model=MODEL, env=env, args=ARGS)
 
 
@@ -110,16 +113,12 @@ def test_everything_apply_installs_sends_the_clearing_edit_and_beta(sandbox_for,
     assert_clearing_sent_and_applied(t)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="today's text prune (before the thinking-safe prune of helper textprune lands): the "
-    "first request after its cutoff first moves is refused (messages.1.content.0 bound to a "
-    "different conversation, from messages.0), and every later one",
-)
+@pytest.mark.parametrize("binding", ["error", "drop_block"])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_everything_apply_installs_passes_the_check(sandbox_for, mock, version):
-    t = proof_session(sandbox_for, mock, version, {**THINK_ENV, **PRUNE, **CLEAR})
+def test_everything_apply_installs_passes_the_check(sandbox_for, mock, version, binding):
+    """The thinking-safe text prune (its cutoff moves three times) with server clearing: no
+    400 on an enforced account, no block dropped on a ``drop_block`` one."""
+    t = proof_session(sandbox_for, mock, version, {**THINK_ENV, **PRUNE, **CLEAR}, binding)
     assert t.rejected == [] and t.n_dropped == 0, t.describe()
     assert t.cutoff_moves >= 3, t.describe()
     assert t.run.returncode == 0, t.describe()
