@@ -190,6 +190,11 @@ class Profile:
     # no message-level estimator in cli.js: estimate_messages is the newer estimate, 2.1.105+
     message_estimate_is_newer: bool = False
     image_tokens: int = 2000  # image/document in the message-level estimate, 1.0.80+
+    # the final usage of a streamed reply (message_delta) reaches the messages in memory: by the
+    # SDK's MessageStream mutating the message_start usage they share (up to 2.1.7), by an
+    # explicit replacement on the last block's message (2.1.30+); 2.1.8-2.1.29 read the raw
+    # stream and keep the message_start placeholder (``output_tokens`` 1..~30) in memory
+    usage_final_in_memory: bool = True
     # --- micro-compaction ------------------------------------------------------------------
     microcompact: MicroCompactKind | None = "legacy"
     mc_tools: tuple[str, ...] = LEGACY_TOOLS_2_0
@@ -403,10 +408,21 @@ PROFILES: tuple[Profile, ...] = (
     _p(
         "2.1.7",
         "2.1.7",
-        "2.1.13",
-        ("2.1.7", "2.1.9"),
+        "2.1.7",
+        ("2.1.7",),
         count_mode="usage+newer",
         mc_replacement="persisted",
+        **{**_2_0_77, "blocking_offset": 3000},
+        blocking_base="effective",
+    ),
+    _p(
+        "2.1.8",
+        "2.1.8",
+        "2.1.13",
+        ("2.1.8", "2.1.9", "2.1.12"),
+        count_mode="usage+newer",
+        mc_replacement="persisted",
+        usage_final_in_memory=False,
         **{**_2_0_77, "blocking_offset": 3000},
         blocking_base="effective",
     ),
@@ -417,6 +433,7 @@ PROFILES: tuple[Profile, ...] = (
         ("2.1.14", "2.1.18"),
         count_mode="usage+newer",
         mc_replacement="persisted",
+        usage_final_in_memory=False,
         **_2_0_77,
     ),
     _p(
@@ -427,6 +444,7 @@ PROFILES: tuple[Profile, ...] = (
         count_mode="usage+newer",
         mc_replacement="persisted",
         mc_remote_kill_switch=True,
+        usage_final_in_memory=False,
         **_2_0_77,
     ),
     _p(
@@ -438,6 +456,7 @@ PROFILES: tuple[Profile, ...] = (
         reserve_cap=20_000,
         mc_replacement="persisted",
         mc_remote_kill_switch=True,
+        usage_final_in_memory=False,
         **_2_0_77,
     ),
     _p(

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from engine.count import autocompact_tokens, last_usage_tokens
+from engine.count import autocompact_tokens, last_usage_index, last_usage_tokens
 from engine.microcompact import microcompact
 from engine.profiles import Profile
 from engine.prompt_cache import price
@@ -164,18 +164,21 @@ class Simulation:
 # --- in-memory message list ------------------------------------------------------------------
 
 
-def memory_records(tr: Transcript) -> list[dict]:
+def memory_records(tr: Transcript, profile: Profile | None = None) -> list[dict]:
     """Copies of the main-chain records cli.js keeps in memory, tagged with their line.
 
-    The last line of each reply gets the reply's final usage (see ``transcript.Reply``).
+    The last line of each reply gets the reply's final usage (see ``transcript.Reply``), except
+    where ``profile.usage_final_in_memory`` is off (2.1.8-2.1.29): there cli.js keeps the
+    ``message_start`` usage the file recorded.
     """
+    final = profile is None or profile.usage_final_in_memory
     out: list[dict] = []
     for i, rec in enumerate(tr.records, 1):
         if not rec or is_sidechain(rec) or rec.get("type") not in IN_MEMORY_TYPES:
             continue
         copy = {**rec, LINE_KEY: i}
         k = tr.reply_of_line.get(i)
-        if k is not None and tr.replies[k].lines[-1] == i:
+        if final and k is not None and tr.replies[k].lines[-1] == i:
             copy["message"] = {**rec["message"], "usage": tr.replies[k].usage}
         out.append(copy)
     return out
@@ -213,14 +216,30 @@ def simulate_recorded(
     cleared: frozenset[str] = frozenset()
     mc_seen_off = False
     prev_prompt: int | None = None
-    for rec in memory_records(tr):
+    for rec in memory_records(tr, profile):
         line = rec[LINE_KEY]
         if is_compact_boundary(rec):
             meta = rec.get("compactMetadata") or {}
             trigger = str(meta.get("trigger") or "?")
             tokens = autocompact_tokens(context, profile)
             pre = meta.get("preTokens")
-            if trigger == "auto":
+            if trigger == "auto" and last_usage_index(context) is None:
+                # carried over: the file holds no API usage before this boundary (it starts
+                # with one, or mid-session), so the count cli.js formed cannot be rebuilt
+                events.append(
+                    Event(
+                        "auto_compact",
+                        line,
+                        tokens,
+                        th.auto_compact,
+                        recorded=True,
+                        predicted=None,
+                        pre_tokens=pre,
+                        note="not checkable: no API usage before this boundary in the file "
+                        "(carried over from an earlier session file)",
+                    )
+                )
+            elif trigger == "auto":
                 hit = th.auto_compact_enabled and tokens >= th.auto_compact
                 events.append(
                     Event(

@@ -319,12 +319,13 @@ def simulate_cmd(
         if not tr.replies:
             raise TranscriptError(
                 f"transcript {transcript}",
-                "it has no assistant reply with usage",
+                "it has no assistant reply with usage"
+                + (f" ({'; '.join(tr.warnings[:3])})" if tr.warnings else ""),
                 "simulate needs a session in which Claude answered at least once",
             )
         version = profile or tr.version or DEFAULT_PROFILE
         prof = _profile(version)
-        warnings = _beyond([version], strict)
+        warnings = [*tr.warnings, *_beyond([version], strict)]
         if not as_json:
             for w in warnings:
                 err(f"warning: {w}")

@@ -1,6 +1,7 @@
 """Transcript reader on real and synthetic JSONL."""
 
 import json
+import lzma
 
 import pytest
 
@@ -52,13 +53,69 @@ def test_malformed_line_number():
     assert e.value.line == 3 and "JSON" in e.value.why
 
 
-def test_claude_code_log_edge_cases_malformed_line_13():
+def test_claude_code_log_edge_cases_malformed_line_13_is_skipped():
     p = CCLOG / "edge_cases.jsonl"
     if not p.exists():
         pytest.skip("claude-code-log fixtures not found")
+    tr = load_transcript(p)
+    assert [w.split(" skipped")[0] for w in tr.warnings] == ["line 13", "line 15", "line 16"]
+    assert tr.records[12] == {} and any(tr.records[11]) and any(tr.records[13])
+
+
+def _reply(mid, prompt, out=5):
+    return {
+        "type": "assistant",
+        "message": {
+            "id": mid,
+            "model": "claude-opus-4-6",
+            "content": [{"type": "text", "text": "ok"}],
+            "usage": {"input_tokens": prompt, "output_tokens": out},
+        },
+    }
+
+
+def test_malformed_lines_are_skipped_with_a_warning_naming_each(tmp_path):
+    good = [{"type": "user", "message": {"content": "hi"}}, _reply("a", 100)]
+    lines = [json.dumps(good[0]), '{"type": "assistant", "message": {"id": "b"', "[1, 2]"]
+    lines.append(json.dumps(good[1]))
+    p = tmp_path / "cut.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    tr = load_transcript(p)
+    assert len(tr.warnings) == 2
+    assert tr.warnings[0].startswith("line 2 skipped: invalid JSON")
+    assert tr.warnings[1].startswith("line 3 skipped: a line holds a JSON list")
+    assert [r.line for r in tr.replies] == [4]  # line numbers keep their place
+
+
+def test_a_file_with_no_usable_record_is_still_an_error(tmp_path):
+    p = tmp_path / "junk.jsonl"
+    p.write_text("not json\n[1]\n\n")
     with pytest.raises(TranscriptError) as e:
         load_transcript(p)
-    assert e.value.line == 13
+    assert "line 1 skipped" in e.value.why and e.value.hint
+
+
+def test_xz_transcripts_are_read(tmp_path):
+    rec = [{"type": "user", "message": {"content": "hi"}}, _reply("a", 100)]
+    p = tmp_path / "s.jsonl.xz"
+    p.write_bytes(lzma.compress("\n".join(json.dumps(r) for r in rec).encode()))
+    assert [r.prompt_tokens for r in load_transcript(p).replies] == [100]
+    (tmp_path / "bad.jsonl.xz").write_bytes(b"not xz")
+    with pytest.raises(TranscriptError, match="xz"):
+        load_transcript(tmp_path / "bad.jsonl.xz")
+
+
+def test_placeholder_output_below_the_content_estimate_is_replaced():
+    """The largest recorded output_tokens is the message_start placeholder (here 25, not <= 2)
+    when it is below the chars/4 of what the model wrote; a larger one is kept as final."""
+    text = "x" * 4000  # 1000 tokens at chars/4
+    rec = _reply("a", 100, out=25)
+    rec["message"]["content"] = [{"type": "text", "text": text}]
+    r = build_transcript([rec]).replies[0]
+    assert (r.output_tokens, r.output_estimated, r.start_output) == (1000, True, 25)
+    rec["message"]["usage"]["output_tokens"] = 1500
+    r = build_transcript([rec]).replies[0]
+    assert (r.output_tokens, r.output_estimated) == (1500, False)
 
 
 @pytest.mark.parametrize(
