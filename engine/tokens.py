@@ -215,7 +215,10 @@ def output_content_tokens(blocks: Iterable[Any]) -> int:
     """chars/4 of what a model wrote: text, thinking, tool_use name + JSON input.
 
     Not a cli.js function: used to recover an assistant reply's output tokens when the transcript
-    recorded the streaming placeholder (``output_tokens`` 1 or 2) instead of the final count.
+    recorded the streaming placeholder instead of the final count. ``ExitPlanMode``'s ``plan`` is
+    left out: Claude Code fills it in from the plan file when it normalizes the tool input
+    (``return{...input,plan}``, read in 2.0.76-2.1.33), the model did not write it (a real
+    2.1.33 reply recording an 18,176-char plan counted 79 output tokens).
     """
     chars = 0
     for b in blocks:
@@ -227,5 +230,8 @@ def output_content_tokens(blocks: Iterable[Any]) -> int:
         elif t == "thinking":
             chars += utf16_len(b.get("thinking") or "")
         elif t == "tool_use":
-            chars += utf16_len(b.get("name") or "") + utf16_len(js_json_stringify(b.get("input")))
+            inp = b.get("input")
+            if b.get("name") == "ExitPlanMode" and isinstance(inp, Mapping) and "plan" in inp:
+                inp = {k: v for k, v in inp.items() if k != "plan"}
+            chars += utf16_len(b.get("name") or "") + utf16_len(js_json_stringify(inp))
     return js_round_div(chars)

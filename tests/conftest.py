@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import shared_data
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "cli_js"
@@ -24,6 +25,12 @@ SHAPE_FIXTURES = (
     "s5-2.1.68.js",
     "s6-2.1.112.js",
 )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In CI the shared real sessions must be there: fail the run at once, loudly, if not."""
+    if IN_CI and shared_data.missing():
+        pytest.exit(f"CI run refused: {shared_data.missing_message()}", returncode=1)
 
 
 def need(tool: str, why: str) -> str:

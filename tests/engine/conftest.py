@@ -1,18 +1,24 @@
-import os
 from pathlib import Path
 
 import pytest
+from shared_data import CCLOG, PUBLIC, SHARED, SPOTTER, missing_message
 
-SHARED = Path(os.environ.get("CTXPATCH_SHARED", Path(__file__).resolve().parents[3] / "shared"))
-SPOTTER = SHARED / "transcripts" / "spotter"
-CCLOG = SHARED / "transcripts" / "claude-code-log"
+__all__ = ["CCLOG", "PUBLIC", "SHARED", "SPOTTER", "need_shared", "spotter_sessions"]
 
 
 def spotter_sessions() -> list[Path]:
     return sorted(SPOTTER.glob("*.jsonl")) if SPOTTER.is_dir() else []
 
 
+def need_shared(path: Path) -> Path:
+    """``path`` under the shared folder, or skip with the reason (CI never gets here without it:
+    ``tests/conftest.py`` stops the run first)."""
+    if not path.exists():
+        pytest.skip(missing_message())
+    return path
+
+
 @pytest.fixture
 def need_spotter():
     if not spotter_sessions():
-        pytest.skip(f"shared transcripts not found under {SPOTTER}")
+        pytest.skip(missing_message())

@@ -1,0 +1,39 @@
+"""Where the shared test input lives (real session transcripts, never copied into the repo).
+
+``CTXPATCH_SHARED`` names the folder; by default ``../shared`` next to the checkout. The real
+sessions are core test input: in CI (``CI`` set) a missing folder fails the whole run at start
+(``tests/conftest.py``); a local run without it skips the tests that read it, with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+SHARED = Path(os.environ.get("CTXPATCH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+TRANSCRIPTS = SHARED / "transcripts"
+SPOTTER = TRANSCRIPTS / "spotter"
+PUBLIC = TRANSCRIPTS / "public"
+CCLOG = TRANSCRIPTS / "claude-code-log"
+REQUIRED = (SPOTTER, PUBLIC / "MANIFEST.json")
+
+
+def missing() -> list[Path]:
+    """The required shared inputs that are not there."""
+    return [p for p in REQUIRED if not p.exists()]
+
+
+def missing_message() -> str:
+    return (
+        f"shared test input not found: {', '.join(str(p) for p in missing())}. The real session "
+        "transcripts are core test input (golden tests of the engine); set CTXPATCH_SHARED to the "
+        "folder holding transcripts/spotter and transcripts/public, or check out ../shared next "
+        "to the repository"
+    )
+
+
+def public_manifest() -> list[dict]:
+    """``transcripts/public/MANIFEST.json`` (one entry per session file), or [] when absent."""
+    path = PUBLIC / "MANIFEST.json"
+    return json.loads(path.read_text()) if path.is_file() else []
