@@ -1,4 +1,5 @@
-"""Replay time of ``ctxpatch simulate`` on the largest shared session and on a 10× longer one.
+"""Replay time of ``ctxpatch simulate`` on the largest shared session and on a 10× longer one,
+and on the largest public session (``transcripts/public``, read from .xz; target < 2 s end to end).
 
 The long session repeats the turns of the real one (its compaction records dropped so the copy
 is one long conversation; message and tool ids made unique), so the counterfactual replays
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,11 +26,34 @@ from engine.profiles import profile_for  # noqa: E402 (after the sys.path insert
 from engine.simulate import simulate  # noqa: E402 (after the sys.path insert)
 from engine.transcript import build_transcript, load_transcript  # noqa: E402 (after the sys.path insert)
 
-SPOTTER = ROOT.parent / "shared" / "transcripts" / "spotter"
+SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))
+SPOTTER = SHARED / "transcripts" / "spotter"
+PUBLIC = SHARED / "transcripts" / "public"
 
 
 def largest_session() -> Path:
     return max(SPOTTER.glob("*.jsonl"), key=lambda p: p.stat().st_size)
+
+
+def largest_public() -> Path | None:
+    """The public session with the most bytes once decompressed."""
+    files = sorted(PUBLIC.glob("*.jsonl.xz"))
+    return max(files, key=lambda p: len(lzma.decompress(p.read_bytes()))) if files else None
+
+
+def bench_public(path: Path) -> None:
+    """``ctxpatch simulate`` as a user runs it: load + profile + replay, best of 3 each."""
+    for scenario in ("recorded", "unpatched", "patched"):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            tr = load_transcript(path)
+            simulate(tr, profile_for(tr.version or "2.1.39"), scenario)
+            best = min(best, time.perf_counter() - t0)
+        print(
+            f"public {scenario:10s} {best:6.2f}s  (load + replay; target < 2 s: "
+            f"{'ok' if best < 2 else 'OVER'})"
+        )
 
 
 def repeated(records: list[dict], times: int) -> list[dict]:
@@ -69,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("session", nargs="?", type=Path)
     ap.add_argument("--times", type=int, default=10)
     args = ap.parse_args(argv)
+    pub = largest_public()
+    if pub is not None and args.session is None:
+        tr = load_transcript(pub)
+        size = len(lzma.decompress(pub.read_bytes())) / 1e6
+        print(f"largest public session {pub.name}: {size:.1f} MB, {len(tr.replies)} requests")
+        bench_public(pub)
     path = args.session or largest_session()
     t0 = time.perf_counter()
     tr = load_transcript(path)

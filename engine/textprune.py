@@ -216,6 +216,26 @@ def _tool_result_tokens(content: object) -> int:
     return total
 
 
+_JSON_TOKENS: dict[int, tuple[object, int]] = {}  # id(block) -> (block, tokens); bounded
+_JSON_TOKENS_MAX = 1 << 16
+_MESSAGE_TOKENS: dict[int, tuple[object, int]] = {}  # the same, per message object
+
+
+def _json_block_tokens(block: object) -> int:
+    """chars/4 of the block's JSON, remembered per block object: a replay asks for the same
+    tool_use blocks at every request (quadratic otherwise; 10 s on a 307-request session). The
+    entry holds the block, so its id cannot be reused while cached; the prune never mutates its
+    input (it copies what it changes), and neither do its callers."""
+    hit = _JSON_TOKENS.get(id(block))
+    if hit is not None and hit[0] is block:
+        return hit[1]
+    n = (utf16_len(js_json_stringify(block)) + 2) // 4
+    if len(_JSON_TOKENS) >= _JSON_TOKENS_MAX:
+        _JSON_TOKENS.clear()
+    _JSON_TOKENS[id(block)] = (block, n)
+    return n
+
+
 def _block_tokens(block: object) -> int:
     if isinstance(block, dict):
         kind = block.get("type")
@@ -227,6 +247,7 @@ def _block_tokens(block: object) -> int:
             return 2000
         if kind == "tool_result":
             return _tool_result_tokens(block.get("content"))
+        return _json_block_tokens(block)
     return (utf16_len(js_json_stringify(block)) + 2) // 4
 
 
@@ -234,6 +255,17 @@ def message_tokens(msg: object) -> int:
     """The rough (unscaled) token count of one message; 0 for anything not user/assistant."""
     if not isinstance(msg, dict) or msg.get("type") not in ("user", "assistant"):
         return 0
+    hit = _MESSAGE_TOKENS.get(id(msg))
+    if hit is not None and hit[0] is msg:
+        return hit[1]
+    n = _message_tokens(msg)
+    if len(_MESSAGE_TOKENS) >= _JSON_TOKENS_MAX:
+        _MESSAGE_TOKENS.clear()
+    _MESSAGE_TOKENS[id(msg)] = (msg, n)
+    return n
+
+
+def _message_tokens(msg: dict) -> int:
     message = msg.get("message")
     if not isinstance(message, dict):
         return 0

@@ -133,3 +133,43 @@ def test_all_spotter_sessions_load(need_spotter):
     for p in SPOTTER.glob("*.jsonl"):
         tr = load_transcript(p)
         assert tr.replies and json.dumps(tr.type_counts)
+
+
+def _chain(*recs):
+    return build_transcript([dict(r) for r in recs])
+
+
+def test_carried_over_boundary_is_not_checkable_not_mispredicted():
+    """A file that starts with a compact_boundary has no usage before it: reported, not missed."""
+    from engine.profiles import profile_for
+    from engine.simulate import simulate_recorded
+
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "compactMetadata": {"trigger": "auto", "preTokens": 160_000},
+    }
+    summary = {"type": "user", "isCompactSummary": True, "message": {"content": "summary"}}
+    tr = _chain(boundary, summary, _reply("a", 20_000))
+    ev = simulate_recorded(tr, profile_for("2.1.39")).events
+    assert [(e.kind, e.line, e.recorded, e.predicted) for e in ev] == [
+        ("auto_compact", 1, True, None)
+    ]
+    assert "not checkable" in ev[0].note
+    assert simulate_recorded(tr, profile_for("2.1.39")).summary["auto_compactions"] == 0
+
+
+def test_count_uses_the_message_start_output_in_2_1_8_to_2_1_29():
+    """2.1.8-2.1.29 keep the placeholder in memory; 2.1.7 and 2.1.30+ the final count."""
+    from engine.count import autocompact_tokens
+    from engine.profiles import profile_for
+    from engine.simulate import memory_records
+
+    rec = _reply("a", 150_000, out=3)
+    rec["message"]["content"] = [{"type": "text", "text": "y" * 8000}]  # 2000 at chars/4
+    tr = _chain({"type": "user", "message": {"content": "hi"}}, rec)
+    for version, want in (("2.1.7", 152_000), ("2.1.8", 150_003), ("2.1.29", 150_003)):
+        prof = profile_for(version)
+        assert autocompact_tokens(memory_records(tr, prof), prof) == want, version
+    prof = profile_for("2.1.30")
+    assert autocompact_tokens(memory_records(tr, prof), prof) == 152_000
