@@ -193,7 +193,9 @@ class Profile:
     # the final usage of a streamed reply (message_delta) reaches the messages in memory: by the
     # SDK's MessageStream mutating the message_start usage they share (up to 2.1.7), by an
     # explicit replacement on the last block's message (2.1.30+); 2.1.8-2.1.29 read the raw
-    # stream and keep the message_start placeholder (``output_tokens`` 1..~30) in memory
+    # stream and keep the message_start placeholder (``output_tokens`` 1..~30) in memory (read in
+    # 2.1.0-2.1.7: messages.stream; 2.1.8-2.1.29: messages.create stream:true; 2.1.30, 2.1.37,
+    # 2.1.45, 2.1.50: the replacement; 2.1.112 sets it on every block of the reply)
     usage_final_in_memory: bool = True
     # --- micro-compaction ------------------------------------------------------------------
     microcompact: MicroCompactKind | None = "legacy"

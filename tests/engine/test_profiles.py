@@ -309,3 +309,17 @@ def test_one_version_parser():
         parse_version("2.1")
     assert is_supported_version("1.0.60") is True and is_supported_version("1.0.59") is False
     assert is_supported_version("junk") is None and is_supported_version(None) is None
+
+
+def test_usage_final_in_memory_boundaries():
+    """2.1.7 streams through the SDK's MessageStream (the final usage mutates the message_start
+    usage every block shares); 2.1.8-2.1.29 read the raw stream and keep the placeholder; 2.1.30
+    replaces the last block's usage on message_delta. Read in the cli.js of 2.1.0, 2.1.2, 2.1.6,
+    2.1.7 (MessageStream), 2.1.8-2.1.12, 2.1.14, 2.1.17, 2.1.20, 2.1.21, 2.1.29 (raw stream) and
+    2.1.30, 2.1.37, 2.1.45, 2.1.50 (replacement); seen in real sessions of 2.1.17 and 2.1.29 (preTokens = prompt +
+    the recorded placeholder + the newer estimate, to the token)."""
+    assert profile_for("2.1.7").usage_final_in_memory
+    for v in ("2.1.8", "2.1.13", "2.1.14", "2.1.20", "2.1.21", "2.1.29"):
+        assert not profile_for(v).usage_final_in_memory, v
+    for v in ("2.0.76", "2.1.0", "2.1.30", "2.1.39", "2.1.112", "2.1.330"):
+        assert profile_for(v).usage_final_in_memory, v
