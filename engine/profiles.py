@@ -64,6 +64,13 @@ profiles were split there (versions.md had bisected only a sample):
   the newer-messages estimate (``Hy6`` in 2.1.104, ``xh`` in 2.1.105, ``qT`` in 2.1.112), so from
   2.1.105 the engine's ``estimate_messages`` is ``estimate_newer``: no x4/3, string contents and
   attachment records counted.
+* ``usage_final_in_memory``: the auto-compact count reads the last reply's usage as held in
+  memory. Up to 2.1.7 the query streams through the SDK's ``MessageStream``, whose
+  ``message_delta`` handler sets ``usage.output_tokens`` on the ``message_start`` usage object
+  every block's message shares: the final count. 2.1.8-2.1.29 iterate the raw stream
+  (``messages.create({stream:true})``) and nothing updates it: the count uses the placeholder the
+  file recorded (seen to the token in real 2.1.17 and 2.1.29 sessions). 2.1.30 replaces the last
+  block's usage on ``message_delta`` (2.1.112: every block's). The 2.1.7 era is split at 2.1.8.
 * the request as sent (``user_string_blocks``, ``merge_seam_newline``,
   ``compaction_through_loop``; ``engine.flatten``, ``patcher.e2e.predict``): seen in real
   requests. A user message's string content is sent as a text block up to 2.1.29 (1.0.128,
