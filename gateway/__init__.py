@@ -1,0 +1,13 @@
+"""``ctxpatch gateway`` and ``ctxpatch run``: server-side tool-result clearing without patching.
+
+A loopback HTTP gateway (127.0.0.1 only) between Claude Code (or an Agent SDK) and the API. It
+forwards every request unchanged, except that a ``POST /v1/messages`` gets the
+``clear_tool_uses_20250919`` edit in ``context_management`` and the
+``context-management-2025-06-27`` beta in ``anthropic-beta`` (both merged with what the client
+sends; messages are never touched). Modules:
+
+* :mod:`gateway.rewrite`: the pure decision and body rewrite (no I/O);
+* :mod:`gateway.redact`: headers as they may be logged (credentials hidden);
+* :mod:`gateway.server`: the aiohttp server and client that stream requests and replies through;
+* :mod:`gateway.run`: ``ctxpatch run -- claude ...`` (a gateway for the lifetime of one command).
+"""

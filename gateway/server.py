@@ -1,0 +1,309 @@
+"""The gateway itself: an aiohttp server on 127.0.0.1 and an aiohttp client to the upstream.
+
+Every request is forwarded with its method, path, query string, headers and body; only the
+hop-by-hop headers (``Connection``, ``Transfer-Encoding``, ``Host``, ...) are the two
+connections' own. The one change is :func:`gateway.rewrite.decide`'s, on ``POST /v1/messages``.
+Replies come back as they arrive: status and headers first, then each chunk of the body as the
+upstream sends it (SSE included; nothing is buffered, nothing decompressed). A client that goes
+away cancels its handler, which closes the upstream connection. An upstream that cannot be
+reached, or fails before its reply starts, gives the client a 502 with an API-style JSON error.
+
+Refusal fallback: when the upstream answers 400 "<model> does not support the
+clear_tool_uses_20250919 context management strategy" to a request we changed, the model is
+remembered for the life of the process (the edit is no longer added for it), the log says so,
+and the client's original request is sent once more, unchanged, so the client never sees a
+refusal it did not cause.
+
+Logging (logger ``ctxpatch.gateway``): one line per request at INFO, headers at DEBUG through
+:func:`gateway.redact.redacted`; credentials are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+
+from engine.context_editing import ClearToolUses, knobs_from_env
+from gateway.redact import redacted
+from gateway.rewrite import Decision, decide, refused_model
+
+log = logging.getLogger("ctxpatch.gateway")
+
+HOST = "127.0.0.1"
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+UPSTREAM_ENV = "CTXPATCH_UPSTREAM"
+MAX_BODY = 256 * 1024 * 1024  # the API's own limits are far below; ours must not refuse first
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+def upstream_from_env(env: Mapping[str, str]) -> str:
+    """Where requests go: ``CTXPATCH_UPSTREAM`` (set by ``ctxpatch run`` to the user's own
+    ``ANTHROPIC_BASE_URL``), else ``ANTHROPIC_BASE_URL``, else the Anthropic API."""
+    for name in (UPSTREAM_ENV, "ANTHROPIC_BASE_URL"):
+        value = (env.get(name) or "").strip()
+        if value:
+            return value.rstrip("/")
+    return DEFAULT_UPSTREAM
+
+
+def error_json(message: str, kind: str = "api_error") -> bytes:
+    """An API-style error body (what the Anthropic SDKs parse)."""
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
+@dataclass
+class GatewayState:
+    """What the gateway knows across requests."""
+
+    upstream: str
+    edit: ClearToolUses | None
+    refused: set[str] = field(default_factory=set)
+    added: int = 0
+    forwarded: int = 0
+
+
+def _forward_headers(headers: Mapping[str, str] | CIMultiDict[str]) -> CIMultiDict[str]:
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        if name.lower() not in HOP_BY_HOP:
+            out.add(name, value)
+    return out
+
+
+class Gateway:
+    """The aiohttp application; ``await start()`` binds 127.0.0.1:port (0 = a free port)."""
+
+    def __init__(
+        self,
+        upstream: str | None = None,
+        edit: ClearToolUses | str | None = "env",
+        port: int = 0,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.state = GatewayState(
+            upstream=(upstream or upstream_from_env(env)).rstrip("/"),
+            edit=knobs_from_env(env) if edit == "env" else edit,  # type: ignore[arg-type]
+        )
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False,  # bytes pass through with their Content-Encoding
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            connector=aiohttp.TCPConnector(limit=0),
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+        )
+        self._runner = web.AppRunner(
+            app, handler_cancellation=True, auto_decompress=False, access_log=None
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, HOST, self._port, reuse_address=True)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])  # the real port when 0 was asked
+        log.info("listening on %s, upstream %s", self.url, self.state.upstream)
+        if self.state.edit is None:
+            log.info("CLAUDE_CTX_CLEAR_DISABLE is set: every request is forwarded untouched")
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # --- one request -------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        headers = _forward_headers(request.headers)
+        decision = decide(
+            request.method,
+            request.path,
+            request.headers.getall("anthropic-beta", []),
+            body,
+            self.state.edit,
+            self.state.refused,
+        )
+        log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
+        url = self.state.upstream + request.rel_url.raw_path_qs
+        if not decision.added:
+            return await self._forward(request, url, headers, body, decision)
+        sent_headers = headers
+        if decision.beta is not None:
+            sent_headers = CIMultiDict(headers)
+            sent_headers.popall("anthropic-beta", None)
+            sent_headers["anthropic-beta"] = decision.beta
+        assert decision.body is not None
+        return await self._forward(
+            request, url, sent_headers, decision.body, decision, original=(headers, body)
+        )
+
+    async def _forward(
+        self,
+        request: web.Request,
+        url: str,
+        headers: CIMultiDict[str],
+        body: bytes,
+        decision: Decision,
+        original: tuple[CIMultiDict[str], bytes] | None = None,
+    ) -> web.StreamResponse:
+        assert self._session is not None
+        self.state.forwarded += 1
+        try:
+            up = await self._session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=body if body or request.body_exists else None,  # a GET stays bodiless
+                allow_redirects=False,
+            )
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
+            log.warning("%s %s: upstream unreachable (%s)", request.method, request.path, exc)
+            message = (
+                f"ctxpatch gateway: the upstream {self.state.upstream} did not answer "
+                f"({type(exc).__name__}: {exc})"
+            )
+            return web.Response(
+                status=502, body=error_json(message), content_type="application/json"
+            )
+        try:
+            if original is not None and up.status == 400:
+                payload = await up.read()
+                model = refused_model(up.status, payload)
+                if model is None:
+                    return self._buffered(up, payload, decision, request)
+                self.state.refused.add(model)
+                log.warning(
+                    "the API refused clear_tool_uses_20250919 for %s: no longer added for it "
+                    "(until the gateway restarts); the request is sent again unchanged",
+                    model,
+                )
+                again = Decision(model=model, reason="refused by the API, sent again unchanged")
+                return await self._forward(request, url, original[0], original[1], again)
+            if original is not None:
+                self.state.added += 1
+            return await self._stream(request, up, decision)
+        finally:
+            up.close()  # a reply read to its end was already released; otherwise: disconnect
+
+    def _line(self, request: web.Request, status: int, decision: Decision) -> None:
+        what = "clearing added" if decision.added else f"unchanged ({decision.reason})"
+        log.info("%s %s -> %d, %s", request.method, request.path, status, what)
+
+    def _buffered(
+        self, up: aiohttp.ClientResponse, payload: bytes, decision: Decision, request: web.Request
+    ) -> web.Response:
+        self._line(request, up.status, decision)
+        resp = web.Response(status=up.status, reason=up.reason, body=payload)
+        for name, value in up.headers.items():
+            if name.lower() not in HOP_BY_HOP:
+                resp.headers.add(name, value)
+        return resp
+
+    async def _stream(
+        self, request: web.Request, up: aiohttp.ClientResponse, decision: Decision
+    ) -> web.StreamResponse:
+        self._line(request, up.status, decision)
+        resp = web.StreamResponse(status=up.status, reason=up.reason)
+        for name, value in up.headers.items():
+            if name.lower() not in HOP_BY_HOP:
+                resp.headers.add(name, value)
+        length = up.headers.get("Content-Length")
+        if length is not None and "chunked" not in up.headers.get("Transfer-Encoding", ""):
+            resp.content_length = int(length)
+        else:
+            resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        try:
+            async for chunk in up.content.iter_any():
+                await resp.write(chunk)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            # the upstream broke off mid-reply: the status is sent, so the client sees the
+            # connection end early (a truncated stream), never a hang
+            log.warning(
+                "%s %s: upstream broke off mid-reply (%s)", request.method, request.path, exc
+            )
+            if request.transport is not None:
+                request.transport.close()
+            return resp
+        await resp.write_eof()
+        return resp
+
+
+class ThreadedGateway:
+    """A :class:`Gateway` on its own event loop in a daemon thread (``ctxpatch run``, tests).
+
+    ``with ThreadedGateway(upstream=...) as gw: ... gw.url ...``; stopped on exit."""
+
+    def __init__(self, **kwargs: object) -> None:
+        self.gateway = Gateway(**kwargs)  # type: ignore[arg-type]
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="ctxpatch-gateway"
+        )
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+    def start(self) -> ThreadedGateway:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.gateway.start(), self._loop).result(timeout=30)
+        return self
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self.gateway.stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def __enter__(self) -> ThreadedGateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def serve_forever(gateway: Gateway) -> None:
+    """Run until cancelled (Ctrl-C / SIGTERM in ``ctxpatch gateway``)."""
+    await gateway.start()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await gateway.stop()
