@@ -11,9 +11,15 @@ to the request as it travels instead of inside Claude Code:
 * otherwise ``context_management.edits`` becomes: the client's ``clear_thinking_20251015``
   edits (the API wants them first), its other edits, then ours; other keys of
   ``context_management`` stay; the beta joins ``anthropic-beta`` unless already there;
-* a body that is not changed is forwarded byte for byte; a changed one is re-serialised
-  compactly (``separators=(",", ":")``, ``ensure_ascii=False``): key order and every value are
-  kept, ``messages`` included, since :mod:`json` round-trips them exactly.
+* a body that is not changed is forwarded byte for byte. A changed one is spliced: the new
+  ``context_management`` value is written (compact JSON) in place of the old one, or appended
+  as the last key, so every other byte (``messages`` first of all) is the client's own. Where
+  the old value cannot be located unambiguously in the bytes (a ``\\u`` escape anywhere, the
+  key spelt more than once), the request is re-serialised compactly instead (same keys, same
+  order, same values; only the spelling of numbers and escapes may differ).
+
+Speed (bench/bench_gateway.py): one parse per request with orjson (a 600 KB body in about a
+millisecond; :mod:`json` takes three), no re-serialisation of the messages.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from engine.context_editing import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, ClearToolUses, to_json
 
@@ -74,9 +82,8 @@ def decide(
         return Decision(reason="not POST /v1/messages")
     if edit is None:
         return Decision(reason="CLAUDE_CTX_CLEAR_DISABLE is set")
-    try:
-        request = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    request = _loads(body)
+    if request is _NOT_JSON:
         return Decision(reason="the body is not JSON")
     if not isinstance(request, dict):
         return Decision(reason="the body is not a JSON object")
@@ -89,9 +96,78 @@ def decide(
     out = with_edit(request, to_json(edit))
     if out is None:
         return Decision(model=model, reason="the client sends its own clear_tool_uses_20250919")
-    data = json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
+    data = spliced(body, request, out)
     beta = None if has_beta(beta_values) else merged_beta(beta_values)
     return Decision(body=data, beta=beta, model=model)
+
+
+_NOT_JSON = object()
+_KEY = b'"context_management"'
+_MAX_OLD_VALUE = 64 * 1024
+_U_ESCAPE = re.compile(rb"\\u")  # faster than `in` on bodies full of \n escapes
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass  # also lone surrogates, NaN, integers beyond 64 bits: the standard library takes them
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return _NOT_JSON
+
+
+def _dumps(obj: Any) -> bytes:
+    try:
+        return orjson.dumps(obj)
+    except TypeError:  # integers beyond 64 bits, lone surrogates
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def spliced(body: bytes, request: Mapping[str, Any], out: Mapping[str, Any]) -> bytes:
+    """``body`` with its top-level ``context_management`` set to ``out``'s, every other byte
+    kept; a compact re-serialisation of ``out`` where the old value is not found for sure."""
+    new_value = _dumps(out["context_management"])
+    if "context_management" not in request:
+        head = body.rstrip()
+        if head.endswith(b"}"):
+            return head[:-1].rstrip() + b"," + _KEY + b":" + new_value + b"}"
+        return _dumps(out)
+    span = _value_span(body, request["context_management"])
+    if span is None:
+        return _dumps(out)
+    start, end = span
+    return body[:start] + new_value + body[end:]
+
+
+def _value_span(body: bytes, old: Any) -> tuple[int, int] | None:
+    """Where the top-level ``context_management`` value is, when that is certain: the key is
+    spelt once (without escapes: no ``\\u`` in the body, the only way to escape a letter),
+    followed by ``:`` and a value equal to the parsed one."""
+    if _U_ESCAPE.search(body):
+        return None
+    found = []
+    at = body.find(_KEY)
+    while at >= 0:
+        after = at + len(_KEY)
+        rest = body[after : after + 16].lstrip()
+        if rest.startswith(b":"):
+            found.append(after + (len(body[after : after + 16]) - len(rest)) + 1)
+        at = body.find(_KEY, after)
+    if len(found) != 1:
+        return None
+    start = found[0]
+    while start < len(body) and body[start] in b" \t\r\n":
+        start += 1
+    text = body[start : start + _MAX_OLD_VALUE].decode("utf-8", "replace")
+    try:
+        value, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return None
+    if value != old:
+        return None
+    return start, start + len(text[:end].encode())
 
 
 def _skip_reason(request: Mapping[str, Any], model: str, refused: Collection[str]) -> str:

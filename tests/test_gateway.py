@@ -466,3 +466,61 @@ def test_binds_loopback_only() -> None:
         start = time.monotonic()
         status, _, _ = post(gw.url, "/v1/messages", compact(body_of()), {})
         assert status == 200 and time.monotonic() - start < 10
+
+
+# --- the splice: every byte but the new value is the client's -----------------------------------
+
+
+def test_splice_keeps_the_client_bytes_when_appending() -> None:
+    raw = b'{"model": "claude-opus-4-6", "messages": [{"role": "user", "content": "a \\u00e9 1.0e2"}],\n "n": 1.50}\n'
+    d = decide("POST", "/v1/messages", [], raw, EDIT)
+    cm = compact({"edits": [to_json(EDIT)]})
+    assert d.body == raw.rstrip()[:-1] + b',"context_management":' + cm + b"}"
+
+
+def test_splice_replaces_only_the_old_value() -> None:
+    raw = b'{"model":"claude-opus-4-6","context_management" : {"edits":[{"type":"clear_thinking_20251015","keep":"all"}]} ,"messages":[{"role":"user","content":"1.0e2 \xc3\xa9"}]}'
+    d = decide("POST", "/v1/messages", [], raw, EDIT)
+    new = compact({"edits": [THINKING_EDIT, to_json(EDIT)]})
+    assert d.body == raw.replace(
+        b'{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]}', new
+    )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # the key also inside a message (a tool's input): re-serialised, the nested one kept
+        compact(
+            body_of(
+                context_management={"edits": [THINKING_EDIT]},
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_use",
+                                "id": "x",
+                                "name": "T",
+                                "input": {"context_management": {"edits": [THINKING_EDIT]}},
+                            }
+                        ],
+                    }
+                ],
+            )
+        ),
+        # a \u escape (the top-level key could be spelt with one)
+        b'{"model":"claude-opus-4-6","context\\u005fmanagement":{"edits":[]},"messages":[{"role":"user","content":"context_management"}]}',
+        # a lone surrogate (orjson refuses it, the standard library takes it)
+        b'{"model":"claude-opus-4-6","messages":[{"role":"user","content":"\\ud800"}]}',
+    ],
+)
+def test_ambiguous_bodies_are_re_serialised_with_the_same_content(raw: bytes) -> None:
+    d = decide("POST", "/v1/messages", [], raw, EDIT)
+    assert d.body is not None
+    before, after = json.loads(raw), json.loads(d.body)
+    assert after["messages"] == before["messages"]
+    assert after["context_management"]["edits"][-1] == to_json(EDIT)
+    assert list(after) == list(before) + (
+        [] if "context_management" in before else ["context_management"]
+    )
