@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -36,6 +36,7 @@ from multidict import CIMultiDict
 from engine.context_editing import ClearToolUses, knobs_from_env
 from gateway.redact import redacted
 from gateway.rewrite import Decision, decide, refused_model
+from patcher.errors import GatewayFailure, UsageError
 
 log = logging.getLogger("ctxpatch.gateway")
 
@@ -130,7 +131,15 @@ class Gateway:
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, HOST, self._port, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self.stop()
+            raise GatewayFailure(
+                f"cannot listen on {HOST}:{self._port}",
+                why=exc.strerror or str(exc),
+                hint="pick another --port (or 0 for a free one)",
+            ) from exc
         self.port = int(self._runner.addresses[0][1])  # the real port when 0 was asked
         log.info("listening on %s, upstream %s", self.url, self.state.upstream)
         if self.state.edit is None:
@@ -300,10 +309,38 @@ class ThreadedGateway:
         self.stop()
 
 
-async def serve_forever(gateway: Gateway) -> None:
-    """Run until cancelled (Ctrl-C / SIGTERM in ``ctxpatch gateway``)."""
+async def serve_until_signal(gateway: Gateway, started: Callable[[str], None]) -> int:
+    """``ctxpatch gateway``: serve until SIGINT or SIGTERM, then stop cleanly; exit code 0."""
+    import signal
+
     await gateway.start()
+    started(gateway.url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
         await gateway.stop()
+    log.info("stopped after %d requests", gateway.state.forwarded)
+    return 0
+
+
+def validate_upstream(url: str) -> str:
+    """``url`` without its trailing ``/`` if it is an http(s) URL with a host, else a usage error."""
+    from yarl import URL
+
+    try:
+        parsed = URL(url.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise UsageError(
+            f"not an upstream URL: {url!r}",
+            why="the upstream must be an http:// or https:// URL with a host",
+            hint="e.g. --upstream https://api.anthropic.com",
+        )
+    return url.strip().rstrip("/")

@@ -199,6 +199,12 @@ class FetchFailed(EnvironmentFailure):
     code = "fetch_failed"
 
 
+class GatewayFailure(EnvironmentFailure):
+    """``ctxpatch gateway`` / ``run`` cannot listen (port taken, no loopback)."""
+
+    code = "gateway"
+
+
 class TranscriptError(CtxpatchError):
     """A session transcript that cannot be read (``simulate``); ``line`` is 1-based."""
 

@@ -1,7 +1,8 @@
 """The ``ctxpatch`` typer app: the root options and every command group.
 
 Command groups, one module each: ``patching`` (apply, check, revert, status), ``verifying``
-(verify), ``modelling`` (simulate, thresholds), ``inspecting`` (inspect, regress). They all
+(verify), ``modelling`` (simulate, thresholds), ``inspecting`` (inspect, regress), ``routing`` (gateway,
+run). They all
 report through ``patcher.cli.output``.
 """
 
@@ -12,7 +13,7 @@ from typing import Annotated
 import typer
 
 from patcher import __version__
-from patcher.cli import inspecting, modelling, patching, verifying
+from patcher.cli import inspecting, modelling, patching, routing, verifying
 
 app = typer.Typer(
     name="ctxpatch",
@@ -46,3 +47,4 @@ patching.register(app)
 verifying.register(app)
 modelling.register(app)
 inspecting.register(app)
+routing.register(app)

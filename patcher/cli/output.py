@@ -69,6 +69,12 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         3: "refused (npm missing, versions not listable)",
         5: "internal error",
     },
+    "gateway": {
+        0: "stopped (Ctrl-C, SIGTERM)",
+        2: "usage error",
+        3: "refused (port taken)",
+        5: "internal error",
+    },
     "simulate, thresholds": {
         0: "done",
         1: "--strict: a version newer than every engine profile",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -177,7 +178,31 @@ CASES: dict[tuple[str, int], Setup] = {
         str(ROOT / "examples" / "spotter-session.jsonl"),
     ][1:],
 }
-ELSEWHERE = {("verify", 0), ("verify", 1), ("regress", 0), ("regress", 1)}
+_HELD: list[socket.socket] = []  # a port kept busy for ("gateway", 3)
+
+
+def _busy_port() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    _HELD.append(sock)
+    return str(sock.getsockname()[1])
+
+
+CASES[("gateway", 2)] = lambda t, mp: ["gateway", "--upstream", "ftp://example.com"]
+CASES[("gateway", 3)] = lambda t, mp: ["gateway", "--port", _busy_port()]
+CASES[("gateway", 5)] = lambda t, mp: [
+    mp.setattr("gateway.server.Gateway.start", boom),
+    "gateway",
+][1:]
+# verify and regress: their own e2e tests; gateway 0: tests/test_gateway_cli.py (SIGTERM)
+ELSEWHERE = {
+    ("verify", 0),
+    ("verify", 1),
+    ("regress", 0),
+    ("regress", 1),
+    ("gateway", 0),
+}
 
 
 def test_every_documented_code_has_a_case() -> None:

@@ -1,0 +1,93 @@
+"""``ctxpatch run -- COMMAND ...``: one gateway for the lifetime of one command.
+
+The gateway starts on a free loopback port; the command runs with ``ANTHROPIC_BASE_URL``
+pointing at it and ``CTXPATCH_UPSTREAM`` holding where its requests go on to (the user's own
+``ANTHROPIC_BASE_URL`` if set, else the Anthropic API). Signals: SIGTERM, SIGHUP, SIGUSR1 and
+SIGUSR2 sent to ctxpatch are passed to the command; Ctrl-C (SIGINT) and Ctrl-\\ (SIGQUIT)
+reach the command straight from the terminal (same process group), so ctxpatch ignores them
+instead of delivering them twice (Claude Code reads a second Ctrl-C as "exit"). The exit code is
+the command's (128 + N when a signal N ended it); the gateway stops after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gateway.server import UPSTREAM_ENV, ThreadedGateway, upstream_from_env
+from patcher.errors import UsageError
+
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+IGNORED = (signal.SIGINT, signal.SIGQUIT)
+
+
+def command_env(env: Mapping[str, str], gateway_url: str, upstream: str) -> dict[str, str]:
+    """The command's environment: ours, with the base URL pointing at the gateway."""
+    return {**env, "ANTHROPIC_BASE_URL": gateway_url, UPSTREAM_ENV: upstream}
+
+
+def exit_code(returncode: int) -> int:
+    """The shell's convention: 128 + N for a command ended by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_command(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    upstream: str | None = None,
+    log_file: Path | None = None,
+) -> int:
+    """Run ``argv`` through a fresh gateway; the command's exit code."""
+    if not argv:
+        raise UsageError(
+            "no command to run",
+            why="ctxpatch run needs the command after `--`",
+            hint="ctxpatch run -- claude",
+        )
+    if shutil.which(argv[0], path=env.get("PATH")) is None:
+        raise UsageError(
+            f"command not found: {argv[0]}",
+            why="it is not an executable file, nor on PATH",
+            hint="give the full path of the command, e.g. ctxpatch run -- ~/.local/bin/claude",
+        )
+    target = upstream or upstream_from_env(env)
+    handler = _log_to(log_file)
+    try:
+        with ThreadedGateway(upstream=target, env=env) as gw:
+            return exit_code(_run(argv, command_env(env, gw.url, target)))
+    finally:
+        if handler is not None:
+            logging.getLogger("ctxpatch.gateway").removeHandler(handler)
+            handler.close()
+
+
+def _run(argv: Sequence[str], env: dict[str, str]) -> int:
+    proc = subprocess.Popen(list(argv), env=env)
+    previous = {}
+    try:
+        for sig in IGNORED:
+            previous[sig] = signal.signal(sig, signal.SIG_IGN)
+        for sig in FORWARDED:
+            previous[sig] = signal.signal(sig, lambda n, _f: proc.send_signal(n))
+        return proc.wait()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if proc.poll() is None:  # only when wait itself failed
+            proc.terminate()
+            proc.wait()
+
+
+def _log_to(path: Path | None) -> logging.Handler | None:
+    if path is None:
+        return None
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("ctxpatch.gateway")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
