@@ -241,6 +241,11 @@ class Profile:
     # the auto-compact count adds back the input tokens server-side clearing removed
     # (context_management.applied_edits of the last response)
     count_adds_server_cleared: bool = False
+    # attachment records carry ``rendered`` (the message contents sent for them, 2.1.330 writes
+    # it): the newer estimate counts each rendered content at chars/4 rounded, and an attachment
+    # without ``rendered`` (prompt_snapshot, session_context) as nothing; measured on the real
+    # 2.1.330 binary offline (tests/e2e/test_native_binary.py: its boundary to the token)
+    attachments_count_rendered: bool = False
     # models whose built-in capability table says ``context: {window: 1e6, native_1m: true}``:
     # a 1M window without the [1m] suffix (first-party API; CLAUDE_CODE_DISABLE_1M_CONTEXT off)
     native_1m_models: tuple[str, ...] = ()
@@ -773,6 +778,7 @@ PROFILES: tuple[Profile, ...] = (
         precompute_buffer_fraction=0.2,
         proactive_needs_configured_window=True,
         count_adds_server_cleared=True,
+        attachments_count_rendered=True,
         native_1m_models=NATIVE_1M_MODELS,
         notes=(*_NATIVE_NOTES, _LEVELS_NOTE, _REACTIVE_NOTE, _SERVER_NOTE),
     ),

@@ -191,8 +191,29 @@ def newer_message_tokens(msg: Mapping[str, Any], profile: Profile) -> int:
             profile.newer_counts_all_blocks,
         )
     if t == "attachment" and profile.newer_counts_attachments and msg.get("attachment"):
+        if profile.attachments_count_rendered:
+            return rendered_tokens(msg.get("rendered"))
         return attachment_tokens(msg["attachment"], profile)
     return 0
+
+
+def rendered_tokens(rendered: Any) -> int:
+    """An attachment record's ``rendered`` list (2.1.330 writes the contents it sends): each
+    content at chars/4 rounded (a block list: its text blocks); nothing when absent."""
+    if not isinstance(rendered, list):
+        return 0
+    total = 0
+    for r in rendered:
+        c = r.get("content") if isinstance(r, Mapping) else None
+        if isinstance(c, str):
+            total += count_text(c)
+        elif isinstance(c, list):
+            total += sum(
+                count_text(b.get("text") or "")
+                for b in c
+                if isinstance(b, Mapping) and b.get("type") == "text"
+            )
+    return total
 
 
 def attachment_tokens(att: Mapping[str, Any], profile: Profile) -> int:

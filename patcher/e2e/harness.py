@@ -156,9 +156,16 @@ def split_compact_messages(messages: list[dict]) -> list[dict]:
     return out
 
 
+REQUEST_TIME_ATTACHMENTS = frozenset({"session_context", "prompt_snapshot"})
+"""2.1.330 writes these (then ``date``, ``remote_session_change``) when it builds the request,
+after the auto-compact check: when compaction fires they come after the ``compact_boundary``;
+when it does not, right after the prompt's own attachments. The count never saw them."""
+
+
 def appended_records(sandbox: Sandbox, session: SessionWriter) -> list[dict]:
     """Records the CLI appended to the session file before any compaction: the new prompt and
-    the attachments it came with (what the auto-compact count sees besides the transcript)."""
+    the attachments it came with (what the auto-compact count sees besides the transcript),
+    up to the first request-time attachment (:data:`REQUEST_TIME_ATTACHMENTS`)."""
     path = sandbox.session_file(session.session_id)
     if not path.is_file():
         return []
@@ -178,6 +185,8 @@ def appended_records(sandbox: Sandbox, session: SessionWriter) -> list[dict]:
             continue
         if rec.get("type") == "system" or rec.get("type") == "assistant":
             break  # compact boundary or the reply: the count was taken before these
+        if (rec.get("attachment") or {}).get("type") in REQUEST_TIME_ATTACHMENTS:
+            break
         out.append(rec)
     return out
 

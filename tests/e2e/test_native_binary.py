@@ -113,23 +113,55 @@ def test_native_binary_runs_offline_and_sends_what_we_recorded(native_for, mock,
     assert (m.group(3) is not None) is (version == "2.1.113"), billing
 
 
-@pytest.mark.parametrize("version", ["2.1.113"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_native_autocompaction_fires_exactly_at_the_engine_threshold(native_for, mock, version):
+    """A probe run far below the threshold tells what the CLI adds after the last usage (the
+    prompt and the attachments it writes with it: 2.1.330 writes environment, model, deferred
+    tools, agent listing and token budget reminders, ~850 tokens, each with its ``rendered``
+    text); the engine counts those records (``attachments_count_rendered``), and the real
+    binary must fire exactly where that count meets the threshold."""
     sb = native_for(version)
     env = env_for(version)
-    b = engine_boundaries(rounds_session(str(sb.proj), n=6, version=version), version, env)
-    assert b.autocompact is not None
-    assert b.thresholds.auto_compact == b.thresholds.effective_window - 13000
 
     def case(name: str, usage: int) -> Case:
         return Case(
             name, rounds_session(str(sb.proj), n=6, last_usage=usage, version=version), env=env
         )
 
-    below = run(sb, mock, version, case("native-ac-below", b.autocompact - 1))
+    probe = run(sb, mock, version, case("native-ac-probe", 5000))
+    assert probe.run.returncode == 0 and not probe.ac_fired, probe.explain()
+    th = probe.thresholds
+    assert th.auto_compact_enabled and th.auto_compact == th.effective_window - 13000
+    newer = probe.ac_tokens - 5000
+    assert newer > 0, probe.explain()
+    if version == "2.1.330":  # the prompt's attachments are counted as rendered, not as JSON
+        assert 500 < newer < 2000, probe.explain()
+    boundary = th.auto_compact - newer
+
+    below = run(sb, mock, version, case("native-ac-below", boundary - 1))
     assert below.run.returncode == 0, below.explain()
+    assert below.ac_tokens == th.auto_compact - 1, below.explain()
     assert not below.ac_expected and not below.ac_fired, below.explain()
-    at = run(sb, mock, version, case("native-ac-at", b.autocompact))
+    at = run(sb, mock, version, case("native-ac-at", boundary))
     assert at.run.returncode == 0, at.explain()
+    assert at.ac_tokens == th.auto_compact, at.explain()
     assert at.ac_expected and at.ac_fired, at.explain()
-    assert at.ac_tokens == b.thresholds.auto_compact, at.explain()
+
+
+def test_native_2_1_330_needs_the_configured_window(native_for, mock):
+    """2.1.195+: without ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` the proactive compaction does not
+    fire at eff - 13000 (the engine's profile: reactive only); with it, it does (above)."""
+    version = "2.1.330"
+    sb = native_for(version)
+    usage = 200_000 - 20_000 - 13_000 + 100  # past the threshold an unconfigured window would have
+    o = run(
+        sb,
+        mock,
+        version,
+        Case(
+            "native-unconfigured",
+            rounds_session(str(sb.proj), n=6, last_usage=usage, version=version),
+        ),
+    )
+    assert o.run.returncode == 0, o.explain()
+    assert not o.ac_expected and not o.ac_fired, o.explain()
