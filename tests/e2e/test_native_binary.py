@@ -24,7 +24,7 @@ import pytest
 from conftest import IN_CI
 
 from patcher import npmcache
-from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
+from patcher.e2e.harness import Case, Outcome, run_case
 from patcher.e2e.netns import netns_available
 from patcher.e2e.sandbox import NativeSandbox
 from patcher.e2e.scenarios import rounds_session
