@@ -311,3 +311,30 @@ def test_every_error_renders_what_why_hint() -> None:
     assert e.render() == "error: bad\n  why: because\n  hint: do this\n  info: n=1"
     assert set(e.to_json()) == ERROR_KEYS and str(e) == "bad: because"
     assert issubclass(UsageError, CtxpatchError)
+
+
+def test_the_error_module_is_the_only_way_the_engine_reaches_patcher() -> None:
+    """engine/ imports nothing from patcher/ but patcher.errors, a leaf module (README
+    "Layout"): the model stays free of the patching machinery, the errors stay in one place."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+
+    def imported(path: Path) -> set[str]:
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+            elif isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+        return names
+
+    for path in sorted((root / "engine").rglob("*.py")):
+        from_patcher = {m for m in imported(path) if m.split(".")[0] == "patcher"}
+        assert from_patcher <= {"patcher.errors"}, (path, from_patcher)
+    own = {
+        m
+        for m in imported(root / "patcher" / "errors.py")
+        if m.split(".")[0] in ("patcher", "engine")
+    }
+    assert own == set()
