@@ -12,7 +12,8 @@ Measured (these tests assert it):
 
 * unpatched, no client edit: 0 HTTP 400 on all three versions (the CLI sends the conversation
   back as it was, thinking blocks included);
-* patched with today's text prune (knobs below: it fires from the first move): the first request
+* patched with the 0.1.0 text prune (``CLAUDE_TEXT_PRUNE_THINKING=ignore``; knobs below: it
+  fires from the first move; the thinking-safe default passes, tests/e2e/test_proof.py): the first request
   after the prune's cutoff first moves gets 400 (a thinking block after the pruned texts), and
   so does every later request of the session (the broken block is sent again each time); with
   ``drop_block`` no 400, but every move drops more blocks (the reasoning after the edit point is
@@ -47,6 +48,9 @@ PRUNE = {
 }
 """Today's prune with knobs that make it fire in a short session: 2 turns in the file + 7 live
 turns move the cutoff at the 4th, 6th and 8th turn (three moves)."""
+PRUNE_0_1_0 = {**PRUNE, "CLAUDE_TEXT_PRUNE_THINKING": "ignore"}
+"""The same with the 0.1.0 rule (the knob that restores it): "today's prune" of these tests.
+The thinking-safe rule, on by default, passes: tests/e2e/test_proof.py."""
 ARGS = ("--disallowedTools", "Skill", "--allowedTools", "Read")
 TURNS = 7
 
@@ -81,7 +85,7 @@ def prompts(n: int = TURNS) -> list[str]:
 
 def live(sandbox_for, mock, version: str, patched: bool, binding: str, **session_kw):
     sb = sandbox_for(version, patched)
-    env = {**THINK_ENV, **(PRUNE if patched else {}), **session_kw.pop("env", {})}
+    env = {**THINK_ENV, **(PRUNE_0_1_0 if patched else {}), **session_kw.pop("env", {})}
     s = thinking_session(str(sb.proj), version=version, **{"turns": 2, **session_kw})
     signed = sign_session(sb, mock, s, model=MODEL, env=env, args=ARGS)
     assert signed.body.get("thinking", {}).get("type") == "enabled", signed.body.get("thinking")
