@@ -305,7 +305,38 @@ def is_turn_start(msg: object) -> bool:
 
 def turn_starts(messages: Sequence[object]) -> list[int]:
     """Indices of the messages that start a turn."""
-    return [i for i, msg in enumerate(messages) if is_turn_start(msg)]
+    return [i for i, msg in enumerate(messages) if _facts(msg)[0]]
+
+
+# Per message object: (is_turn_start, _has_thinking, _carries_tool_result). A replay sends the
+# same (never mutated) message objects request after request, so these are computed once per
+# object, like message_tokens above; the held reference keeps the id from being reused.
+_FACTS: dict[int, tuple[object, tuple[bool, bool, bool]]] = {}
+# Per (message object, max_chars): whether _pruned_message would shorten it.
+_SHORTENS: dict[tuple[int, int], tuple[object, bool]] = {}
+
+
+def _facts(msg: object) -> tuple[bool, bool, bool]:
+    hit = _FACTS.get(id(msg))
+    if hit is not None and hit[0] is msg:
+        return hit[1]
+    value = (is_turn_start(msg), _has_thinking(msg), _carries_tool_result(msg))
+    if len(_FACTS) >= _JSON_TOKENS_MAX:
+        _FACTS.clear()
+    _FACTS[id(msg)] = (msg, value)
+    return value
+
+
+def _shortens(msg: object, max_chars: int) -> bool:
+    key = (id(msg), max_chars)
+    hit = _SHORTENS.get(key)
+    if hit is not None and hit[0] is msg:
+        return hit[1]
+    value = _pruned_message(msg, max_chars)[0] is not None
+    if len(_SHORTENS) >= _JSON_TOKENS_MAX:
+        _SHORTENS.clear()
+    _SHORTENS[key] = (msg, value)
+    return value
 
 
 def find_cutoff(starts: Sequence[int], keep: int, step: int) -> int | None:
@@ -401,7 +432,7 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     if settings.disabled:
         return PruneOutcome(messages, "disabled", settings)
     starts = turn_starts(messages)
-    if settings.thinking == THINKING_DROP and any(map(_has_thinking, messages)):
+    if settings.thinking == THINKING_DROP and any(_facts(m)[1] for m in messages):
         return _prune_thinking(messages, settings, starts)
     turns = len(starts)
     if turns <= settings.keep:
@@ -516,22 +547,21 @@ def _prune_thinking(
     turns = 0
     open_round = False
     for i, msg in enumerate(messages):
-        if is_turn_start(msg):
+        turn_start, has_thinking, carries_tool_result = _facts(msg)
+        if turn_start:
             turns += 1
         turns_before[i + 1] = turns
         tokens_before[i + 1] = tokens_before[i] + message_tokens(msg)
-        last_changed[i + 1] = (
-            i if _pruned_message(msg, settings.max_chars)[0] is not None else last_changed[i]
-        )
+        last_changed[i + 1] = i if _shortens(msg, settings.max_chars) else last_changed[i]
         is_assistant = isinstance(msg, dict) and msg.get("type") == "assistant"
         if is_assistant:
             open_round = False
             message = msg.get("message")
             mid = message.get("id") if isinstance(message, dict) else None
             start = first_of_id.setdefault(mid, i) if isinstance(mid, str) else i
-            if _has_thinking(msg):
+            if has_thinking:
                 request_of[i] = start
-        elif _carries_tool_result(msg):
+        elif carries_tool_result:
             open_round = True
         # a free request point: after a message that is not an assistant record, and outside
         # a tool round (no tool_result since the last assistant record)
@@ -567,7 +597,7 @@ def _prune_thinking(
     changed = pruned_blocks = dropped = removed = 0
     for i, msg in enumerate(messages):
         new = msg
-        if i < end:
+        if i < end and _shortens(msg, settings.max_chars):
             shortened, count = _pruned_message(msg, settings.max_chars)
             if shortened is not None:
                 new, pruned_blocks = shortened, pruned_blocks + count
