@@ -140,7 +140,18 @@ def simulate_counterfactual(
             est_memo[id(c)] = (c, value)
         return value
 
+    cost_memo: dict[int, tuple[Any, float]] = {}
+
     def msg_cost(m: Mapping[str, Any]) -> float:
+        """``_msg_cost`` memoised by message identity (messages are never mutated)."""
+        hit = cost_memo.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        value = _msg_cost(m)
+        cost_memo[id(m)] = (m, value)
+        return value
+
+    def _msg_cost(m: Mapping[str, Any]) -> float:
         line = m.get(LINE_KEY)
         if line is None:
             return cal.ratio * full_estimate(m)
@@ -151,6 +162,17 @@ def simulate_counterfactual(
             pristine_est[line] = full_estimate(pristine[line])
         before = pristine_est[line]
         return base * estimate_of(m) / before if before else base
+
+    sig_memo: dict[int, tuple[Any, tuple[Any, int]]] = {}
+
+    def sig_key(m: Mapping[str, Any]) -> tuple[Any, int]:
+        """A message's part of the prompt-cache signature, memoised by message identity."""
+        hit = sig_memo.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        value = (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1)
+        sig_memo[id(m)] = (m, value)
+        return value
 
     current_usage: dict = {}
     for rec in records:
@@ -231,10 +253,7 @@ def simulate_counterfactual(
                     )
                     names.append("server_clear")
             prompt = round(cal.overhead + sum(costs))
-            sig: list[Hashable] = [
-                (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1, on_server.get(i, ()))
-                for i, m in enumerate(sent)
-            ]
+            sig: list[Hashable] = [(*sig_key(m), on_server.get(i, ())) for i, m in enumerate(sent)]
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             blocks = [block_count(m) for m in sent]
             read = min(prompt, round(cache.read(sig, costs, blocks)))
