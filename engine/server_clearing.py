@@ -41,6 +41,18 @@ class BlockEstimates:
     def __init__(self) -> None:
         self._blocks: dict[int, tuple[Any, int]] = {}
         self._ratios: dict[tuple[int, tuple[int, ...]], tuple[Any, float]] = {}
+        self._api: dict[tuple[int, int], tuple[Any, dict[str, Any]]] = {}
+
+    def api_message(self, i: int, record: Mapping[str, Any]) -> dict[str, Any]:
+        """:func:`_api_message` memoised by (index, record identity); nothing mutates it
+        (``apply_edits`` works on copies)."""
+        key = (i, id(record))
+        hit = self._api.get(key)
+        if hit is not None and hit[0] is record:
+            return hit[1]
+        value = _api_message(i, record)
+        self._api[key] = (record, value)
+        return value
 
     def __call__(self, block: Any) -> int:
         hit = self._blocks.get(id(block))
@@ -81,7 +93,7 @@ def clear_on_server(
     base = overhead + sum(costs)
     if edit.trigger_type == "input_tokens" and round(base) < edit.trigger_value:
         return ServerView(list(costs), {}, 0, 0)  # what apply_edits does below the trigger
-    api = [_api_message(i, r) for i, r in enumerate(sent)]
+    api = [estimate.api_message(i, r) for i, r in enumerate(sent)]
     memo: dict[int, tuple[Any, float, tuple[int, ...]]] = {}
 
     def edited(i: int, content: list) -> tuple[float, tuple[int, ...]]:
