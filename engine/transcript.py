@@ -163,15 +163,17 @@ def parse_records(
         if not raw.strip():
             records.append({})
             continue
-        why = None
+        why: str | None = None
+        hint, err = "", None  # err: the JSON error that caused a refusal, if any
         try:
             rec = json.loads(raw)
         except json.JSONDecodeError as e:
-            why, hint, err = f"invalid JSON: {e.msg}", "was the file cut mid-write?", e
+            why, hint = f"invalid JSON: {e.msg}", "was the file cut mid-write?"
+            err = e
         else:
             if not isinstance(rec, dict):
                 why = f"a line holds a JSON {type(rec).__name__}, not an object"
-                hint, err = "each line must be one JSON object", None
+                hint = "each line must be one JSON object"
         if why is None:
             records.append(rec)
             continue
