@@ -29,7 +29,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.context_editing import BETA, CLEAR_TOOL_USES, ENV_KEEP, ENV_TRIGGER, knobs_from_env
+from engine.context_editing import (
+    BETA,
+    CLEAR_TOOL_USES,
+    ENV_KEEP,
+    ENV_STEP,
+    ENV_TRIGGER,
+    knobs_from_env,
+)
 from engine.context_editing import to_json as edit_json
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
@@ -41,7 +48,7 @@ from patcher.e2e.sandbox import Sandbox
 from patcher.e2e.scenarios import thinking_session
 from patcher.e2e.server_edits import betas_of, prompt_tokens
 
-CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1"}
+CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
 ARGS = ("--disallowedTools", "Skill", "--allowedTools", "Read")
 LIVE_TURNS = 3
 CLEARING_FUNCTION = "_ctxpatchContextClearing"

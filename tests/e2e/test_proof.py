@@ -33,10 +33,13 @@ from engine.context_editing import (
     CLEAR_TOOL_USES,
     ENV_DISABLE,
     ENV_KEEP,
+    ENV_STEP,
     ENV_TRIGGER,
     apply_edits,
+    edit_for_request,
     knobs_from_env,
     parse_edits,
+    step_from_env,
     to_json,
 )
 from engine.count import autocompact_tokens
@@ -55,8 +58,9 @@ from .test_thinking_where_we_stand import ARGS, PRUNE, TURNS, live_script, promp
 pytestmark = pytest.mark.e2e
 
 VERSIONS = ("2.0.76", "2.1.50", "2.1.112")
-CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1"}
-"""Clearing knobs that fire in a short session (the defaults wait for a long one)."""
+CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
+"""Clearing knobs that fire in a short session (the defaults wait for a long one; STEP 1: the
+plain API keep, one more result cleared per tool use)."""
 NO_PRUNE = {"CLAUDE_TEXT_PRUNE_DISABLE": "1"}
 
 
@@ -152,7 +156,10 @@ def predicted_count(version: str, env: dict[str, str], t: Turns, transcript: lis
     first = t.checked[0]
     thinking = thinking_on(first.body)
     edits = parse_edits(first.body["context_management"], thinking_enabled=thinking)
-    assert edits[-1] == knobs_from_env(env), edits  # the JavaScript sent the twin's edit
+    edit = knobs_from_env(env)
+    assert edit is not None
+    want = edit_for_request(edit, first.body["messages"], step_from_env(env))
+    assert edits[-1] == want, edits  # the JavaScript sent the twin's edit
     edited = apply_edits(
         first.body["messages"],
         edits,
