@@ -38,9 +38,9 @@ def verify(
         float, typer.Option("--timeout", help="Seconds one run of cli.js may take.")
     ] = 120.0,
 ) -> None:
-    """Prove on your install that the patched cli.js prunes exactly as predicted.
+    """Prove on your install that the patched cli.js does exactly what ctxpatch installed.
 
-    Copies cli.js into a throwaway sandbox (own HOME and TMPDIR, only 127.0.0.1 reachable), resumes a generated 9-turn session against a local mock of the Messages API with the prune knobs set low, and compares the request it sends with the engine's prediction (micro-compaction, then the text prune) byte for byte. Never touches the network or your ~/.claude.
+    Copies cli.js into a throwaway sandbox (own HOME and TMPDIR, only 127.0.0.1 reachable), resumes a generated 9-turn session against a local mock of the Messages API with the prune knobs set low, and compares the request it sends with the engine's prediction (micro-compaction, then the text prune) byte for byte. Where the server-side clearing is injected it also proves, in one more run with thinking on and the preserved-thinking check enforced by the mock: the clearing edit is sent with its beta, the mock's clearing shows up in Claude Code's next token count, and no request is rejected (0 HTTP 400, 0 thinking blocks dropped). Never touches the network or your ~/.claude.
 
     Example: ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js
     """
