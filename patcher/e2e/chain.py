@@ -176,8 +176,28 @@ def sign_session(
     return Signed(len(blocks), body, run)
 
 
+class _CheckedRequests:
+    """What the preserved-thinking check saw among ``self.requests``: shared by one resumed run
+    (:class:`ChainRun`) and one multi-prompt process (:class:`Turns`)."""
+
+    requests: list[Logged]
+
+    @property
+    def checked(self) -> list[Logged]:
+        """Main-loop and summarisation requests (what the check looks at)."""
+        return [r for r in self.requests if r.kind in ("main", "compact")]
+
+    @property
+    def rejected(self) -> list[Logged]:
+        return [r for r in self.checked if r.status == 400]
+
+    @property
+    def n_dropped(self) -> int:
+        return sum(r.dropped for r in self.checked)
+
+
 @dataclass
-class ChainRun:
+class ChainRun(_CheckedRequests):
     index: int
     prompt: str
     run: RunResult
@@ -186,19 +206,6 @@ class ChainRun:
     @property
     def main(self) -> list[Logged]:
         return [r for r in self.requests if r.kind == "main"]
-
-    @property
-    def checked(self) -> list[Logged]:
-        """Requests that go through the check: main loop and summarisation."""
-        return [r for r in self.requests if r.kind in ("main", "compact")]
-
-    @property
-    def rejected(self) -> list[Logged]:
-        return [r for r in self.checked if r.status == 400]
-
-    @property
-    def dropped(self) -> int:
-        return sum(r.dropped for r in self.checked)
 
     @property
     def first_body(self) -> dict:
@@ -229,7 +236,7 @@ class ChainRun:
         return (
             f"run {self.index} ({self.prompt!r}): exit {self.run.returncode}, requests "
             f"{[(r.kind, r.status) for r in self.checked]}, thinking sent {self.thinking_sent}, "
-            f"dropped {self.dropped}, pruned up to {self.pruned_upto}, cleared {self.cleared}"
+            f"dropped {self.n_dropped}, pruned up to {self.pruned_upto}, cleared {self.cleared}"
             + (f" [{why}]" if why else "")
         )
 
@@ -249,7 +256,7 @@ class Chain:
 
     @property
     def n_dropped(self) -> int:
-        return sum(r.dropped for r in self.runs)
+        return sum(r.n_dropped for r in self.runs)
 
     @property
     def cutoff_moves(self) -> int:
@@ -293,25 +300,12 @@ def stream_json_prompts(prompts: Sequence[str]) -> str:
 
 
 @dataclass
-class Turns:
+class Turns(_CheckedRequests):
     """One process, several typed prompts (``--input-format stream-json``): every request the
     mock saw, in order."""
 
     run: RunResult
     requests: list[Logged]
-
-    @property
-    def checked(self) -> list[Logged]:
-        """Main-loop and summarisation requests (what the check looks at)."""
-        return [r for r in self.requests if r.kind in ("main", "compact")]
-
-    @property
-    def rejected(self) -> list[Logged]:
-        return [r for r in self.checked if r.status == 400]
-
-    @property
-    def n_dropped(self) -> int:
-        return sum(r.dropped for r in self.checked)
 
     def pruned_upto(self, r: Logged) -> int:
         return _pruned_upto(r.body)
