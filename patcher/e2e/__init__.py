@@ -1,7 +1,8 @@
 """End-to-end harness: the real ``cli.js`` against a loopback mock of the Messages API.
 
-* :mod:`patcher.e2e.mock`: ``POST /v1/messages`` on 127.0.0.1 (SSE and plain JSON), scripted
-  replies and usage, a request log, request classification (main loop / compaction / side).
+* :mod:`patcher.e2e.mock`: the mock's HTTP server, ``POST /v1/messages`` on 127.0.0.1 (SSE and
+  plain JSON); :mod:`patcher.e2e.mock_api`: what it answers (scripted replies and usage, a
+  request log, request classification: main loop / compaction / side, the 2026 server checks).
 * :mod:`patcher.e2e.sandbox`: a throwaway ``HOME``/``TMPDIR``/project folder, a copy of
   ``cli.js``, the environment that stops every other kind of traffic and a node preload that
   makes any non-loopback connection fail at once.
