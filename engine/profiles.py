@@ -4,6 +4,9 @@
 and, in this docstring, the evidence for each boundary; split, the rules would drift from
 their evidence. The version parser is :mod:`engine.versions`.)
 
+:data:`PROFILES` is folded from the table :data:`ERAS`: each era is the previous one plus only
+what changed in its first version, with the reason as a short comment next to each change.
+
 Every field names the versions it holds for. ``verified_in`` lists the real ``cli.js`` files the
 numbers were read from (npm tarballs of ``@anthropic-ai/claude-code``); the other versions of an
 era are assigned by bisection data from ``shared/research/versions.md``. Where that survey and a
@@ -91,8 +94,9 @@ profiles were split there (versions.md had bisected only a sample):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from engine.versions import parse_version
 
@@ -105,6 +109,8 @@ __all__ = [
     "profile_for",
 ]
 
+# The compactable tools of micro-compaction, each list the one before it plus what changed
+# (versions.md, the inspect sweep): Edit and Write join in 1.0.80 ...
 LEGACY_TOOLS_1_0_80 = (
     "Read",
     "Bash",
@@ -116,30 +122,10 @@ LEGACY_TOOLS_1_0_80 = (
     "Edit",
     "Write",
 )
-LEGACY_TOOLS_1_0_91 = (
-    "Read",
-    "Bash",
-    "Grep",
-    "Glob",
-    "LS",
-    "WebSearch",
-    "WebFetch",
-    "Edit",
-    "MultiEdit",
-    "Write",
-)
-LEGACY_TOOLS_1_0_128 = (
-    "Read",
-    "Bash",
-    "Grep",
-    "Glob",
-    "WebSearch",
-    "WebFetch",
-    "Edit",
-    "MultiEdit",
-    "Write",
-)
-LEGACY_TOOLS_2_0 = ("Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write")
+# ... MultiEdit in 1.0.91 (before Write), LS leaves in 1.0.98, MultiEdit in 2.0.0
+LEGACY_TOOLS_1_0_91 = (*LEGACY_TOOLS_1_0_80[:-1], "MultiEdit", "Write")
+LEGACY_TOOLS_1_0_128 = tuple(t for t in LEGACY_TOOLS_1_0_91 if t != "LS")
+LEGACY_TOOLS_2_0 = tuple(t for t in LEGACY_TOOLS_1_0_128 if t != "MultiEdit")
 TOOLS_2_1_90 = (*LEGACY_TOOLS_2_0, "PowerShell")
 
 CLEARED_TEXT = "[Old tool result content cleared]"
@@ -168,7 +154,7 @@ class Profile:
     error_offset: int = 20_000  # 1.0.80+
     blocking_offset: int | None = None  # 3000 from 2.0.77
     blocking_base: Literal["window", "effective"] = "window"
-    has_pct_override: bool = False  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, 2.0.30+
+    has_pct_override: bool = False  # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, 2.0.20+
     has_disable_compact: bool = False  # DISABLE_COMPACT, 2.0.30+
     # "dispatcher" (2.0.30-2.0.64): only the auto-compact dispatcher reads DISABLE_COMPACT, so it
     # stops auto-compaction but the warning/error thresholds still count from the auto-compact
@@ -180,14 +166,14 @@ class Profile:
     count_mode: Literal["usage", "usage+newer"] = "usage"
     # newer = after the first record of the last usage's message.id: 2.1.64, 2.1.69+
     newer_from_message_start: bool = False
-    newer_image_tokens: int = 1334  # image in the newer-messages estimate (2.1.2-2.1.21)
+    newer_image_tokens: int = 1334  # image in the newer-messages estimate (2.1.2-2.1.37)
     newer_counts_attachments: bool = False  # attachment records counted, 2.1.33+
     # ... as their JSON (2.1.33-2.1.44), or rendered to the messages sent for them (2.1.45+)
     newer_renders_attachments: bool = False
     # tool_use (name + JSON input), thinking, redacted_thinking, documents and any other block
     # counted in the newer-messages estimate, 2.1.74+ (before: text, tool_result, images only)
     newer_counts_all_blocks: bool = False
-    estimate_factor_4_3: bool = False  # message-level estimate x4/3, 2.0.60-2.1.104
+    estimate_factor_4_3: bool = False  # message-level estimate x4/3, 2.0.47-2.1.104
     # documents (also inside tool_result content) counted like images in the message-level
     # estimate, 2.1.47+ (before: as their JSON)
     estimate_counts_documents: bool = False
@@ -211,11 +197,11 @@ class Profile:
     mc_target: int = 40_000
     mc_min_saving: int = 20_000
     mc_has_env_gate: bool = True  # DISABLE_MICROCOMPACT, 1.0.60-2.1.68
-    mc_remote_kill_switch: bool = False  # tengu_cache_plum_violet, 2.1.30-2.1.68 (default off)
+    mc_remote_kill_switch: bool = False  # tengu_cache_plum_violet, 2.1.19-2.1.68 (default off)
     mc_replacement: Literal["cleared", "persisted"] = "cleared"  # persisted pointer from 2.1.0
-    mc_clears_images: bool = False  # images of answered user messages → "[image]" (2.1.39)
+    mc_clears_images: bool = False  # images of answered user messages → "[image]" (2.1.38+)
     # --- other compaction ------------------------------------------------------------------
-    session_memory: bool = False  # SM compaction tried before the full summary, 2.0.60-2.1.104
+    session_memory: bool = False  # SM compaction tried before the full summary, 2.0.47-2.1.104
     sm_min_tokens: int = 10_000
     sm_min_text_messages: int = 5
     sm_max_tokens: int = 40_000
@@ -256,51 +242,38 @@ class Profile:
         return f"{self.first}..{self.last}"
 
 
-def _p(name: str, first: str, last: str, verified: tuple[str, ...], **kw) -> Profile:
-    return Profile(name=name, first=first, last=last, verified_in=verified, **kw)
+# --------------------------------------------------------------------------- the eras
 
 
-_2_0_77 = dict(
-    blocking_offset=3000,
-    has_pct_override=True,
-    has_disable_compact=True,
-    has_disable_auto_compact=True,
-    has_blocking_override=True,
-    estimate_factor_4_3=True,
-    session_memory=True,
-)
+@dataclass(frozen=True)
+class Era:
+    """One row of :data:`ERAS`: a version range and what changed in its first version."""
 
-_USER_STRINGS_2_1_30 = dict(user_string_blocks=False)
-_MERGE_SEAM_2_1_78 = dict(user_string_blocks=False, merge_seam_newline=True)
-_LOOP_2_1_86 = dict(_MERGE_SEAM_2_1_78, compaction_through_loop=True)
+    range: str  # "first..last", both inclusive
+    verified_in: tuple[str, ...]  # the real cli.js files (or native builds) it was read from
+    changes: Mapping[str, Any]  # the Profile fields that differ from the era it derives from
+    notes: tuple[str, ...] = ()  # this era's notes (not inherited)
+    like: str | None = None  # derive from this era (its first version), not the previous one
+
+
+def _era(
+    versions: str,
+    verified_in: tuple[str, ...],
+    *,
+    notes: tuple[str, ...] = (),
+    like: str | None = None,
+    **changes: Any,
+) -> Era:
+    return Era(versions, verified_in, changes, notes, like)
+
 
 # Native builds (2.1.113-2.1.330) keep 2.1.105's counting; what changed is read by
 # ``ctxpatch inspect`` out of the binaries (patcher.native.levels), each change bisected over
-# the published linux-x64 builds (34 inspected; both sides of every boundary in verified_in): the level function (2.1.122), the precomputed compaction
-# (2.1.142), the proactive threshold only for a configured window (2.1.195), the count adding
-# back server-cleared tokens (2.1.284); the JavaScript is one module up to 2.1.241 and
-# code-split from 2.1.242.
-_NATIVE: dict = dict(
-    count_mode="usage+newer",
-    newer_from_message_start=True,
-    reserve_cap=20_000,
-    newer_image_tokens=2000,
-    newer_counts_attachments=True,
-    newer_renders_attachments=True,
-    estimate_counts_documents=True,
-    newer_counts_all_blocks=True,
-    estimate_counts_block_text=True,
-    message_estimate_is_newer=True,
-    microcompact="stub",
-    mc_has_env_gate=False,
-    blocking_offset=3000,
-    blocking_base="effective",
-    has_pct_override=True,
-    has_disable_compact=True,
-    has_disable_auto_compact=True,
-    has_blocking_override=True,
-    **_LOOP_2_1_86,  # the request as sent: as 2.1.105 (not re-checked on native builds)
-)
+# the published linux-x64 builds (34 inspected; both sides of every boundary in verified_in):
+# the level function (2.1.122), the precomputed compaction (2.1.142), the proactive threshold
+# only for a configured window (2.1.195), the count adding back server-cleared tokens (2.1.284);
+# the JavaScript is one module up to 2.1.241 and code-split from 2.1.242. The request as sent
+# is taken as 2.1.105's (not re-checked on native builds).
 # 2.1.330's model table (2.1.217's: sonnet-5, opus-4-7, opus-4-8, fable-5, mythos-5); newer
 # models reach older builds through the server's capability table, so the newest list is used
 NATIVE_1M_MODELS = (
@@ -350,439 +323,190 @@ _SERVER_NOTE = (
     "client_estimated_cleared_input_tokens when client_cut_tool_uses > 0); not yet modelled in "
     "the count"
 )
+_MC_OFF_NOTE = "time-based MC is behind the remote flag tengu_slate_heron (off)"
 
-
-PROFILES: tuple[Profile, ...] = (
-    _p("1.0.80", "1.0.80", "1.0.90", ("1.0.80", "1.0.90"), mc_tools=LEGACY_TOOLS_1_0_80),
-    _p("1.0.91", "1.0.91", "1.0.97", ("1.0.91", "1.0.96"), mc_tools=LEGACY_TOOLS_1_0_91),
-    _p("1.0.98", "1.0.98", "1.0.127", ("1.0.98", "1.0.127"), mc_tools=LEGACY_TOOLS_1_0_128),
-    _p("1.0.128", "1.0.128", "1.0.999", ("1.0.128",), mc_tools=LEGACY_TOOLS_1_0_128),
-    _p("2.0.0", "2.0.0", "2.0.19", ("2.0.0", "2.0.19")),
-    _p("2.0.20", "2.0.20", "2.0.29", ("2.0.20", "2.0.29"), has_pct_override=True),
-    _p(
-        "2.0.30",
-        "2.0.30",
-        "2.0.46",
+ERAS: tuple[Era, ...] = (
+    # the first era: Profile's defaults plus these
+    _era("1.0.80..1.0.90", ("1.0.80", "1.0.90"), mc_tools=LEGACY_TOOLS_1_0_80),
+    # MultiEdit joins the compactable tools (1.0.90: not)
+    _era("1.0.91..1.0.97", ("1.0.91", "1.0.96"), mc_tools=LEGACY_TOOLS_1_0_91),
+    # LS leaves the compactable tools (1.0.96 has it; 1.0.97 was never published)
+    _era("1.0.98..1.0.127", ("1.0.98", "1.0.127"), mc_tools=LEGACY_TOOLS_1_0_128),
+    # no modelled change: 1.0.128 (call-site shape S1) read on its own
+    _era("1.0.128..1.0.999", ("1.0.128",)),
+    # MultiEdit leaves the compactable tools (versions.md: 2.0.0-2.1.68 have 8)
+    _era("2.0.0..2.0.19", ("2.0.0", "2.0.19"), mc_tools=LEGACY_TOOLS_2_0),
+    # CLAUDE_AUTOCOMPACT_PCT_OVERRIDE read (2.0.19: not)
+    _era("2.0.20..2.0.29", ("2.0.20", "2.0.29"), has_pct_override=True),
+    _era(
+        "2.0.30..2.0.46",
         ("2.0.30", "2.0.46"),
-        has_pct_override=True,
-        has_disable_compact=True,
-        disable_compact_scope="dispatcher",
+        has_disable_compact=True,  # DISABLE_COMPACT read ...
+        disable_compact_scope="dispatcher",  # ... by the auto-compact dispatcher only
     ),
-    _p(
-        "2.0.47",
-        "2.0.47",
-        "2.0.59",
+    _era(
+        "2.0.47..2.0.59",
         ("2.0.47", "2.0.59"),
-        has_pct_override=True,
-        has_disable_compact=True,
-        disable_compact_scope="dispatcher",
-        estimate_factor_4_3=True,
-        session_memory=True,
+        estimate_factor_4_3=True,  # the message-level estimate x4/3 (2.0.46: not)
+        session_memory=True,  # session-memory compaction (2.0.46: not)
         notes=("session-memory numbers before 2.1.7 (no config object) are assumed as in 2.1.7",),
     ),
-    _p(
-        "2.0.60",
-        "2.0.60",
-        "2.0.64",
-        ("2.0.60", "2.0.64"),
-        has_pct_override=True,
-        has_disable_compact=True,
-        disable_compact_scope="dispatcher",
-        estimate_factor_4_3=True,
-        session_memory=True,
-    ),
-    _p(
-        "2.0.65",
-        "2.0.65",
-        "2.0.76",
-        ("2.0.65", "2.0.76"),
-        has_pct_override=True,
-        has_disable_compact=True,
-        estimate_factor_4_3=True,
-        session_memory=True,
-    ),
-    _p(
-        "2.0.77",
-        "2.0.77",
-        "2.0.999",
+    # no modelled change: an era start of versions.md's bisection (x4/3 "between 2.0.30 and 2.0.60")
+    _era("2.0.60..2.0.64", ("2.0.60", "2.0.64")),
+    # the "auto-compact enabled" function reads DISABLE_COMPACT too (2.0.64: the dispatcher only)
+    _era("2.0.65..2.0.76", ("2.0.65", "2.0.76"), disable_compact_scope="enabled"),
+    _era(
+        "2.0.77..2.0.999",
         ("2.0.77",),
-        **_2_0_77,
+        blocking_offset=3000,  # the blocking limit, window - 3000 (2.0.76 lacks all three)
+        has_disable_auto_compact=True,  # DISABLE_AUTO_COMPACT
+        has_blocking_override=True,  # CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE
         notes=("the persisted-output pointer is behind the flag tengu_compact_mc_files (off)",),
     ),
-    _p("2.1.0", "2.1.0", "2.1.1", ("2.1.0",), mc_replacement="persisted", **_2_0_77),
-    _p(
-        "2.1.2",
-        "2.1.2",
-        "2.1.6",
-        ("2.1.2",),
-        count_mode="usage+newer",
-        mc_replacement="persisted",
-        **_2_0_77,
-    ),
-    _p(
-        "2.1.7",
-        "2.1.7",
-        "2.1.7",
-        ("2.1.7",),
-        count_mode="usage+newer",
-        mc_replacement="persisted",
-        **{**_2_0_77, "blocking_offset": 3000},
-        blocking_base="effective",
-    ),
-    _p(
-        "2.1.8",
-        "2.1.8",
-        "2.1.13",
-        ("2.1.8", "2.1.9", "2.1.12"),
-        count_mode="usage+newer",
-        mc_replacement="persisted",
-        usage_final_in_memory=False,
-        **{**_2_0_77, "blocking_offset": 3000},
-        blocking_base="effective",
-    ),
-    _p(
-        "2.1.14",
-        "2.1.14",
-        "2.1.18",
-        ("2.1.14", "2.1.18"),
-        count_mode="usage+newer",
-        mc_replacement="persisted",
-        usage_final_in_memory=False,
-        **_2_0_77,
-    ),
-    _p(
-        "2.1.19",
-        "2.1.19",
-        "2.1.20",
-        ("2.1.19", "2.1.20"),
-        count_mode="usage+newer",
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        usage_final_in_memory=False,
-        **_2_0_77,
-    ),
-    _p(
-        "2.1.21",
-        "2.1.21",
-        "2.1.29",
-        ("2.1.21", "2.1.29"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        usage_final_in_memory=False,
-        **_2_0_77,
-    ),
-    _p(
-        "2.1.30",
-        "2.1.30",
-        "2.1.32",
+    # MC replaces a cleared result by the persisted-output pointer
+    _era("2.1.0..2.1.1", ("2.1.0",), mc_replacement="persisted"),
+    # the count is the last usage plus a chars/4 estimate of the newer messages (2.1.0: usage)
+    _era("2.1.2..2.1.6", ("2.1.2",), count_mode="usage+newer"),
+    # blocking limit from the effective window (2.1.7, 2.1.9 read; 2.1.2, 2.1.14: the raw window)
+    _era("2.1.7..2.1.7", ("2.1.7",), blocking_base="effective"),
+    # the raw stream keeps the message_start usage placeholder in memory (2.1.7: MessageStream)
+    _era("2.1.8..2.1.13", ("2.1.8", "2.1.9", "2.1.12"), usage_final_in_memory=False),
+    # blocking limit from the raw window again (2.1.14, 2.1.20, 2.1.21, 2.1.39 read)
+    _era("2.1.14..2.1.18", ("2.1.14", "2.1.18"), blocking_base="window"),
+    # MC reads the remote kill switch tengu_cache_plum_violet (2.1.18: not)
+    _era("2.1.19..2.1.20", ("2.1.19", "2.1.20"), mc_remote_kill_switch=True),
+    # the output reserve capped at 20000 (2.1.20: no cap)
+    _era("2.1.21..2.1.29", ("2.1.21", "2.1.29"), reserve_cap=20_000),
+    _era(
+        "2.1.30..2.1.32",
         ("2.1.30", "2.1.32"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
+        usage_final_in_memory=True,  # message_delta's usage replaces the last block's
+        user_string_blocks=False,  # a user message's string content sent as the string
     ),
-    _p(
-        "2.1.33",
-        "2.1.33",
-        "2.1.37",
-        ("2.1.33", "2.1.37"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_counts_attachments=True,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
-    ),
-    _p(
-        "2.1.38",
-        "2.1.38",
-        "2.1.38",
+    # attachment records counted (as JSON) in the newer-messages estimate (2.1.32: not)
+    _era("2.1.33..2.1.37", ("2.1.33", "2.1.37"), newer_counts_attachments=True),
+    _era(
+        "2.1.38..2.1.38",
         ("2.1.38",),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        mc_clears_images=True,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
+        newer_image_tokens=2000,  # an image in the newer-messages estimate (2.1.37: 1334)
+        mc_clears_images=True,  # MC clears images of answered user messages (2.1.37: not)
     ),
-    _p(
-        "2.1.39",
-        "2.1.39",
-        "2.1.44",
-        ("2.1.39", "2.1.44"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        mc_clears_images=True,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
-    ),
-    _p(
-        "2.1.45",
-        "2.1.45",
-        "2.1.46",
-        ("2.1.45",),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        mc_clears_images=True,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
-    ),
-    _p(
-        "2.1.47",
-        "2.1.47",
-        "2.1.63",
-        ("2.1.47", "2.1.50", "2.1.63"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        mc_clears_images=True,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
-    ),
-    _p(
-        "2.1.64",
-        "2.1.64",
-        "2.1.64",
+    # no modelled change: 2.1.39 read on its own (the era start before the sweep found 2.1.38)
+    _era("2.1.39..2.1.44", ("2.1.39", "2.1.44")),
+    # attachments counted as their rendered messages, not their JSON (2.1.44: JSON)
+    _era("2.1.45..2.1.46", ("2.1.45",), newer_renders_attachments=True),
+    # documents counted like images in the message-level estimate (2.1.45: their JSON)
+    _era("2.1.47..2.1.63", ("2.1.47", "2.1.50", "2.1.63"), estimate_counts_documents=True),
+    _era(
+        "2.1.64..2.1.64",
         ("2.1.64",),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_from_message_start=True,
-        microcompact="stub",
-        mc_has_env_gate=False,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
+        newer_from_message_start=True,  # newer messages from the reply's first record (PN)
+        microcompact="stub",  # the legacy MC body removed ...
+        mc_has_env_gate=False,  # ... with DISABLE_MICROCOMPACT,
+        mc_remote_kill_switch=False,  # its kill switch,
+        mc_replacement="cleared",  # its pointer
+        mc_clears_images=False,  # and its image clearing
     ),
-    _p(
-        "2.1.65",
-        "2.1.65",
-        "2.1.68",
+    # non-monotonic: 2.1.67/2.1.68 are the 2.1.47 era again (legacy MC, count from the usage
+    # record; 2.1.65/2.1.66 were published only in the agent SDK, sdk 0.2.66 read)
+    _era(
+        "2.1.65..2.1.68",
         ("2.1.67", "2.1.68"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        mc_replacement="persisted",
-        mc_remote_kill_switch=True,
-        mc_clears_images=True,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
+        like="2.1.47",
         notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",),
     ),
-    _p(
-        "2.1.69",
-        "2.1.69",
-        "2.1.73",
-        ("2.1.69", "2.1.71", "2.1.73"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_from_message_start=True,
-        microcompact="stub",
-        mc_has_env_gate=False,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
-    ),
-    _p(
-        "2.1.74",
-        "2.1.74",
-        "2.1.74",
-        ("2.1.74",),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_counts_all_blocks=True,
-        newer_from_message_start=True,
-        microcompact="stub",
-        mc_has_env_gate=False,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
-    ),
-    _p(
-        "2.1.75",
-        "2.1.75",
-        "2.1.77",
+    # ... and from 2.1.69 on the 2.1.64 era again (stub MC, XV counts from the first record)
+    _era("2.1.69..2.1.73", ("2.1.69", "2.1.71", "2.1.73"), like="2.1.64"),
+    # every block counted in the newer-messages estimate (2.1.73: text, tool_result, images)
+    _era("2.1.74..2.1.74", ("2.1.74",), newer_counts_all_blocks=True),
+    _era(
+        "2.1.75..2.1.77",
         ("2.1.75",),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_counts_all_blocks=True,
-        estimate_counts_block_text=True,
-        newer_from_message_start=True,
-        microcompact="stub",
-        mc_has_env_gate=False,
-        **_2_0_77,
-        **_USER_STRINGS_2_1_30,
-        blocking_base="effective",
+        blocking_base="effective",  # the effective window again, through 2.1.112 (2.1.74: raw)
+        estimate_counts_block_text=True,  # message-level estimate: blocks by text (2.1.74: JSON)
     ),
-    _p(
-        "2.1.78",
-        "2.1.78",
-        "2.1.80",
-        ("2.1.80",),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_counts_all_blocks=True,
-        estimate_counts_block_text=True,
-        newer_from_message_start=True,
-        microcompact="stub",
-        mc_has_env_gate=False,
-        **_2_0_77,
-        **_MERGE_SEAM_2_1_78,
-        blocking_base="effective",
-    ),
-    _p(
-        "2.1.81",
-        "2.1.81",
-        "2.1.85",
+    # consecutive user messages joined with a "\n" seam (2.1.78 the oldest seen; 2.1.68: as is)
+    _era("2.1.78..2.1.80", ("2.1.80",), merge_seam_newline=True),
+    _era(
+        "2.1.81..2.1.85",
         ("2.1.81", "2.1.85"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_counts_all_blocks=True,
-        estimate_counts_block_text=True,
-        newer_from_message_start=True,
-        microcompact="time-based",
-        mc_has_env_gate=False,
-        mc_tools=TOOLS_2_1_90,
-        mc_keep=5,
-        **_2_0_77,
-        **_MERGE_SEAM_2_1_78,
-        blocking_base="effective",
-        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",),
+        microcompact="time-based",  # time-based MC inside deps.microcompact (2.1.81-2.1.104) ...
+        mc_tools=TOOLS_2_1_90,  # ... with PowerShell (versions.md: from 2.1.90; 2.1.81 has 8)
+        mc_keep=5,  # ... keeping the last 5 (tengu_slate_heron default keepRecent)
+        notes=(_MC_OFF_NOTE,),
     ),
-    _p(
-        "2.1.86",
-        "2.1.86",
-        "2.1.104",
+    # the summary request made by a forked query loop (2.1.77-2.1.85 call the model directly)
+    _era(
+        "2.1.86..2.1.104",
         ("2.1.90", "2.1.104"),
-        count_mode="usage+newer",
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_counts_all_blocks=True,
-        estimate_counts_block_text=True,
-        newer_from_message_start=True,
-        microcompact="time-based",
-        mc_has_env_gate=False,
-        mc_tools=TOOLS_2_1_90,
-        mc_keep=5,
-        **_2_0_77,
-        **_LOOP_2_1_86,
-        blocking_base="effective",
-        notes=("time-based MC is behind the remote flag tengu_slate_heron (off)",),
+        compaction_through_loop=True,
+        notes=(_MC_OFF_NOTE,),
     ),
-    _p(
-        "2.1.105",
-        "2.1.105",
-        "2.1.112",
+    _era(
+        "2.1.105..2.1.112",
         ("2.1.112",),
-        count_mode="usage+newer",
-        newer_from_message_start=True,
-        reserve_cap=20_000,
-        newer_image_tokens=2000,
-        newer_counts_attachments=True,
-        newer_renders_attachments=True,
-        estimate_counts_documents=True,
-        newer_counts_all_blocks=True,
-        estimate_counts_block_text=True,
-        message_estimate_is_newer=True,
-        microcompact="stub",
-        mc_has_env_gate=False,
-        **_LOOP_2_1_86,
-        **{**_2_0_77, "estimate_factor_4_3": False, "session_memory": False},
-        blocking_base="effective",
+        estimate_factor_4_3=False,  # the x4/3 estimator removed with session memory ...
+        session_memory=False,  # ... (2.1.104 has both; no tengu_sm_compact from 2.1.105)
+        message_estimate_is_newer=True,  # the post-compaction count uses the newer estimate
+        microcompact="stub",  # time-based MC gone: the stub (2.1.64's) again ...
+        mc_tools=LEGACY_TOOLS_2_0,  # ... with the 8 tools
+        mc_keep=3,  # ... and keep 3
         notes=("reactive compact and the context-hint keep-recent MC are not modelled",),
     ),
     # --- native builds: read out of the linux-x64 binaries (patcher.native), never patched ----
-    _p("2.1.113", "2.1.113", "2.1.121", ("2.1.113", "2.1.121"), **_NATIVE, notes=_NATIVE_NOTES),
-    _p(
-        "2.1.122",
-        "2.1.122",
-        "2.1.141",
+    # no modelled change in the counting: 2.1.105's
+    _era("2.1.113..2.1.121", ("2.1.113", "2.1.121"), notes=_NATIVE_NOTES),
+    # the level function replaces isAboveAutoCompactThreshold (2.1.121): same numbers
+    _era(
+        "2.1.122..2.1.141",
         ("2.1.122", "2.1.136", "2.1.141"),
-        **_NATIVE,
         notes=(*_NATIVE_NOTES, _LEVELS_NOTE),
     ),
-    _p(
-        "2.1.142",
-        "2.1.142",
-        "2.1.193",
+    # background compaction precomputed at min(eff - round(0.2 eff), threshold) (2.1.141: none)
+    _era(
+        "2.1.142..2.1.193",
         ("2.1.142", "2.1.168", "2.1.193"),
-        **_NATIVE,
         precompute_buffer_fraction=0.2,
         notes=(*_NATIVE_NOTES, _LEVELS_NOTE),
     ),
-    _p(
-        "2.1.195",
-        "2.1.195",
-        "2.1.283",
+    _era(
+        "2.1.195..2.1.283",
         ("2.1.195", "2.1.217", "2.1.228", "2.1.229", "2.1.241", "2.1.242", "2.1.247", "2.1.283"),
-        **_NATIVE,
-        precompute_buffer_fraction=0.2,
+        # the proactive eff - 13000 compaction only with a configured window (2.1.193: always)
         proactive_needs_configured_window=True,
-        native_1m_models=NATIVE_1M_MODELS,
+        native_1m_models=NATIVE_1M_MODELS,  # natively 1M models (see NATIVE_1M_MODELS)
         notes=(*_NATIVE_NOTES, _LEVELS_NOTE, _REACTIVE_NOTE),
     ),
-    _p(
-        "2.1.284",
-        "2.1.284",
-        "2.1.330",
+    _era(
+        "2.1.284..2.1.330",
         ("2.1.284", "2.1.330"),
-        **_NATIVE,
-        precompute_buffer_fraction=0.2,
-        proactive_needs_configured_window=True,
-        count_adds_server_cleared=True,
-        attachments_count_rendered=True,
-        native_1m_models=NATIVE_1M_MODELS,
+        count_adds_server_cleared=True,  # the count adds back server-cleared tokens (2.1.283: not)
+        attachments_count_rendered=True,  # attachments counted by `rendered` (2.1.330 read)
         notes=(*_NATIVE_NOTES, _LEVELS_NOTE, _REACTIVE_NOTE, _SERVER_NOTE),
     ),
 )
+"""The table :data:`PROFILES` is folded from: each era, its first version's changes."""
+
+
+def _fold(eras: tuple[Era, ...]) -> tuple[Profile, ...]:
+    """Each era's profile: the previous one's (or its ``like`` era's) with the era's changes."""
+    done: dict[str, Profile] = {}
+    prev: Profile | None = None
+    for era in eras:
+        first, last = era.range.split("..")
+        own: dict[str, Any] = dict(
+            name=first, first=first, last=last, verified_in=era.verified_in, notes=era.notes
+        )
+        base = done[era.like] if era.like else prev
+        prev = (
+            Profile(**own, **era.changes) if base is None else replace(base, **own, **era.changes)
+        )
+        done[first] = prev
+    return tuple(done.values())
+
+
+PROFILES: tuple[Profile, ...] = _fold(ERAS)
+"""One profile per era of :data:`ERAS`, oldest first."""
 
 
 def beyond_profiles(version: str) -> str | None:
@@ -806,15 +530,8 @@ def profile_for(version: str) -> Profile:
         if parse_version(p.first) <= v <= parse_version(p.last):
             return p
     last = PROFILES[-1]
-    return Profile(
-        **{
-            **last.__dict__,
-            "notes": (
-                *last.notes,
-                f"{version} is newer than every profile; numbers extrapolated from {last.range}",
-            ),
-        }
-    )
+    extrapolated = f"{version} is newer than every profile; numbers extrapolated from {last.range}"
+    return replace(last, notes=(*last.notes, extrapolated))
 
 
 MODEL_ALIASES = ("default", "opus", "sonnet", "haiku", "opusplan")

@@ -1,12 +1,15 @@
 """Version profiles: each number checked against the cli.js version it was read from."""
 
+import dataclasses
 import itertools
 
 import pytest
 
 from engine.profiles import (
     CLEARED_TEXT,
+    ERAS,
     PROFILES,
+    Profile,
     beyond_profiles,
     model_max_output,
     parse_version,
@@ -323,3 +326,43 @@ def test_usage_final_in_memory_boundaries():
         assert not profile_for(v).usage_final_in_memory, v
     for v in ("2.0.76", "2.1.0", "2.1.30", "2.1.39", "2.1.112", "2.1.330"):
         assert profile_for(v).usage_final_in_memory, v
+
+
+_OWN = {"name", "first", "last", "verified_in", "notes"}  # each era's own, never inherited
+
+
+def _numbers(p: Profile) -> dict[str, object]:
+    return {k: v for k, v in dataclasses.asdict(p).items() if k not in _OWN}
+
+
+def test_each_era_names_exactly_what_changed_in_it():
+    """A profile differs from the one it derives from (the previous era, or the ``like`` era
+    where Claude Code went back) in exactly the fields its entry names: a change restating the
+    inherited value (which would hide the version it really started in) fails here, and so does
+    a ``like`` that a plain "previous + changes" entry would have said as well."""
+    assert len(ERAS) == len(PROFILES)
+    default = _numbers(Profile(name="", first="", last="", verified_in=()))
+    by_first: dict[str, Profile] = {}
+    prev = None
+    for era, p in zip(ERAS, PROFILES, strict=True):
+        assert era.range == p.range and p.name == p.first and p.verified_in == era.verified_in
+        base = _numbers(by_first[era.like]) if era.like else default if prev is None else prev
+        now = _numbers(p)
+        changed = {k for k in now if now[k] != base[k]}
+        assert changed == set(era.changes), era.range
+        if era.like:
+            assert parse_version(era.like) < parse_version(p.first)
+            assert now != prev, f"{era.range}: like={era.like} but the previous era is the same"
+        by_first[p.first] = p
+        prev = now
+
+
+def test_only_2_1_65_and_2_1_69_go_back():
+    """The one non-monotonic stretch (legacy MC in 2.1.64 gone, back in 2.1.67/2.1.68, gone
+    from 2.1.69): 2.1.65-2.1.68 are 2.1.47's numbers and 2.1.69-2.1.73 are 2.1.64's."""
+    assert {e.range: e.like for e in ERAS if e.like} == {
+        "2.1.65..2.1.68": "2.1.47",
+        "2.1.69..2.1.73": "2.1.64",
+    }
+    for a, b in (("2.1.65", "2.1.47"), ("2.1.69", "2.1.64")):
+        assert _numbers(profile_for(a)) == _numbers(profile_for(b))
