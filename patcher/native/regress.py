@@ -31,30 +31,23 @@ def select(
     sample: int | None = None,
     lister: Callable[[str], list[str]] = regress.published,
 ) -> list[regress.Job]:
+    """:func:`patcher.regress.select` over the native versions only (the CI sample: the native
+    one, in each package's numbers)."""
     packages = list(packages)
-    if sum(x is not None and x is not False for x in (versions, all_ or None, sample)) > 1:
-        raise regress.UsageError("give only one of --versions, --all and --sample")
-    if versions is None and not all_ and sample is None:  # the CI sample, in each package's numbers
-        mapped = {
-            regress.Job(p, regress.to_package(v, p) or v)
+    jobs = regress.select(
+        packages,
+        versions=versions,
+        all_=all_,
+        sample=sample,
+        lister=lister,
+        span={p: (v, None) for p, v in FIRST_NATIVE.items()},
+        ci_sample=[
+            (p, regress.to_package(v, p) or v)
             for _, v in npmcache.NATIVE_CI_SAMPLE
             for p in packages
-        }
-        return sorted(mapped, key=lambda j: (j.package, parse_version(j.version)))
-    jobs: list[regress.Job] = []
-    for pkg in packages:
-        lo = parse_version(FIRST_NATIVE[pkg])
-        if versions is not None:
-            chosen = regress._parse_spec(versions, pkg, lister)
-            jobs += [regress.Job(pkg, v) for v in chosen if parse_version(v) >= lo]
-            continue
-        full = [v for v in lister(pkg) if parse_version(v) >= lo]
-        if sample is not None:
-            if sample < 1:
-                raise regress.UsageError("--sample needs a positive number of versions")
-            full = regress._spread(full, sample)
-        jobs += [regress.Job(pkg, v) for v in full]
-    return sorted(set(jobs), key=lambda j: (j.package, parse_version(j.version)))
+        ],
+    )
+    return [j for j in jobs if parse_version(j.version) >= parse_version(FIRST_NATIVE[j.package])]
 
 
 def run_one(job: regress.Job) -> regress.Outcome:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from patcher import npmcache, regress
 from patcher.cli.inspecting import register
+from patcher.errors import UsageError
 from patcher.regress import Job, Outcome
 
 CC = [
@@ -91,7 +92,7 @@ def test_all_spans_the_patchable_versions_and_sample_spreads() -> None:
     ],
 )
 def test_usage_errors(kw: dict, match: str) -> None:
-    with pytest.raises(regress.UsageError, match=match):
+    with pytest.raises(UsageError, match=match):
         regress.select(["cc"], lister=lister, **kw)
 
 
@@ -193,8 +194,8 @@ def test_run_writes_json_and_resumes(
         refreshed.append(o.key)
         return real_refresh(o)
 
-    monkeypatch.setattr(regress, "run_one", spy)
-    monkeypatch.setattr(regress, "refresh_inspect", spy_refresh)
+    monkeypatch.setattr(regress.runner, "run_one", spy)
+    monkeypatch.setattr(regress.runner, "refresh_inspect", spy_refresh)
     again = regress.run(jobs, json_path=out, resume=True)
     assert ran == ["cc@2.0.76"]  # passed and refused versions are not run again
     assert sorted(refreshed) == ["cc@1.0.50", "cc@2.1.112"]  # but their drift is read again

@@ -1,0 +1,45 @@
+"""The drift part of ``ctxpatch regress``: ``inspect`` of a version against the engine's
+profile, recorded in its :class:`~patcher.regress.outcome.Outcome`; and the re-reading of
+the drift of a version passed in an earlier run (``--resume``)."""
+
+from __future__ import annotations
+
+import time
+
+from patcher import npmcache
+from patcher.inspect import inspect
+from patcher.markers import sha256
+from patcher.regress.outcome import Outcome
+
+
+def read_drift(data: bytes, out: Outcome) -> None:
+    try:
+        rep = inspect(data, out.claude_code_version)
+    except Exception as e:  # inspect is a report: its own bug must not hide the patch result
+        out.unresolved.append(f"inspect failed: {type(e).__name__}: {e}")
+        return
+    out.microcompact = rep.micro.kind
+    out.profile = rep.profile
+    out.drift = [str(d) for d in rep.drift]
+    out.unresolved = list(rep.unresolved)
+    if out.shape is None:
+        out.shape = rep.shape
+
+
+def refresh_inspect(o: Outcome) -> Outcome:
+    """Re-read the drift of an earlier outcome with the current ``inspect`` (cache only, ~1 s)."""
+    path = (
+        npmcache.cache_root()
+        / "npm"
+        / npmcache._slug(npmcache.SHORT[o.package], o.version)
+        / "package"
+        / "cli.js"
+    )
+    if o.result == "pass" and path.is_file():
+        data = path.read_bytes()
+        if o.sha256 in (None, sha256(data)):
+            started = time.monotonic()
+            read_drift(data, o)
+            o.steps["inspect"] = "ok" if not o.drift else f"{len(o.drift)} drift"
+            o.seconds = round(o.seconds + time.monotonic() - started, 2)
+    return o
