@@ -3,42 +3,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from patcher.regress.outcome import OK_RESULTS, Outcome
 from patcher.versions import parse_version
 
+_COLUMNS: tuple[tuple[str, Callable[[Outcome], str]], ...] = (
+    ("package", lambda o: o.package),
+    ("version", lambda o: o.version),
+    ("claude-code", lambda o: o.claude_code_version or "-"),
+    ("shape", lambda o: o.shape or "-"),
+    ("mc", lambda o: o.microcompact or "-"),
+    ("clearing", lambda o: o.clearing or "-"),
+    (
+        "result",
+        lambda o: (
+            o.result + (f" ({o.failed_step})" if o.result == "fail" and o.failed_step else "")
+        ),
+    ),
+    ("drift", lambda o: str(len(o.drift)) if o.drift else "-"),
+    ("seconds", lambda o: f"{o.seconds:.1f}"),
+)
+
 
 def matrix(outcomes: Iterable[Outcome]) -> str:
     """One line per version: package, version, Claude Code version, shape, MC, the clearing
-    injection's request-builder shape, result, drift."""
-    rows = [
-        (
-            "package",
-            "version",
-            "claude-code",
-            "shape",
-            "mc",
-            "clearing",
-            "result",
-            "drift",
-            "seconds",
-        )
-    ]
+    injection's request-builder shape, result, drift, seconds."""
+    rows = [tuple(name for name, _ in _COLUMNS)]
     for o in sorted(outcomes, key=lambda o: (o.package, parse_version(o.version))):
-        rows.append(
-            (
-                o.package,
-                o.version,
-                o.claude_code_version or "-",
-                o.shape or "-",
-                o.microcompact or "-",
-                o.clearing or "-",
-                o.result + (f" ({o.failed_step})" if o.result == "fail" and o.failed_step else ""),
-                str(len(o.drift)) if o.drift else "-",
-                f"{o.seconds:.1f}",
-            )
-        )
+        rows.append(tuple(cell(o) for _, cell in _COLUMNS))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
