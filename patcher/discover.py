@@ -1,4 +1,19 @@
-"""Where are the cli.js files? ``--path``, ``CTXPATCH_CLI_JS``, node_modules upward, then global."""
+"""Where are the cli.js files and native builds? ``--path``, ``CTXPATCH_CLI_JS``, node_modules
+upward, the global npm install, then the native installs outside npm.
+
+Native builds (Claude Code >= 2.1.113) are where users have them:
+
+* the native installer: ``~/.local/bin/claude`` -> ``~/.local/share/claude/versions/<version>``;
+* ``claude`` on ``PATH``, links resolved (the installer's link, npm's ``bin/claude.exe``);
+* the npm packages ``@anthropic-ai/claude-code`` >= 2.1.113 and ``@anthropic-ai/claude-agent-sdk``
+  >= 0.2.113 (found like the cli.js packages; their binary is in the ``-<platform>`` package
+  beside them, :func:`patcher.native.inspect.find_binary`);
+* the Python ``claude-agent-sdk``: ``claude_agent_sdk/_bundled/claude`` in this interpreter's
+  ``site-packages`` or a ``.venv``/``venv`` from here upward.
+
+:func:`native_of` tells what a path is (a native build, and which kind) without reading more
+than the first bytes of the file; the version is read later from the binary itself.
+"""
 
 from __future__ import annotations
 
@@ -71,19 +86,169 @@ def targets(path: Path | None, env: Mapping[str, str], cwd: Path) -> tuple[list[
     local = local_installs(cwd)
     if local:
         return local, f"the local install(s) found from {cwd} upward"
-    return global_installs(env), "the global npm install (npm root -g)"
+    found = global_installs(env)
+    if found:
+        return found, "the global npm install (npm root -g)"
+    return _unique(native_installs(env, cwd)), "the native installs (installer, PATH, Python SDK)"
 
 
 def all_installs(env: Mapping[str, str], cwd: Path) -> list[Install]:
-    seen: set[Path] = set()
-    out = []
     extra = [explicit(Path(env["CTXPATCH_CLI_JS"]))] if env.get("CTXPATCH_CLI_JS") else []
-    for inst in [*extra, *local_installs(cwd), *global_installs(env)]:
-        key = inst.path.resolve() if inst.path.exists() else inst.path
-        if key not in seen:
-            seen.add(key)
+    found = [*extra, *local_installs(cwd), *global_installs(env), *native_installs(env, cwd)]
+    return _unique(found)
+
+
+def _unique(installs: list[Install]) -> list[Install]:
+    """Each file once: by its resolved path, and a native build by its inode (npm hard-links
+    the platform package's binary into the wrapper's ``bin/claude.exe``)."""
+    seen: set[object] = set()
+    out = []
+    for inst in installs:
+        keys: set[object] = {inst.path.resolve() if inst.path.exists() else inst.path}
+        native = native_of(inst.path)
+        if native is not None:
+            keys.add(_inode(native.binary))
+        if not keys & seen:
+            seen |= keys
             out.append(inst)
     return out
+
+
+def _inode(path: Path) -> tuple[int, int] | Path:
+    try:
+        st = path.stat()
+    except OSError:
+        return path
+    return st.st_dev, st.st_ino
+
+
+# --------------------------------------------------------------------------- native builds
+
+KINDS = ("native installer", "npm wrapper", "agent-sdk", "python sdk", "binary")
+_MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+
+
+@dataclass(frozen=True)
+class NativeInstall:
+    binary: Path  # the executable, links resolved
+    kind: str  # one of KINDS
+    found_as: Path  # what led to it: the path given, the link on PATH, the package folder
+
+
+def native_installs(env: Mapping[str, str], cwd: Path) -> list[Install]:
+    """Native builds outside node_modules: the native installer's link, ``claude`` on PATH,
+    the Python SDK's bundled binary (this interpreter, a .venv/venv from ``cwd`` upward)."""
+    home = Path(env.get("HOME") or Path.home())
+    candidates = [home / ".local" / "bin" / "claude"]
+    import shutil  # here: the cli.js-only paths never search PATH
+
+    on_path = shutil.which("claude", path=env.get("PATH", ""))
+    if on_path:
+        candidates.append(Path(on_path))
+    candidates += python_sdk_binaries(cwd)
+    out = []
+    for c in candidates:
+        if native_of(c) is not None:
+            out.append(Install(c, "native", None))
+    return out
+
+
+def python_sdk_binaries(cwd: Path) -> list[Path]:
+    """``claude_agent_sdk/_bundled/claude`` of the Python SDK: in this interpreter's import path
+    (found without importing it), and in ``.venv``/``venv`` from ``cwd`` upward."""
+    found: list[Path] = []
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        found.append(Path(spec.origin).parent / "_bundled" / "claude")
+    for folder in [cwd, *cwd.parents]:
+        for venv in (".venv", "venv"):
+            lib = folder / venv / "lib"
+            if lib.is_dir():
+                found += sorted(lib.glob("python3*/site-packages/claude_agent_sdk/_bundled/claude"))
+    return [p for p in found if p.is_file()]
+
+
+def native_of(path: Path) -> NativeInstall | None:
+    """The native build ``path`` is or holds (a binary, a link to one, a package folder, the
+    Python SDK's package or ``_bundled`` folder, the native installer's folder); None for a
+    cli.js, its package, or anything else. Reads the first bytes of a file, nothing more."""
+    try:
+        exe = _binary_in(path) if path.is_dir() else path if _looks_native(path) else None
+        if exe is None:
+            return None
+        real = exe.resolve()
+    except OSError:
+        return None
+    return NativeInstall(real, kind_of(real, path), path)
+
+
+def _binary_in(folder: Path) -> Path | None:
+    if (folder / "cli.js").exists():  # the JavaScript package, whatever else is beside it
+        return None
+    for sub in (folder, folder / "_bundled", folder / "claude_agent_sdk" / "_bundled"):
+        exe = sub / "claude"
+        if sub.name == "_bundled" and exe.is_file() and _looks_native(exe):
+            return exe
+    versions = folder / "versions" if (folder / "versions").is_dir() else None
+    if versions is None and folder.name == "versions" and folder.parent.name == "claude":
+        versions = folder
+    if versions is not None:
+        return _installer_version(versions)
+    from patcher.native.inspect import find_binary  # here: the package-folder rules
+
+    return find_binary(folder, must=False)
+
+
+def _installer_version(versions: Path) -> Path | None:
+    """The version the installer's link points at, else the newest one in ``versions/``."""
+    link = versions.parent.parent.parent / "bin" / "claude"  # ~/.local/share/claude -> ~/.local
+    try:
+        target = link.resolve()
+        if target.parent == versions.resolve() and _looks_native(target):
+            return target
+    except OSError:
+        pass
+    from patcher.versions import parse_version as parse
+
+    exes = [p for p in versions.iterdir() if p.is_file() and _looks_native(p)]
+    keyed = []
+    for p in exes:
+        try:
+            keyed.append((parse(p.name), p))
+        except ValueError:
+            continue
+    return max(keyed)[1] if keyed else None
+
+
+def _looks_native(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head in _MAGIC or head[:2] == b"MZ"
+
+
+def kind_of(binary: Path, found_as: Path | None = None) -> str:
+    """Which of :data:`KINDS` installed ``binary`` (a resolved path)."""
+    if binary.parent.name == "versions" and binary.parent.parent.name == "claude":
+        return "native installer"
+    if binary.parent.name == "_bundled" and binary.parent.parent.name == "claude_agent_sdk":
+        return "python sdk"
+    from patcher.native.inspect import _package_name
+
+    for folder in (binary.parent, binary.parent.parent, found_as):
+        name = _package_name(folder) if folder is not None and folder.is_dir() else None
+        if name and name.startswith("@anthropic-ai/claude-agent-sdk"):
+            return "agent-sdk"
+        if name and name.startswith("@anthropic-ai/claude-code"):
+            return "npm wrapper"
+    return "binary"
 
 
 def environ() -> Mapping[str, str]:

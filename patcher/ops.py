@@ -47,12 +47,22 @@ class Result:
     backup: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     error: dict[str, object] | None = None  # CtxpatchError.to_json() when the command failed
+    # a native build (patcher.native.state): only then are these set and in the JSON
+    kind: str | None = None  # native installer | npm wrapper | agent-sdk | python sdk | binary
+    lever: str | None = None  # gateway | settings
+    lever_state: str | None = None  # nothing-to-write (gateway) | written | not-written
+    binary: str | None = None  # the executable, links resolved
+    lever_facts: dict[str, object] | None = None  # what the binary does (native.levers)
 
     def to_json(self) -> dict[str, object]:
         doc = asdict(self)
-        if self.error is None:
-            del doc["error"]
+        for key in ("error", *_NATIVE_FIELDS):
+            if doc[key] is None:
+                del doc[key]
         return doc
+
+
+_NATIVE_FIELDS = ("kind", "lever", "lever_state", "binary", "lever_facts")
 
 
 def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: Any) -> Result:

@@ -63,7 +63,7 @@ def run(path: Path | None, as_json: bool, verb: str, *, node_check: bool = True)
         )
     if len(installs) > 1 and not as_json:
         err(f"{verb}: {len(installs)} copies, chosen from {chosen_by}:")
-    results = [one(inst.path, action) for inst in installs]
+    results = [one(inst.path, action, verb) for inst in installs]
     code = worst(r.exit_code for r in results)
     if as_json:
         emit_json(envelope(code, [r.to_json() for r in results], chosen_by=chosen_by))
@@ -80,7 +80,7 @@ def status(as_json: bool) -> int:
         raise NotFound.no_cli_js(
             "CTXPATCH_CLI_JS=node_modules/@anthropic-ai/claude-code/cli.js ctxpatch status"
         )
-    results = [one(inst.path, action_for("check")) for inst in installs]
+    results = [one(inst.path, action_for("check"), "check") for inst in installs]
     if as_json:
         emit_json(envelope(0, [r.to_json() for r in results], chosen_by="status"))
         return 0
@@ -91,11 +91,19 @@ def status(as_json: bool) -> int:
     return 0
 
 
-def one(path: Path, action: Callable[[Path], Result]) -> Result:
-    """``action`` on one file; a failure becomes a Result (so every file is reported)."""
+def one(path: Path, action: Callable[[Path], Result], verb: str = "check") -> Result:
+    """``action`` on one file (its native counterpart on a native build); a failure becomes a
+    Result (so every file is reported)."""
     from patcher import ops
+    from patcher.discover import native_of
 
     try:
+        native = native_of(path)
+        if native is not None:
+            from patcher.native import state
+
+            act = {"check": state.check_native, "apply": state.apply_native}
+            return act.get(verb, state.revert_native)(native)
         return action(path)
     except KeyboardInterrupt:
         raise
@@ -107,6 +115,8 @@ def _line(r: Result) -> str:
     bits = [f"{r.state:<11} {r.path}"]
     if r.version:
         bits.append(f"Claude Code {r.version}")
+    if r.kind:
+        bits.append(f"{r.kind}, lever {r.lever} ({r.lever_state})")
     if r.shape:
         bits.append(f"shape {r.shape}")
     if r.backup:
@@ -114,6 +124,8 @@ def _line(r: Result) -> str:
     line = "  ".join(bits)
     if r.reason and r.state not in ("PATCHED", "ERROR"):
         line += f"\n  {r.reason}"
+    if r.kind and r.binary and r.binary != r.path:
+        line += f"\n  binary: {r.binary}"
     return line
 
 
@@ -124,6 +136,7 @@ _DONE = {
     "reverted": "reverted",
     "not-patched": "not patched, nothing to revert",
     "refused": "refused",
+    "nothing-to-write": "nothing written (native build)",
 }
 
 
@@ -142,8 +155,10 @@ def _human(r: Result, verb: str) -> None:
             )
             if x
         )
+        if r.kind:
+            detail = ", ".join(x for x in (detail, r.kind, f"lever {r.lever}") if x)
         err(f"{_DONE.get(r.action, r.action)}: {r.path}" + (f" ({detail})" if detail else ""))
-        if r.reason and r.action in ("reverted", "refused"):
+        if r.reason and r.action in ("reverted", "refused", "nothing-to-write"):
             err(f"  {r.reason}")
         if r.backup and verb == "apply":
             err(f"  backup: {r.backup['path']} ({r.backup['status']})")

@@ -29,7 +29,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         0: "done, or nothing to do",
         2: "usage error",
         3: "refused, nothing written",
-        4: "unsupported build",
+        4: "unsupported build (apply on a native build: nothing ctxpatch can write, use the gateway)",
         5: "internal error",
     },
     "check": {
@@ -37,13 +37,13 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         1: "change needed (UNPATCHED, OUTDATED)",
         2: "usage error",
         3: "refused (FOREIGN, unreadable, not a bundle)",
-        4: "unsupported build",
+        4: "unsupported build (NATIVE: nothing ctxpatch can write, use the gateway)",
         5: "internal error",
     },
     "status": {
         0: "listed every copy found",
         2: "usage error",
-        3: "no cli.js found",
+        3: "no cli.js or native build found",
         5: "internal error",
     },
     "verify": {

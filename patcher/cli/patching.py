@@ -20,9 +20,11 @@ PathOpt = Annotated[
     typer.Option(
         "--path",
         "-p",
-        help="cli.js (or its package folder) to act on. Default: CTXPATCH_CLI_JS, else "
+        help="cli.js (or its package folder), or a native build (the `claude` executable, its "
+        "npm or Python SDK package folder) to act on. Default: CTXPATCH_CLI_JS, else "
         "node_modules/@anthropic-ai/{claude-agent-sdk,claude-code} from here upward, else the "
-        "global npm install.",
+        "global npm install, else the native installs (~/.local/bin/claude, claude on PATH, "
+        "the Python SDK's bundled binary).",
         show_default=False,
         readable=False,  # unreadable: our refusal (3), not a usage error
     ),
@@ -79,6 +81,9 @@ def apply(
 def check(path: PathOpt = None, as_json: JsonOpt = False) -> None:
     """Report UNPATCHED / PATCHED / OUTDATED / FOREIGN / UNSUPPORTED and the backup's state.
 
+    A native build (Claude Code >= 2.1.113) is NATIVE: its version, kind of install and the
+    lever that applies (read from the binary; today `gateway` for every version).
+
     Reads markers and hashes only: fast enough for every start (`ctxpatch check || ctxpatch
     apply`).
 
@@ -98,7 +103,11 @@ def revert(path: PathOpt = None, as_json: JsonOpt = False) -> None:
 
 
 def status(as_json: JsonOpt = False) -> None:
-    """List every cli.js found (CTXPATCH_CLI_JS, local node_modules upward, global) and its state.
+    """List every cli.js and native build found and its state.
+
+    Searched: CTXPATCH_CLI_JS, local node_modules upward, the global npm install, the native
+    installer (~/.local/bin/claude), claude on PATH, the Python SDK's bundled binary. A native
+    build is listed as NATIVE with its version, kind of install and lever.
 
     Example: ctxpatch status
     """

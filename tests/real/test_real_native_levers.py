@@ -1,0 +1,86 @@
+"""The lever of the real native builds (linux-x64), read from the binaries, and what
+``ctxpatch check`` / ``apply`` / ``revert`` say and write on them (nothing).
+
+Measured (README "Native installs"): no published native build has a setting that makes it
+send clear_tool_uses_20250919; 2.1.330's own idle clearing is switched by a remote flag whose
+environment override is compiled out. A build that changes any of this fails here first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI, need
+from typer.testing import CliRunner
+
+from patcher import npmcache
+from patcher.cli.app import app
+from patcher.errors import CtxpatchError
+from patcher.native.app import read_app
+from patcher.native.levers import decide, extract
+from patcher.native.reader import NativeBinary
+
+pytestmark = pytest.mark.real
+
+FACTS = {
+    "2.1.113": {
+        "builds_edit": False,
+        "switches": {"USE_API_CONTEXT_MANAGEMENT": "compiled-off"},
+        "idle_flag": None,
+        "idle_min_seconds": None,
+        "idle_keep_tool_uses": None,
+        "flag_overrides": "absent",
+    },
+    "2.1.330": {
+        "builds_edit": True,
+        "switches": {"USE_API_CONTEXT_MANAGEMENT": "compiled-off"},
+        "idle_flag": "tengu_jiggly_blossom",
+        "idle_min_seconds": 3900,
+        "idle_keep_tool_uses": 12,
+        "flag_overrides": "compiled-out",
+    },
+}
+
+
+def binary(version: str) -> Path:
+    need("npm", "native builds are downloaded with npm pack")
+    try:
+        return npmcache.native_binary("cc", version)
+    except CtxpatchError as e:
+        if IN_CI:
+            raise
+        pytest.skip(f"cannot fetch claude-code-linux-x64@{version}: {e.what}")
+
+
+@pytest.mark.parametrize("version", sorted(FACTS))
+def test_real_lever_facts(version: str) -> None:
+    with NativeBinary(binary(version)) as nb:
+        app = read_app(nb)
+    facts = extract(app.sources)
+    assert facts.to_json() == FACTS[version]
+    assert decide(facts, app.version).name == "gateway"
+
+
+@pytest.mark.parametrize("version", sorted(FACTS))
+def test_real_check_apply_revert_write_nothing(version: str, tmp_path: Path) -> None:
+    exe = binary(version)
+    before = hashlib.sha256(exe.read_bytes()).hexdigest()
+    listing = sorted(p.name for p in exe.parent.iterdir())
+    runner = CliRunner()
+    for verb, code, action in (
+        ("check", 4, "checked"),
+        ("apply", 4, "nothing-to-write"),
+        ("revert", 0, "not-patched"),
+    ):
+        r = runner.invoke(app, [verb, "--path", str(exe.parent), "--json"])
+        doc = json.loads(r.stdout)
+        assert r.exit_code == code == doc["exit_code"], r.stdout
+        (res,) = doc["results"]
+        assert (res["state"], res["action"], res["version"]) == ("NATIVE", action, version)
+        assert (res["lever"], res["lever_state"]) == ("gateway", "nothing-to-write")
+        assert res["binary"] == str(exe.resolve())
+    assert hashlib.sha256(exe.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in exe.parent.iterdir()) == listing
