@@ -65,12 +65,13 @@ def classify(
     original_sha: str,
     original_version: str | None,
     snippet_sha: str,
-    original: bytes | None = None,
+    original: markers.Original | None = None,
 ) -> BackupInfo:
-    """``original``, when the caller has the original's bytes, spares a hash of the backup."""
+    """``original``, when the caller has the original (its bytes, or the ranges of a patched
+    file that make it up), spares a hash of the backup: a byte-for-byte comparison proves it."""
     if backup is None:
         return BackupInfo(BackupStatus.MISSING, "no backup")
-    if original is not None and backup == original:
+    if original is not None and original.same_as(backup):
         return BackupInfo(
             BackupStatus.VALID, "byte copy of the original", version_of(backup), original_sha
         )

@@ -136,7 +136,13 @@ def check_file(given: Path) -> Result:
     info = (
         _unreadable(saved)
         if isinstance(saved, FileAccess)
-        else backup.classify(saved, original_sha, b.version, snip_sha, marks.original or b.data)
+        else backup.classify(
+            saved,
+            original_sha,
+            b.version,
+            snip_sha,
+            marks.unpatched or markers.Original.whole(b.data),
+        )
     )
     bj = _backup_json(info, bpath)
     if marks.state is State.PATCHED:

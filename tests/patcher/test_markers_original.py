@@ -1,0 +1,114 @@
+"""``markers.Original``: a patched file's original as byte ranges, hashed and compared piece by
+piece (``check`` no longer joins 13.7 MB to compare the backup). The piecewise answers must be
+exactly those of the joined bytes: any byte off, anywhere, is a different file."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from patcher import backup, markers, ops, snippet
+from patcher.backup import BackupStatus
+from patcher.markers import Original, State
+
+
+def _joined(data: bytes, ranges: tuple[tuple[int, int], ...]) -> bytes:
+    """The reference: plain slices of ``data`` concatenated (no memoryview, no Original)."""
+    out = b""
+    for a, b in ranges:
+        out += data[a:b]
+    return out
+
+
+@st.composite
+def originals(draw: st.DrawFn) -> Original:
+    """Bytes and increasing, non-overlapping ranges of them (empty ranges included), the way
+    ``markers`` keeps what lies between marked edits."""
+    data = draw(st.binary(max_size=300))
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=12)))
+    bounds = [0, *cuts, len(data)]
+    pairs = list(zip(bounds[::2], bounds[1::2], strict=False))
+    return Original(data, tuple(pairs))
+
+
+def _mutations(target: bytes) -> list[bytes]:
+    """``target`` itself, then every way to be one byte off: each byte changed, each byte
+    dropped, a byte added at each place."""
+    out = [target]
+    for i in range(len(target)):
+        out.append(target[:i] + bytes([target[i] ^ 0x01]) + target[i + 1 :])
+        out.append(target[:i] + target[i + 1 :])
+    for i in range(len(target) + 1):
+        out.append(target[:i] + b"\x00" + target[i:])
+    return out
+
+
+@given(originals())
+def test_pieces_hash_and_compare_as_the_joined_bytes(original: Original) -> None:
+    joined = _joined(original.data, original.ranges)
+    assert original.join() == joined
+    assert original.size() == len(joined)
+    assert original.sha256() == hashlib.sha256(joined).hexdigest()
+    for other in _mutations(joined):
+        assert original.same_as(other) is (other == joined)
+
+
+@given(originals(), st.binary(max_size=300))
+def test_any_other_bytes_compare_as_the_joined_bytes(original: Original, other: bytes) -> None:
+    joined = _joined(original.data, original.ranges)
+    assert original.same_as(other) is (other == joined)
+    assert original.same_as(joined[: len(other)] + other[len(joined) :]) is (
+        len(other) == len(joined)
+    )
+
+
+def test_whole_is_the_data_itself() -> None:
+    data = b"#!/usr/bin/env node\nlet a=1;\n"
+    whole = Original.whole(data)
+    assert whole.join() == data and whole.same_as(data)
+    assert not whole.same_as(data[:-1]) and not whole.same_as(data + b"\n")
+    assert Original.whole(b"").same_as(b"") and not Original.whole(b"").same_as(b"x")
+
+
+@pytest.fixture
+def patched(fixture_copy) -> tuple[Path, bytes]:
+    cli: Path = fixture_copy("rq-2.1.112.js")
+    original = cli.read_bytes()
+    assert ops.apply_file(cli, node_check=False).state == "PATCHED"
+    return cli, original
+
+
+def test_a_patched_files_original_is_the_backup_byte_for_byte(patched) -> None:
+    cli, original = patched
+    marks = markers.read(cli.read_bytes(), snippet.sha(), snippet.clear_sha())
+    assert marks.state is State.PATCHED and marks.unpatched is not None
+    assert len(marks.unpatched.ranges) > 2  # head block and wraps removed: several pieces
+    assert marks.unpatched.same_as(original) and marks.original == original
+    assert marks.unpatched.sha256() == hashlib.sha256(original).hexdigest()
+
+
+def test_check_finds_a_backup_one_byte_off_at_every_piece_edge(patched) -> None:
+    """Where the pieces meet is where a piecewise comparison could go wrong: change the backup
+    one byte at each edge (and its first and last byte); check must never call it valid."""
+    cli, original = patched
+    marks = markers.read(cli.read_bytes(), snippet.sha(), snippet.clear_sha())
+    assert marks.unpatched is not None
+    edges = {0, len(original) - 1}
+    at = 0
+    for a, b in marks.unpatched.ranges:
+        at += b - a
+        edges |= {max(at - 1, 0), min(at, len(original) - 1)}
+    bpath = backup.path_for(cli)
+    assert ops.check_file(cli).backup["status"] == BackupStatus.VALID
+    for i in sorted(edges):
+        bpath.write_bytes(original[:i] + bytes([original[i] ^ 0x20]) + original[i + 1 :])
+        r = ops.check_file(cli)
+        assert (r.state, r.backup["status"]) == ("PATCHED", BackupStatus.MISMATCH), i
+        bpath.write_bytes(original[:i] + original[i + 1 :])
+        assert ops.check_file(cli).backup["status"] == BackupStatus.MISMATCH, i
+    bpath.write_bytes(original)
+    assert ops.check_file(cli).backup["status"] == BackupStatus.VALID
