@@ -24,7 +24,6 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -80,6 +79,8 @@ def atomic_replace(
 
     ``expected_sha`` is the sha256 the file had when we read it (None: it must not exist).
     """
+    import tempfile  # here: `check` (every start) writes nothing; tempfile costs ~4 ms
+
     folder = path.parent
     try:
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)

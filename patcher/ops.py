@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from patcher import backup, markers, plan, snippet
 from patcher.backup import BackupInfo, BackupStatus
@@ -31,6 +30,10 @@ from patcher.fsio import (
     remove_stale_temps,
 )
 from patcher.markers import Marks, State
+
+TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

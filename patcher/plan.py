@@ -6,13 +6,13 @@ No I/O here. ``patcher.ops`` reads the file, calls these, verifies, and writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from patcher import __version__, markers
 from patcher.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
 from patcher.markers import Marks
 from patcher.versions import FIRST_WITH_MICROCOMPACT, is_supported_version
 
+TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
 if TYPE_CHECKING:
     from patcher import callsite, clearsite
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from patcher.cli.output import emit_json, envelope, err, error_of, out, worst
 from patcher.discover import all_installs, environ, targets
 from patcher.errors import NotFound, UsageError
 from patcher.fsio import DEFAULT_LOCK_TIMEOUT
 
+TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
 if TYPE_CHECKING:
     from patcher.ops import Result
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 from patcher import __version__
 from patcher.errors import CtxpatchError, ExitCode, Interrupted, from_exception
@@ -112,7 +111,7 @@ def worst(codes: Iterable[int]) -> int:
     return max(bad) if bad else 0
 
 
-def envelope(code: int, results: list[Any], **context: object) -> dict[str, object]:
+def envelope(code: int, results: Sequence[object], **context: object) -> dict[str, object]:
     return {"ctxpatch": __version__, "exit_code": code, **context, "results": results}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -329,7 +330,7 @@ def test_unwritable_folder(fixture_copy, monkeypatch) -> None:
         def deny(*a: object, **k: object) -> object:
             raise PermissionError(13, "Permission denied")
 
-        monkeypatch.setattr(fsio.tempfile, "mkstemp", deny)
+        monkeypatch.setattr(tempfile, "mkstemp", deny)  # fsio imports it when it writes
     try:
         with pytest.raises(FileAccess, match="cannot write"):
             ops.apply_file(cli)
