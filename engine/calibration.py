@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.javascript import js_json_stringify
+from engine.profiles import Profile
 from engine.simulate import LINE_KEY, memory_records
 from engine.tokens import count_text, raw_message_tokens
 from engine.transcript import Transcript, is_compact_boundary
@@ -31,20 +32,22 @@ class Calibration:
     ratio: float  # recorded tokens per estimated token, for messages the session never had
 
 
-def calibrate(tr: Transcript) -> Calibration:
+def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
     """Split each recorded prompt increase over the messages added since the previous request.
 
     Within one compaction segment the prompt of request k is the prompt of request k-1 plus the
     messages appended in between (the previous reply and the tool results / prompts after it);
     the increase is shared among them in proportion to their chars/4 estimate. The first
     request's prompt minus its messages' estimate is the overhead (system prompt and tools).
+    ``profile``: the session's, so the records are the ones the replays hold in memory
+    (``memory_records``); the fit reads the recorded prompts, which no version rule changes.
     """
     cost: dict[int, float] = {}
     overhead: int | None = None
     pending: list[dict] = []
     prev_prompt: int | None = None
     fitted = est_total = 0.0
-    for rec in memory_records(tr):
+    for rec in memory_records(tr, profile):
         line = rec[LINE_KEY]
         if is_compact_boundary(rec):
             for m in pending:

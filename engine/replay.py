@@ -36,6 +36,7 @@ from engine.simulate import (
     Request,
     Simulation,
     _mc_event,
+    memory_output,
     memory_records,
     simulate_recorded,
 )
@@ -96,7 +97,7 @@ def simulate_counterfactual(
     env = dict(env or {})
     model = model or tr.model or "claude-opus-4-6"
     th = compute_thresholds(profile, model, env)
-    cal = calibration or calibrate(tr)
+    cal = calibration or calibrate(tr, profile)
     if microcompact_on is None:
         rec_sim = simulate_recorded(tr, profile, model, env)
         microcompact_on = not any(
@@ -119,7 +120,7 @@ def simulate_counterfactual(
     prev_line = 0
     cost = cal.cost
 
-    records = memory_records(tr)
+    records = memory_records(tr, profile)
     pristine = {m[LINE_KEY]: m for m in records}
     pristine_content = {line: _content(m) for line, m in pristine.items()}
     pristine_est: dict[int, int] = {}
@@ -280,11 +281,13 @@ def simulate_counterfactual(
             # it as it is; 2.1.284+ adds back applied_edits' cleared_input_tokens
             # (Profile.count_adds_server_cleared), so there clearing does not delay compaction.
             add_back = server_cleared if profile.count_adds_server_cleared else 0
+            # the output Claude Code keeps in memory: the final count, or on 2.1.8-2.1.29 the
+            # message_start placeholder (Profile.usage_final_in_memory), as in the recorded replay
             sim_usage = {
                 "input_tokens": prompt + add_back,
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
-                "output_tokens": reply.output_tokens,
+                "output_tokens": memory_output(reply, profile),
             }
             prev_line = line
             current_usage = sim_usage

@@ -26,7 +26,7 @@ from engine.microcompact import microcompact
 from engine.profiles import Profile
 from engine.prompt_cache import price
 from engine.thresholds import Thresholds, compute_thresholds
-from engine.transcript import Transcript, is_compact_boundary, is_sidechain
+from engine.transcript import Reply, Transcript, is_compact_boundary, is_sidechain
 
 Scenario = Literal["recorded", "unpatched", "text_prune", "server_clearing", "patched"]
 IN_MEMORY_TYPES = frozenset({"user", "assistant", "system", "attachment"})
@@ -164,6 +164,15 @@ class Simulation:
 # --- in-memory message list ------------------------------------------------------------------
 
 
+def memory_output(reply: Reply, profile: Profile | None) -> int:
+    """The ``output_tokens`` cli.js keeps in memory for ``reply``: the final count, or where
+    ``profile.usage_final_in_memory`` is off (2.1.8-2.1.29) the ``message_start`` placeholder.
+    The recorded scenario and the counterfactual replays both count with it."""
+    if profile is None or profile.usage_final_in_memory:
+        return reply.output_tokens
+    return reply.start_output
+
+
 def memory_records(tr: Transcript, profile: Profile | None = None) -> list[dict]:
     """Copies of the main-chain records cli.js keeps in memory, tagged with their line.
 
@@ -182,6 +191,28 @@ def memory_records(tr: Transcript, profile: Profile | None = None) -> list[dict]
             copy["message"] = {**rec["message"], "usage": tr.replies[k].usage}
         out.append(copy)
     return out
+
+
+def unwritten_tail(boundary: Mapping[str, Any], written: set, profile: Profile) -> str:
+    """Why the count may lack messages cli.js counted, or "" when nothing says so.
+
+    A ``compact_boundary`` names the last message cli.js compacted in ``logicalParentUuid``
+    (``A[A.length-1]?.uuid`` of the messages it compacted, read in 2.1.33). When that uuid is no
+    line of the file, cli.js held a message it never wrote. Up to 2.1.96 that is an attachment
+    (IDE/LSP diagnostics, a task reminder, a queued prompt ...): the transcript writer drops
+    every attachment for users outside Anthropic (``type==="attachment"&&userType!=="ant"``;
+    2.1.27 and 2.1.40-2.1.96 keep ``hook_additional_context`` under
+    ``CLAUDE_CODE_SAVE_HOOK_ADDITIONAL_CONTEXT``; 2.1.97+ drop a set of types that is empty).
+    From 2.1.33 (``Profile.newer_counts_attachments``) the count adds such a record's JSON at
+    chars/4, so the real ``preTokens`` holds tokens no replay of the file can see.
+    """
+    parent = boundary.get("logicalParentUuid")
+    if not parent or parent in written or not profile.newer_counts_attachments:
+        return ""
+    return (
+        f"the last message cli.js counted (logicalParentUuid {parent}) is not in the file: "
+        "cli.js did not write it (an attachment, up to 2.1.96), so the count here lacks its tokens"
+    )
 
 
 def _mc_event(
@@ -216,6 +247,7 @@ def simulate_recorded(
     cleared: frozenset[str] = frozenset()
     mc_seen_off = False
     prev_prompt: int | None = None
+    written = {r.get("uuid") for r in tr.records if r}
     for rec in memory_records(tr, profile):
         line = rec[LINE_KEY]
         if is_compact_boundary(rec):
@@ -241,6 +273,10 @@ def simulate_recorded(
                 )
             elif trigger == "auto":
                 hit = th.auto_compact_enabled and tokens >= th.auto_compact
+                notes = [] if hit else ["recorded but not predicted"]
+                unwritten = unwritten_tail(rec, written, profile)
+                if unwritten:
+                    notes.append(unwritten)
                 events.append(
                     Event(
                         "auto_compact",
@@ -250,7 +286,7 @@ def simulate_recorded(
                         recorded=True,
                         predicted=hit,
                         pre_tokens=pre,
-                        note="" if hit else "recorded but not predicted",
+                        note="; ".join(notes),
                     )
                 )
             else:

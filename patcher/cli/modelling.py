@@ -370,7 +370,7 @@ def simulate_cmd(
                 prune_env=prune_env,
                 clear_env=clear_env,
                 microcompact_on=mc,
-                calibration=calibrate(tr),
+                calibration=calibrate(tr, prof),
             )
             names = COMPARED if compare else (scenario.value,)
             sims = [simulate(tr, prof, name, **replay) for name in names]
@@ -379,7 +379,7 @@ def simulate_cmd(
             from engine.simulate import memory_records
             from engine.tokenizers import compare_counts
 
-            extra["tokenizer"] = compare_counts(memory_records(tr))
+            extra["tokenizer"] = compare_counts(memory_records(tr, prof))
         # an unpatched replay says where and why it differs from the recorded session
         vs_recorded: tuple[str, ...] | None = None
         unpatched = next((s for s in sims if s.scenario == "unpatched"), None)
