@@ -13,7 +13,7 @@ import pytest
 from shared_data import PUBLIC, public_manifest
 
 from engine.profiles import profile_for
-from engine.simulate import simulate_recorded
+from engine.simulate import simulate, simulate_recorded
 from engine.transcript import load_transcript
 
 from .conftest import need_shared
@@ -48,12 +48,18 @@ def test_manifest_is_read():
 
 
 # Known misses, each with its measured cause (strict: a fix turns the xfail into a failure).
+MISSING_ATTACHMENT = "entireio__cli__1a289c77-a9da-491d-954a-2df7f0dd6a17.jsonl.xz"
 KNOWN_MISSES = {
-    "entireio__cli__1a289c77-a9da-491d-954a-2df7f0dd6a17.jsonl.xz": (
-        "line 175: the last reply's output is not in the file (message_start placeholder 4; "
-        "its visible text and tool call are 40 tokens at chars/4, x1.8 measured on the session), "
-        "cli.js counted 558 (preTokens minus the recorded prompt and the newer estimate): "
-        "count 166605 vs 167091, under the 167000 threshold"
+    MISSING_ATTACHMENT: (
+        "line 175, not recoverable from the file: cli.js counted a message the file does not "
+        "hold. The boundary's logicalParentUuid (the last message compacted) is no line of the "
+        "file: an attachment, which 2.1.33 never writes for users outside Anthropic, and which "
+        "its count adds as JSON at chars/4. The compact summary quotes it: two new IDE/LSP "
+        "diagnostics ('undefined: session' at lines 800 and 849), about 128 tokens as a "
+        "diagnostics attachment; the rest of the 486 missing is unknown (another attachment, "
+        "or more diagnostics than quoted). Not the last reply's output: it holds no thinking "
+        "block and its first block came 2.56 s after the request (the fastest of the session), "
+        "chars/4 x1.8 gives 72. Count 166606 vs preTokens 167091, under the 167000 threshold"
     ),
 }
 
@@ -119,3 +125,28 @@ def test_malformed_lines_are_skipped_not_refused():
         assert len(tr.warnings) == ENTRY[name]["bad_json_lines"]
         assert all(w.startswith("line ") and " skipped: " in w for w in tr.warnings)
         assert sim.summary["matched_auto_compactions"] == 1
+
+
+def test_the_known_miss_names_the_message_the_file_lacks():
+    """The event of the miss says why: the boundary's last message is not in the file."""
+    _tr, sim = _replay(MISSING_ATTACHMENT)
+    (e,) = [e for e in sim.events if e.kind == "auto_compact"]
+    assert (e.line, e.predicted, e.pre_tokens) == (175, False, 167091)
+    assert "(logicalParentUuid 0ee5de15-f622-49f3-9163-d8107a16d503) is not in the file" in e.note
+    assert 0 < e.pre_tokens - e.tokens < 0.01 * e.pre_tokens
+
+
+def test_unpatched_replay_of_a_2_1_29_session_compacts_where_it_did():
+    """2.1.29 keeps the message_start output in memory: the counterfactual replay counts with it
+    too (it compacted 4 lines early, at 99, when it counted the final output)."""
+    tr = load_transcript(
+        need_shared(PUBLIC / "entireio__cli__24a274a3-0317-440d-b17a-41e83ee34fec.jsonl.xz")
+    )
+    prof = profile_for(tr.version)
+    assert tr.version == "2.1.29" and not prof.usage_final_in_memory
+    rec = simulate_recorded(tr, prof)
+    cf = simulate(tr, prof, "unpatched")
+    autos = [(e.line, e.recorded) for e in cf.events if e.kind == "auto_compact"]
+    assert autos == [(103, True)]
+    before = [r.tokens for r in rec.requests if r.line < 103]
+    assert [r.tokens for r in cf.requests[: len(before)]] == before

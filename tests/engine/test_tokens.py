@@ -208,3 +208,24 @@ def test_message_estimate_counts_thinking_and_tool_use_by_text_2_1_75_to_2_1_104
     no_input = {"type": "tool_use", "id": "t", "name": "Read"}
     # "Read{}": round(6/4)=2, ceil(2*4/3)=3
     assert estimate_messages([_assistant([no_input])], profile_for("2.1.75")) == 3
+
+
+def test_thinking_length_is_three_quarters_of_the_signature():
+    """The signature is the base64 of the encrypted thinking: 3 bytes per 4 characters. A
+    summarized block (shown text shorter) counts what the signature says; a redacted signature
+    shorter than the shown text keeps the text; redacted_thinking counts its data."""
+    from engine.tokens import output_content_tokens, signed_output_tokens, thinking_chars
+
+    summary = {"type": "thinking", "thinking": "t" * 400, "signature": "s" * 2000}
+    assert thinking_chars(summary) == 1500
+    shortened = {"type": "thinking", "thinking": "t" * 400, "signature": "s" * 20}
+    assert thinking_chars(shortened) == 400
+    assert thinking_chars({"type": "thinking", "thinking": "t" * 400}) == 400
+    assert thinking_chars({"type": "redacted_thinking", "data": "d" * 800}) == 600
+    blocks = [
+        summary,
+        {"type": "text", "text": "x" * 100},
+        {"type": "redacted_thinking", "data": "d" * 800},
+    ]
+    assert output_content_tokens(blocks) == 125  # (400 + 100) / 4: the shown text only
+    assert signed_output_tokens(blocks) == 550  # (1500 + 100 + 600) / 4

@@ -118,6 +118,30 @@ def test_placeholder_output_below_the_content_estimate_is_replaced():
     assert (r.output_tokens, r.output_estimated) == (1500, False)
 
 
+def _final(mid, out, content):
+    rec = _reply(mid, 100, out=out)
+    rec["message"]["content"] = content
+    return rec
+
+
+def test_placeholders_scale_by_the_ratio_of_their_own_kind():
+    """Replies with thinking and without are scaled by the session's ratio of their kind (here
+    1.2 and 3.0, five final replies each); thinking counts at 3/4 of its signature."""
+    think = [{"type": "thinking", "thinking": "t" * 100, "signature": "s" * 800}]  # 600 chars
+    tool = [{"type": "tool_use", "name": "Read", "input": {"p": "x" * 390}}]  # ~100 tokens
+    recs = [_final(f"t{i}", round(1.2 * 150), think) for i in range(5)]
+    recs += [_final(f"u{i}", 3 * 101, tool) for i in range(5)]
+    recs += [_final("T", 8, think), _final("U", 4, tool)]  # placeholders (8 < 25, 4 < 101)
+    tr = build_transcript(recs)
+    last_think, last_tool = tr.replies[-2], tr.replies[-1]
+    assert (last_think.output_estimated, last_think.signed_estimate) == (True, 150)
+    assert last_think.output_tokens == 180  # 150 x 1.2, not x the pooled median
+    assert (last_tool.output_estimated, last_tool.output_tokens) == (True, 303)  # 101 x 3.0
+    # with fewer than 5 final replies of its kind, a reply takes the pooled ratio
+    tr = build_transcript(recs[:3] + recs[5:])
+    assert tr.replies[-2].output_tokens == round(150 * 3.0)
+
+
 @pytest.mark.parametrize(
     "name", ["representative_messages.jsonl", "session_b.jsonl", "todowrite_examples.jsonl"]
 )
@@ -173,3 +197,49 @@ def test_count_uses_the_message_start_output_in_2_1_8_to_2_1_29():
         assert autocompact_tokens(memory_records(tr, prof), prof) == want, version
     prof = profile_for("2.1.30")
     assert autocompact_tokens(memory_records(tr, prof), prof) == 152_000
+
+
+def _boundary_after(parent: str):
+    return {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "logicalParentUuid": parent,
+        "compactMetadata": {"trigger": "auto", "preTokens": 170_000},
+    }
+
+
+def test_a_boundary_whose_parent_is_not_in_the_file_says_the_count_lacks_it():
+    """logicalParentUuid names the last message cli.js compacted; not in the file = a message
+    it did not write (an attachment), counted from 2.1.33 on, not before."""
+    from engine.profiles import profile_for
+    from engine.simulate import simulate_recorded
+
+    user = {"type": "user", "uuid": "u1", "message": {"content": "hi"}}
+    reply = {**_reply("a", 168_000), "uuid": "a1"}
+    for parent, version, said in (
+        ("gone", "2.1.33", True),
+        ("gone", "2.1.29", False),  # attachments count 0 in 2.1.2-2.1.32
+        ("a1", "2.1.33", False),
+    ):
+        tr = _chain(user, reply, _boundary_after(parent))
+        (e,) = [e for e in simulate_recorded(tr, profile_for(version)).events]
+        assert ("logicalParentUuid gone" in e.note) is said, (parent, version, e.note)
+
+
+def test_counterfactual_replay_keeps_the_message_start_output_on_2_1_8_to_2_1_29():
+    """The unpatched replay counts like the recorded one in every era: 2.1.8-2.1.29 keep the
+    placeholder in memory (Profile.usage_final_in_memory), the others the final count."""
+    from engine.profiles import profile_for
+    from engine.simulate import simulate
+
+    first = _reply("a", 150_000, out=3)
+    first["message"]["content"] = [{"type": "text", "text": "y" * 8000}]  # 2000 at chars/4
+    result = {"type": "user", "message": {"content": [{"type": "tool_result", "content": "ok"}]}}
+    tr = _chain({"type": "user", "message": {"content": "hi"}}, first, result, _reply("b", 152_100))
+    counts = {}
+    for version in ("2.1.7", "2.1.17", "2.1.30"):
+        prof = profile_for(version)
+        rec = simulate(tr, prof, "recorded").requests[1].tokens
+        assert simulate(tr, prof, "unpatched").requests[1].tokens == rec, version
+        counts[version] = rec
+    assert counts == {"2.1.7": 152_001, "2.1.17": 150_004, "2.1.30": 152_001}
