@@ -18,6 +18,13 @@ The same port on both sides keeps ``ANTHROPIC_BASE_URL`` identical to a node run
 (this module run as a script inside the namespace, standard library only) brings ``lo`` up,
 logs the namespace's interfaces and every forwarded connection to ``$NETLOG_FILE``, runs the
 binary and exits with its status.
+
+Optional, for a binary that must believe it talks to Anthropic's own API (no
+``ANTHROPIC_BASE_URL``; see :mod:`patcher.e2e.firstparty`): ``hosts`` (a hosts file
+bind-mounted over ``/etc/hosts`` in a mount namespace of its own, ``unshare -rnm``: e.g.
+``api.anthropic.com`` -> ``127.0.0.1``) and ``tls`` (a certificate and key: the launcher also
+listens on ``127.0.0.1:443``, ends TLS there and forwards the plain bytes to the same socket).
+Still nothing but ``lo`` exists: a name the hosts file does not hold has no DNS to ask.
 """
 
 from __future__ import annotations
@@ -113,17 +120,31 @@ def netns_available() -> str | None:
     return None
 
 
-def wrap(command: list[str], port: int, socket_path: Path) -> list[str]:
+def wrap(
+    command: list[str],
+    port: int,
+    socket_path: Path,
+    *,
+    hosts: Path | None = None,
+    tls: tuple[Path, Path] | None = None,
+) -> list[str]:
     """``command`` run in a loopback-only network namespace reaching ``socket_path`` as
-    ``127.0.0.1:port``."""
+    ``127.0.0.1:port``; with ``hosts``, that file is the namespace's ``/etc/hosts``; with
+    ``tls`` (certificate, key), ``127.0.0.1:443`` serves TLS and forwards to the same socket."""
+    options: list[str] = []
+    if hosts is not None:
+        options += ["--hosts", str(Path(hosts).resolve())]
+    if tls is not None:
+        options += ["--tls", str(Path(tls[0]).resolve()), str(Path(tls[1]).resolve())]
     return [
         "unshare",
-        "-rn",
+        "-rnm" if hosts is not None else "-rn",
         sys.executable,
         "-I",  # isolated: the launcher imports nothing from the caller's paths or environment
         str(Path(__file__).resolve()),
         str(port),
         str(socket_path),
+        *options,
         "--",
         *command,
     ]
@@ -169,16 +190,94 @@ def _forward(port: int, socket_path: str) -> None:
     threading.Thread(target=serve, daemon=True).start()
 
 
+def _bind_hosts(path: str) -> None:
+    """``path`` over ``/etc/hosts`` (this process is alone in its mount namespace)."""
+    subprocess.run(["mount", "--bind", path, "/etc/hosts"], check=True)
+
+
+def _forward_tls(socket_path: str, cert: str, key: str, port: int = 443) -> None:
+    """Serve TLS on ``127.0.0.1:port``, forward the decrypted bytes to ``socket_path``.
+
+    asyncio's TLS runs in one thread (an ``SSLObject`` over memory buffers), so reading and
+    writing one connection never race inside OpenSSL."""
+    import asyncio
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    ready = threading.Event()
+
+    async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            with contextlib.suppress(OSError, RuntimeError):
+                if writer.can_write_eof():
+                    writer.write_eof()
+                else:
+                    writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _log({"event": "connect", "host": "127.0.0.1", "port": port, "via": "netns-tls"})
+        try:
+            up_r, up_w = await asyncio.open_unix_connection(socket_path)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pump(reader, up_w), pump(up_r, writer))
+        for w in (up_w, writer):
+            with contextlib.suppress(OSError, RuntimeError):
+                w.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port, ssl=ctx)
+        ready.set()
+        async with server:
+            await server.serve_forever()
+
+    threading.Thread(target=lambda: asyncio.run(serve()), daemon=True).start()
+    if not ready.wait(10):
+        raise RuntimeError(f"the TLS forwarder did not start on 127.0.0.1:{port}")
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: netns.py PORT SOCKET -- COMMAND...", file=sys.stderr)
+    usage = "usage: netns.py PORT SOCKET [--hosts FILE] [--tls CERT KEY] -- COMMAND..."
+    if "--" not in argv[2:] or len(argv) < 4:
+        print(usage, file=sys.stderr)
         return 2
-    port, socket_path, command = int(argv[0]), argv[1], argv[3:]
+    cut = argv.index("--", 2)
+    port, socket_path, options, command = int(argv[0]), argv[1], argv[2:cut], argv[cut + 1 :]
+    hosts: str | None = None
+    tls: tuple[str, str] | None = None
+    while options:
+        if options[0] == "--hosts" and len(options) >= 2:
+            hosts, options = options[1], options[2:]
+        elif options[0] == "--tls" and len(options) >= 3:
+            tls, options = (options[1], options[2]), options[3:]
+        else:
+            print(usage, file=sys.stderr)
+            return 2
+    if not command:
+        print(usage, file=sys.stderr)
+        return 2
     _loopback_up()
+    if hosts is not None:
+        _bind_hosts(hosts)
     _log({"event": "netns", "interfaces": sorted(name for _, name in socket.if_nameindex())})
     _forward(port, socket_path)
+    if tls is not None:
+        _forward_tls(socket_path, *tls)
     proc = subprocess.Popen(command)
-    return proc.wait()
+    code = proc.wait()
+    if tls is not None:  # the TLS loop's thread still holds open tasks: leave without a report
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
