@@ -59,6 +59,18 @@ def copy_fixture(name: str, dest: Path, *, package: dict[str, str] | None = None
     return target
 
 
+# The 0.1.0 text-prune snippet, frozen (the header of the file says why).
+SNIPPET_010 = ROOT / "tests" / "patcher" / "data" / "text_prune-0.1.0.js"
+SNIPPET_010_SHA256 = "690a1dcc74319011c634892d19fadfd870305c54406a60f7933ee1e9101d94aa"
+
+
+def snippet_010() -> bytes:
+    """The text-prune snippet of ctxpatch 0.1.0 (before the thinking-safe rule), as 0.1.0
+    injected it: the frozen file without its header."""
+    data = SNIPPET_010.read_bytes()
+    return data[data.index(b"function _aggressiveTextPrune(") :].strip() + b"\n"
+
+
 @pytest.fixture
 def fixture_copy(tmp_path: Path):
     def make(name: str, **kw: object) -> Path:

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHAPE_FIXTURES, copy_fixture
+from conftest import FIXTURES, SHAPE_FIXTURES, copy_fixture, snippet_010
 
 from patcher import backup, fsio, markers, ops, selfcheck, snippet
 from patcher.errors import (
@@ -454,11 +454,10 @@ def test_native_platform_package_beside_the_sdk_is_reported(tmp_path: Path) -> N
 def test_a_file_patched_by_the_0_1_0_snippet_reads_outdated_and_upgrades(
     fixture_copy, monkeypatch
 ) -> None:
-    """The real 0.1.0 snippet (before the thinking-safe rule), kept in tests/patcher/data."""
+    """The real 0.1.0 snippet (before the thinking-safe rule), in the current header."""
     cli = fixture_copy("s6-2.1.112.js")
     original = cli.read_bytes()
-    data = Path(__file__).with_name("data") / "text_prune-0.1.0.js"
-    old = data.read_bytes().strip() + b"\n"
+    old = snippet_010()
     assert b"CLAUDE_TEXT_PRUNE_THINKING" not in old and old != snippet.source()
     monkeypatch.setattr(snippet, "source", lambda: old)
     monkeypatch.setattr(snippet, "sha", lambda: markers.sha256(old))

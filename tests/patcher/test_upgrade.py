@@ -1,63 +1,49 @@
 """A cli.js patched by ctxpatch 0.1.0 (text prune only) reads OUTDATED and ``apply`` upgrades it.
 
-The 0.1.0 file is produced by the 0.1.0 code itself, taken out of git history (the last commit
-before the clearing injection), not written by hand.
+The 0.1.0 file is rebuilt from the frozen 0.1.0 snippet (``tests/patcher/data/
+text_prune-0.1.0.js``) with 0.1.0's header (``v=0.1.0``, no ``clear=``), and proven to be what
+the 0.1.0 code itself wrote by the sha256 of its real output (recorded once from commit
+``2177146``): no git history needed, so a shallow clone runs it too.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tarfile
-from io import BytesIO
-from pathlib import Path
+import shutil
 
 import pytest
-from conftest import IN_CI, ROOT, need
+from conftest import FIXTURES, SNIPPET_010_SHA256, snippet_010
 
-from patcher import markers, ops, snippet
+from patcher import __version__, markers, ops, plan, snippet
+from patcher.versions import version_of
 
-# The last commit of ctxpatch 0.1.0 on main (before the server-side clearing injection).
-V010 = "2177146"
-
-
-def _old_patcher(dest: Path) -> Path:
-    git = need("git", "the 0.1.0 patcher is taken out of git history")
-    proc = subprocess.run(
-        [git, "-C", str(ROOT), "archive", "--format=tar", V010, "patcher"],
-        capture_output=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        if IN_CI:
-            pytest.fail(f"git archive {V010} failed: {proc.stderr.decode()[:300]}")
-        pytest.skip(f"commit {V010} is not in this checkout (shallow clone?)")
-    with tarfile.open(fileobj=BytesIO(proc.stdout)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
+# sha256 of what ctxpatch 0.1.0 (commit 2177146) wrote into each fixture
+WRITTEN_BY_010 = {
+    "rq-2.1.112.js": "645018674065b585ea3a4f43064112a5d7d607dc44b5b0806b4e44464f15e008",
+    "s1-2.0.76.js": "64a31a82f1c66921d1ba143deae25ce6aa8e774b03256eeb8ff689c06fdeb471",
+}
 
 
-def _patch_with_010(old: Path, cli: Path) -> None:
-    code = (
-        "import sys; from pathlib import Path; from patcher import __version__, ops; "
-        "assert __version__ == '0.1.0', __version__; "
-        f"r = ops.apply_file(Path({str(cli)!r}), node_check=False); "
-        "assert r.action == 'patched', r"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=old, capture_output=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+def patched_by_010(name: str) -> bytes:
+    """fixtures/cli_js/<name> as ctxpatch 0.1.0 patched it, byte for byte."""
+    original = (FIXTURES / name).read_bytes()
+    new = plan.plan_patch(original, version_of(original), snippet_010()).new
+    head = f"v={__version__} ".encode()
+    assert new.count(head) == 1 and new.count(b" clear=none*/") == 1
+    v010 = new.replace(head, b"v=0.1.0 ").replace(b" clear=none*/", b"*/")  # 0.1.0's header
+    assert markers.sha256(v010) == WRITTEN_BY_010[name], "not what ctxpatch 0.1.0 wrote"
+    return v010
+
+
+def test_the_frozen_snippet_is_0_1_0s() -> None:
+    assert markers.sha256(snippet_010()) == SNIPPET_010_SHA256
 
 
 @pytest.mark.parametrize("name", ["rq-2.1.112.js", "s1-2.0.76.js"])
-def test_a_010_patched_file_is_outdated_and_apply_upgrades_it(
-    name: str, tmp_path: Path, fixture_copy
-) -> None:
-    old = _old_patcher(tmp_path / "v010")
+def test_a_010_patched_file_is_outdated_and_apply_upgrades_it(name: str, fixture_copy) -> None:
     cli = fixture_copy(name)
     original = cli.read_bytes()
-    _patch_with_010(old, cli)
+    shutil.copyfile(cli, cli.with_name("cli.js.backup"))  # 0.1.0 wrote the backup too
+    cli.write_bytes(patched_by_010(name))
     v010 = cli.read_bytes()
     assert b"v=0.1.0 " in v010 and b" clear=" not in v010  # what 0.1.0 writes
     assert markers.CLEAR_BEGIN not in v010

@@ -1,3 +1,13 @@
+// FROZEN: the text-prune snippet of ctxpatch 0.1.0, byte for byte (below this header).
+//
+// Why frozen: 0.1.0 is a released version, and the files it patched must stay readable and
+// upgradable whatever the current snippet becomes (tests/patcher/test_upgrade.py rebuilds what
+// 0.1.0 wrote from it and checks the sha256 of the result against what 0.1.0 really wrote;
+// tests/patcher/test_ops.py upgrades a file holding it). It is the only copy of a 0.1.0
+// artifact in the repository: the tests used to take 0.1.0 out of git history (commit
+// 2177146), which a shallow clone does not have. Never edit it or make it follow
+// patcher/snippets/text_prune.js; tests/conftest.py:snippet_010 drops this header.
+
 function _aggressiveTextPrune(messages) {
   // ctxpatch: shorten the text of old conversation turns before each API request.
   //
