@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
@@ -331,75 +332,62 @@ def test_real_auto_compact_count() -> None:
     assert "count_mode" in new.compared and "newer_image_tokens" in new.compared
 
 
-@pytest.mark.real
-def test_real_attachments_rendered_in_the_newer_estimate_from_2_1_45() -> None:
-    """2.1.44 counts an attachment record's JSON; 2.1.45 loops over the messages it renders the
-    attachment to and counts their content (profile field newer_renders_attachments)."""
-    old = ib.inspect(_real("cc", "2.1.44"))
-    assert old.counter.counts_attachments is True
-    assert old.counter.renders_attachments is False
-    new = ib.inspect(_real("cc", "2.1.45"))
-    assert new.counter.renders_attachments is True
-    for rep in (old, new):
-        assert "newer_renders_attachments" in rep.compared and rep.drift == []
+# Mechanisms that changed in one release: (the reading, its profile field, {version: value}),
+# each with the last version before the change and the first after it.
+MECHANISM_CHANGES = [
+    # 2.1.44 counts an attachment record's JSON; 2.1.45 loops over the messages it renders the
+    # attachment to and counts their content
+    ("counter.renders_attachments", "newer_renders_attachments", {"2.1.44": False, "2.1.45": True}),
+    # 2.1.73's newer-estimate block function counts text, tool_result and images and returns 0
+    # for anything else; 2.1.74's also counts tool_use, thinking, redacted_thinking, documents
+    # and any other block as JSON
+    ("counter.counts_all_blocks", "newer_counts_all_blocks", {"2.1.73": False, "2.1.74": True}),
+    # 2.1.45's x4/3 estimator counts a document block as JSON; 2.1.47's counts it like an image
+    # (``type==="image"||type==="document"``)
+    ("estimator.counts_documents", "estimate_counts_documents", {"2.1.45": False, "2.1.47": True}),
+    # 2.1.74's x4/3 estimator counts thinking/redacted_thinking/tool_use as JSON; 2.1.75's
+    # (through 2.1.104) by their text
+    (
+        "estimator.counts_block_text",
+        "estimate_counts_block_text",
+        {"2.1.74": False, "2.1.75": True},
+    ),
+    # 2.1.63 and 2.1.68 count the newer messages from the last usage record; 2.1.64 and 2.1.69
+    # walk back to the first record with the same message.id
+    (
+        "counter.from_message_start",
+        "newer_from_message_start",
+        {"2.1.63": False, "2.1.64": True, "2.1.68": False, "2.1.69": True, "2.1.112": True},
+    ),
+]
+MECHANISM_READINGS = [
+    (version, reading, field, want)
+    for reading, field, by_version in MECHANISM_CHANGES
+    for version, want in by_version.items()
+]
 
 
 @pytest.mark.real
-def test_real_newer_estimate_counts_every_block_from_2_1_74() -> None:
-    """2.1.73's newer-estimate block function counts text, tool_result and images and returns 0
-    for anything else; 2.1.74's also counts tool_use, thinking, redacted_thinking, documents
-    and any other block as JSON (profile field newer_counts_all_blocks)."""
-    old = ib.inspect(_real("cc", "2.1.73"))
-    assert old.counter.counts_all_blocks is False
-    new = ib.inspect(_real("cc", "2.1.74"))
-    assert new.counter.counts_all_blocks is True
-    for rep in (old, new):
-        assert "newer_counts_all_blocks" in rep.compared and rep.drift == []
-    assert "every block" in ib.render(new) and "text/tool_result/images only" in ib.render(old)
+@pytest.mark.parametrize(("version", "reading", "field", "want"), MECHANISM_READINGS)
+def test_real_mechanism_read_on_each_side_of_its_change(
+    version: str, reading: str, field: str, want: bool
+) -> None:
+    rep = ib.inspect(_real("cc", version))
+    assert attrgetter(reading)(rep) is want
+    assert field in rep.compared and rep.drift == []
 
 
 @pytest.mark.real
-def test_real_message_estimate_counts_documents_from_2_1_47() -> None:
-    """2.1.45's x4/3 estimator counts a document block as JSON; 2.1.47's counts it like an image
-    (``type==="image"||type==="document"``; profile field estimate_counts_documents)."""
-    old = ib.inspect(_real("cc", "2.1.45"))
-    assert old.estimator.counts_documents is False
-    new = ib.inspect(_real("cc", "2.1.47"))
-    assert new.estimator.counts_documents is True
-    for rep in (old, new):
-        assert "estimate_counts_documents" in rep.compared and rep.drift == []
-
-
-@pytest.mark.real
-def test_real_message_estimate_counts_block_text_2_1_75_to_2_1_104() -> None:
-    """2.1.74's x4/3 estimator counts thinking/redacted_thinking/tool_use as JSON; 2.1.75's
-    (through 2.1.104) by their text (profile field estimate_counts_block_text); 2.1.105 has no
-    x4/3 estimator left (the engine then uses the newer estimate, message_estimate_is_newer)."""
-    old = ib.inspect(_real("cc", "2.1.74"))
-    assert old.estimator.counts_block_text is False
-    new = ib.inspect(_real("cc", "2.1.75"))
-    assert new.estimator.counts_block_text is True
-    for rep in (old, new):
-        assert "estimate_counts_block_text" in rep.compared and rep.drift == []
+def test_real_readings_around_those_changes() -> None:
+    """What else the versions of MECHANISM_CHANGES show: 2.1.44 counts attachments, the
+    render of 2.1.73/2.1.74 names the counted blocks, and 2.1.105 has no x4/3 estimator left
+    (the engine then uses the newer estimate, message_estimate_is_newer)."""
+    assert ib.inspect(_real("cc", "2.1.44")).counter.counts_attachments is True
+    assert "text/tool_result/images only" in ib.render(ib.inspect(_real("cc", "2.1.73")))
+    assert "every block" in ib.render(ib.inspect(_real("cc", "2.1.74")))
     gone = ib.inspect(_real("cc", "2.1.105"))
     assert gone.estimator.factor_4_3 is False
     assert gone.estimator.counts_block_text is None and gone.drift == []
-
-
-@pytest.mark.real
-def test_real_newer_from_message_start_in_2_1_64_and_from_2_1_69() -> None:
-    """2.1.63 and 2.1.68 count the newer messages from the last usage record; 2.1.64 and 2.1.69
-    walk back to the first record with the same message.id (profile newer_from_message_start)."""
-    for version, want in (
-        ("2.1.63", False),
-        ("2.1.64", True),
-        ("2.1.68", False),
-        ("2.1.69", True),
-        ("2.1.112", True),
-    ):
-        rep = ib.inspect(_real("cc", version))
-        assert rep.counter.from_message_start is want, version
-        assert "newer_from_message_start" in rep.compared and rep.drift == [], version
 
 
 @pytest.mark.real
