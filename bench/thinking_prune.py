@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from synthetic import synthetic  # bench/synthetic.py
 
 from engine.textprune import THINKING_TYPES, prune
 from engine.thinking_check import check, replay
@@ -44,74 +45,6 @@ KNOBS = {
         "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
     },
 }
-WORDS = [
-    "the",
-    "of",
-    "a",
-    "context",
-    "session",
-    "compaction",
-    "token",
-    "cache",
-    "prompt",
-    "tool",
-    "result",
-    "file",
-    "test",
-]
-
-
-def synthetic(turns: int, seed: int = 7, thinking_from: int = 0) -> list[dict[str, Any]]:
-    """A Claude Code history: typed prompts, tool rounds, replies split one record per block."""
-    rng = random.Random(seed)
-
-    def prose(n: int) -> str:
-        return " ".join(rng.choice(WORDS) for _ in range(n))
-
-    history: list[dict[str, Any]] = []
-    serial = 0
-
-    def reply(t: int, blocks: list[dict[str, Any]]) -> None:
-        nonlocal serial
-        serial += 1
-        if t >= thinking_from:
-            blocks = [{"type": "thinking", "thinking": prose(120), "signature": f"sig{serial}"}]
-            blocks += blocks_after
-        else:
-            blocks = blocks_after
-        for block in blocks:
-            history.append(
-                {
-                    "type": "assistant",
-                    "message": {"id": f"msg{serial}", "role": "assistant", "content": [block]},
-                }
-            )
-
-    for t in range(turns):
-        history.append(
-            {"type": "user", "message": {"role": "user", "content": f"Task {t}: " + prose(60)}}
-        )
-        for k in range(rng.randint(1, 3)):
-            tid = f"toolu_{t}_{k}"
-            blocks_after = [
-                {"type": "text", "text": prose(40) + "\n" + prose(80)},
-                {"type": "tool_use", "id": tid, "name": "Read", "input": {"path": f"f{k}.py"}},
-            ]
-            reply(t, blocks_after)
-            history.append(
-                {
-                    "type": "user",
-                    "message": {
-                        "role": "user",
-                        "content": [
-                            {"type": "tool_result", "tool_use_id": tid, "content": prose(250)}
-                        ],
-                    },
-                }
-            )
-        blocks_after = [{"type": "text", "text": prose(50) + "\n\n" + prose(200)}]
-        reply(t, blocks_after)
-    return history
 
 
 def spotter(shared: Path) -> dict[str, list[dict[str, Any]]]:

@@ -29,7 +29,7 @@ previous request *sent* plus the records appended since (``query()`` recurses wi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +178,6 @@ def check(history: Sequence[Any], requests: Sequence[Request]) -> Report:
     bound: dict[str, tuple[str, ...]] = {}  # thinking key -> compared prefix when produced
     order: list[str] = []  # thinking keys in the order the replies produced them
     dropped: set[str] = set()
-    previous_keys: list[str] = []
     for request in requests:
         report.requests += 1
         flat: list[str] = []
@@ -221,20 +220,39 @@ def check(history: Sequence[Any], requests: Sequence[Request]) -> Report:
                 elif key not in bound:
                     bound[key] = tuple(own)
                     order.append(key)
-        # price it like the prompt cache: the longest identical prefix of messages is read
-        keys = [json.dumps(m, sort_keys=True) for m in request.sent]
+    report.dropped_blocks = len(dropped)
+    priced = price(r.sent for r in requests)
+    report.tokens_sent, report.cache_breaks, report.cost = priced.sent, priced.breaks, priced.cost
+    return report
+
+
+@dataclass(frozen=True)
+class Price:
+    sent: int  # estimated tokens sent, all requests
+    breaks: int  # requests whose message prefix changed before the previous request's end
+    cost: float  # input-token equivalents at prompt-cache prices
+
+
+def price(requests: Iterable[Sequence[Any]]) -> Price:
+    """Price successive requests (message lists) like the prompt cache: the longest prefix of
+    messages identical to the previous request is read (``CACHE_READ``), the rest written
+    (``CACHE_WRITE``)."""
+    sent = breaks = 0
+    cost = 0.0
+    previous_keys: list[str] = []
+    for msgs in requests:
+        keys = [json.dumps(m, sort_keys=True) for m in msgs]
         common = 0
         while common < min(len(keys), len(previous_keys)) and keys[common] == previous_keys[common]:
             common += 1
         if previous_keys and common < len(previous_keys):
-            report.cache_breaks += 1
-        total = estimate_tokens(request.sent)
-        cached = estimate_tokens(request.sent[:common])
-        report.tokens_sent += total
-        report.cost += CACHE_READ * cached + CACHE_WRITE * (total - cached)
+            breaks += 1
+        total = estimate_tokens(list(msgs))
+        cached = estimate_tokens(list(msgs[:common]))
+        sent += total
+        cost += CACHE_READ * cached + CACHE_WRITE * (total - cached)
         previous_keys = keys
-    report.dropped_blocks = len(dropped)
-    return report
+    return Price(sent, breaks, cost)
 
 
 def _keys_before(history: Sequence[Any], request: Request) -> set[str]:
