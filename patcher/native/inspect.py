@@ -68,6 +68,7 @@ class NativeReport:
     drift: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rendered: str = ""  # the reader's text (cli.js inspector only)
+    lever: dict[str, Any] = field(default_factory=dict)  # native.levers: facts, lever, why
 
     def to_json(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -229,6 +230,11 @@ def inspect_path(path: Path) -> NativeReport:
 
 def inspect_app(app: App, rep: NativeReport) -> NativeReport:
     from engine.profiles import beyond_profiles
+    from patcher.native import levers
+
+    facts = levers.extract(app.sources)
+    lever = levers.decide(facts, app.version)
+    rep.lever = {"lever": lever.name, "why": lever.why, "facts": facts.to_json()}
 
     if app.layout == "single" and _OLD_ANCHOR in app.sources[0].data:
         _with_cli_js_inspector(app, rep)
@@ -303,6 +309,8 @@ def render(rep: NativeReport) -> str:
         lines.append(rep.rendered)
     else:
         lines += _render_levels(rep)
+    if rep.lever:
+        lines.append(f"lever: {rep.lever['lever']} ({rep.lever['why']})")
     lines += [f"warning: {w}" for w in rep.warnings]
     return "\n".join(lines)
 

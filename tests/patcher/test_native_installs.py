@@ -288,3 +288,14 @@ def test_a_damaged_native_file_is_an_error_result(home: Path) -> None:
     code, doc = js("check", "-p", str(exe))
     assert code == ExitCode.REFUSED
     assert doc["results"][0]["state"] == "ERROR" and doc["results"][0]["error"]["what"]
+
+
+def test_inspect_reports_the_lever(home: Path) -> None:
+    exe = put(home / "claude", fake_claude("2.1.330"))
+    r = runner.invoke(app, ["inspect", str(exe), "--json"])
+    doc = json.loads(r.stdout)
+    rep = doc["results"][0] if "results" in doc else doc
+    assert rep["lever"]["lever"] == "gateway"
+    assert rep["lever"]["facts"]["idle_flag"] == "tengu_some_flag"
+    text = runner.invoke(app, ["inspect", str(exe)]).stdout
+    assert "lever: gateway (no in-binary switch" in text

@@ -65,8 +65,15 @@ def test_real_lever_facts(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", sorted(FACTS))
-def test_real_check_apply_revert_write_nothing(version: str, tmp_path: Path) -> None:
+def test_real_check_apply_revert_write_nothing(
+    version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exe = binary(version)
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_bytes(b'{\n  // mine\n  "env": {"A": "1",},\n}\n')  # comments, trailing commas
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     before = hashlib.sha256(exe.read_bytes()).hexdigest()
     listing = sorted(p.name for p in exe.parent.iterdir())
     runner = CliRunner()
@@ -84,3 +91,5 @@ def test_real_check_apply_revert_write_nothing(version: str, tmp_path: Path) -> 
         assert res["binary"] == str(exe.resolve())
     assert hashlib.sha256(exe.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in exe.parent.iterdir()) == listing
+    assert settings.read_bytes() == b'{\n  // mine\n  "env": {"A": "1",},\n}\n'
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
