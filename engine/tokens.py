@@ -260,7 +260,7 @@ def thinking_chars(block: Mapping[str, Any]) -> int:
     spotter sessions that carry a thinking block, a real signature and a final output count:
     output = 0.20-0.28 x signature length + the visible part (0.75/4 = 0.19 predicted), and with
     thinking at 3/4 of the signature the error of the session-ratio estimate of those replies
-    fell from a median 18.8% to 8.2% (``engine.transcript.output_ratio``). A redacted signature
+    fell from a median 18.8% to 8.2% (``engine.transcript.thinking_ratio``). A redacted signature
     (a tool that shortened it) is shorter than the shown text: the shown text is kept.
     """
     if block.get("type") == "redacted_thinking":

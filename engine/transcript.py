@@ -248,14 +248,12 @@ def output_ratio(replies: list[Reply], thinks: bool | None = None) -> float:
     final count: the median, 1.0 with fewer than 5 such replies of >= 20 estimated tokens.
     ``thinks`` keeps only the replies with (True) or without (False) a thinking block.
 
-    Model output tokenizes denser than chars/4 (code, JSON-escaped tool input) and a reply has
-    a fixed cost (tool_use framing), so one session's own replies say more about its last reply
-    than a constant; replies with thinking are mostly prose and those without mostly tool calls,
-    so each kind is scaled by its own kind's ratio when the session has 5 of them (see
-    ``_scale_estimates``). Leave-one-out over the 1,799 final replies of the 31 public and 5
-    spotter sessions, median error of the estimate: 20.4% with one ratio on chars/4 of the
-    shown text (before), 10.7% now (thinking replies 18.8% -> 8.2%, the others 26.9% -> 26.2%;
-    ``scripts/output_estimate_error.py``).
+    Model output tokenizes denser than chars/4 (code, JSON-escaped tool input) at a density
+    only Claude's tokenizer knows, so one session's own replies say more about its last reply
+    than a constant. Leave-one-out over the 1,799 final replies of the 31 public and 5 spotter
+    sessions (``scripts/output_estimate_error.py``), median error 20.4% -> 10.6% against one
+    ratio over the shown text (thinking replies 18.8% -> 8.2%, token-weighted 20.7% -> 8.4%;
+    the others 26.9% -> 26.9%, token-weighted 31.2% -> 26.1%).
     """
     ratios = sorted(
         r.output_tokens / r.signed_estimate
@@ -270,18 +268,25 @@ def output_ratio(replies: list[Reply], thinks: bool | None = None) -> float:
     return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 
 
-def _kind_ratio(replies: list[Reply], thinks: bool) -> float:
-    """``output_ratio`` of the replies of one kind, or of all when the kind has too few."""
-    own = [r for r in replies if r.thinks == thinks and not r.output_estimated]
-    if sum(1 for r in own if r.signed_estimate >= 20) >= OUTPUT_RATIO_MIN_REPLIES:
-        return output_ratio(replies, thinks)
+def thinking_ratio(replies: list[Reply]) -> float:
+    """The ratio a reply with thinking is scaled by: that of the session's replies with thinking
+    (mostly prose, whose length the signature gives), or of all when it has fewer than 5.
+
+    Replies without thinking take the ratio of all: theirs alone is the median of many small
+    tool calls whose fixed framing cost inflates it (2-5x on opus 4.6), which overshoots the
+    large replies that weigh in the count (token-weighted error 33.6% with their own ratio,
+    26.1% with all)."""
+    own = [r for r in replies if r.thinks and not r.output_estimated and r.signed_estimate >= 20]
+    if len(own) >= OUTPUT_RATIO_MIN_REPLIES:
+        return output_ratio(replies, thinks=True)
     return output_ratio(replies)
 
 
 def _scale_estimates(replies: list[Reply]) -> tuple[Reply, ...]:
-    """Estimated outputs (placeholders replaced) at the session's measured ratio for their kind,
-    never below the chars/4 lower bound."""
-    ratios = {k: max(1.0, _kind_ratio(replies, k)) for k in (False, True)}
+    """Estimated outputs (placeholders replaced) at the session's measured ratio
+    (``thinking_ratio`` for a reply with thinking, ``output_ratio`` otherwise), never below the
+    chars/4 lower bound."""
+    ratios = {False: max(1.0, output_ratio(replies)), True: max(1.0, thinking_ratio(replies))}
     out = []
     for r in replies:
         if r.output_estimated:

@@ -9,11 +9,13 @@ the other final replies of its session (leave-one-out), as if it had been a plac
 
 * ``before``: one session ratio over chars/4 of the text the transcript shows (thinking as
   shown), the model up to this change;
-* ``now``: thinking at the length its signature says (``engine.tokens.thinking_chars``), and
-  replies with and without thinking scaled by their own kind's ratio (``output_ratio``).
+* ``now``: thinking at the length its signature says (``engine.tokens.thinking_chars``), a
+  reply with thinking scaled by the ratio of the session's replies with thinking
+  (``thinking_ratio``), one without by the ratio of all (``output_ratio``).
 
 Prints the median and 90th-percentile relative error per group (all, with / without thinking,
-per model). The transcripts are read in place (``CTXPATCH_SHARED`` or ``../shared``).
+per model) and the token-weighted error (sum of errors / sum of outputs), which is what moves
+the auto-compact count. The transcripts are read in place (``CTXPATCH_SHARED`` or ``../shared``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from engine.transcript import (  # noqa: E402 (after the sys.path insert)
     Reply,
     load_transcript,
     output_ratio,
+    thinking_ratio,
 )
 
 SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))
@@ -52,8 +55,7 @@ def before(r: Reply, others: list[Reply]) -> int:
 
 
 def now(r: Reply, others: list[Reply]) -> int:
-    own = [o for o in others if o.thinks == r.thinks and o.signed_estimate >= 20]
-    ratio = output_ratio(others, r.thinks) if len(own) >= 5 else output_ratio(others)
+    ratio = thinking_ratio(others) if r.thinks else output_ratio(others)
     return max(r.content_estimate, round(r.signed_estimate * max(1.0, ratio)))
 
 
@@ -78,7 +80,7 @@ def main() -> int:
     }
     for model in sorted({r.model for r, _, _ in cases}):
         groups[f"  {model}, with thinking"] = lambda r, m=model: r.model == m and r.thinks
-    print(f"{'replies':<44} {'n':>5}  before: median  p90   now: median  p90")
+    print(f"{'replies':<44} {'n':>5}  before: median  p90 weighted   now: median  p90 weighted")
     for name, keep in groups.items():
         sel = [(r, b, n) for r, b, n in cases if keep(r)]
         if not sel:
@@ -86,9 +88,12 @@ def main() -> int:
         eb = sorted(abs(b - r.output_tokens) / r.output_tokens for r, b, _ in sel)
         en = sorted(abs(n - r.output_tokens) / r.output_tokens for r, _, n in sel)
         p90 = int(0.9 * len(sel))
+        total = sum(r.output_tokens for r, _, _ in sel)
+        wb = sum(abs(b - r.output_tokens) for r, b, _ in sel) / total
+        wn = sum(abs(n - r.output_tokens) for r, _, n in sel) / total
         print(
-            f"{name:<44} {len(sel):>5}  {_median(eb):>14.1%} {eb[p90]:>5.1%}"
-            f" {_median(en):>12.1%} {en[p90]:>5.1%}"
+            f"{name:<44} {len(sel):>5}  {_median(eb):>14.1%} {eb[p90]:>5.1%} {wb:>8.1%}"
+            f" {_median(en):>12.1%} {en[p90]:>5.1%} {wn:>8.1%}"
         )
     return 0
 

@@ -56,10 +56,10 @@ KNOWN_MISSES = {
         "file: an attachment, which 2.1.33 never writes for users outside Anthropic, and which "
         "its count adds as JSON at chars/4. The compact summary quotes it: two new IDE/LSP "
         "diagnostics ('undefined: session' at lines 800 and 849), about 128 tokens as a "
-        "diagnostics attachment; the rest of the 486 missing is unknown (another attachment, "
+        "diagnostics attachment; the rest of the 495 missing is unknown (another attachment, "
         "or more diagnostics than quoted). Not the last reply's output: it holds no thinking "
         "block and its first block came 2.56 s after the request (the fastest of the session), "
-        "chars/4 x1.8 gives 72. Count 166606 vs preTokens 167091, under the 167000 threshold"
+        "chars/4 x1.57 gives 63. Count 166596 vs preTokens 167091, under the 167000 threshold"
     ),
 }
 

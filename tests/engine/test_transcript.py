@@ -124,9 +124,10 @@ def _final(mid, out, content):
     return rec
 
 
-def test_placeholders_scale_by_the_ratio_of_their_own_kind():
-    """Replies with thinking and without are scaled by the session's ratio of their kind (here
-    1.2 and 3.0, five final replies each); thinking counts at 3/4 of its signature."""
+def test_placeholders_with_thinking_scale_by_the_ratio_of_replies_with_thinking():
+    """A reply with thinking is scaled by the ratio of the session's replies with thinking (here
+    1.2, five final ones), one without by the ratio of all (median of 1.2 x5 and 3.0 x5: 2.1);
+    thinking counts at 3/4 of its signature."""
     think = [{"type": "thinking", "thinking": "t" * 100, "signature": "s" * 800}]  # 600 chars
     tool = [{"type": "tool_use", "name": "Read", "input": {"p": "x" * 390}}]  # ~100 tokens
     recs = [_final(f"t{i}", round(1.2 * 150), think) for i in range(5)]
@@ -136,7 +137,7 @@ def test_placeholders_scale_by_the_ratio_of_their_own_kind():
     last_think, last_tool = tr.replies[-2], tr.replies[-1]
     assert (last_think.output_estimated, last_think.signed_estimate) == (True, 150)
     assert last_think.output_tokens == 180  # 150 x 1.2, not x the pooled median
-    assert (last_tool.output_estimated, last_tool.output_tokens) == (True, 303)  # 101 x 3.0
+    assert (last_tool.output_estimated, last_tool.output_tokens) == (True, 212)  # 101 x 2.1
     # with fewer than 5 final replies of its kind, a reply takes the pooled ratio
     tr = build_transcript(recs[:3] + recs[5:])
     assert tr.replies[-2].output_tokens == round(150 * 3.0)
