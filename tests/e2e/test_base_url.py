@@ -157,8 +157,13 @@ def test_what_a_non_anthropic_base_url_turns_off(measure, version):
     assert fp.tool_search and gw.tool_search is exp["tool_search_gw"], (gw.tools, fp.tools)
     if exp["tool_search_gw"]:
         assert gw.tools == fp.tools and gw.tools_bytes == fp.tools_bytes
-    else:  # every tool's definition up front: a third or more of the tools' bytes again
+    else:  # every tool's definition up front: half the tools' bytes again, or more
         assert len(gw.tools) > 2 * len(fp.tools) and gw.tools_bytes > 1.5 * fp.tools_bytes
+        # ENABLE_TOOL_SEARCH=true turns it back on through the gateway (which forwards the
+        # tool_reference blocks it needs unchanged)
+        on, _ = measure(version, first_party=False, env=(("ENABLE_TOOL_SEARCH", "true"),))
+        assert on.tool_search and on.tools == fp.tools, (on.tools, fp.tools)
+        assert "advanced-tool-use-2025-11-20" in on.betas
     # calls besides the model's: remote managed settings and policy limits only first-party
     assert set(gw.side_calls) == exp["side_gw"] and set(fp.side_calls) == exp["side_fp"], (
         gw.side_calls,
