@@ -18,9 +18,9 @@ A backup gets the owner of its cli.js and the same read/write permission bits (n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from patcher import markers
 from patcher.markers import State
@@ -37,8 +37,7 @@ class BackupStatus(StrEnum):
     UNREADABLE = "unreadable"
 
 
-@dataclass(frozen=True)
-class BackupInfo:
+class BackupInfo(NamedTuple):
     status: BackupStatus
     detail: str
     version: str | None = None

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import NamedTuple
 
 from patcher import markers
 from patcher.backup import SUFFIX as BACKUP_SUFFIX
@@ -24,25 +24,43 @@ _INSTALL_HINT = (
 _BINARY_MAGIC = (b"\x7fELF", b"MZ", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa")
 
 
-@dataclass(frozen=True)
-class Package:
+class Package(NamedTuple):
     name: str
     version: str
     claude_code_version: str | None  # agent-sdk's claudeCodeVersion (0.2.6 on)
 
 
-@dataclass(frozen=True)
 class Bundle:
-    path: Path  # the real file (symlinks resolved)
-    given: Path  # what the user named
-    data: bytes
-    version: str | None  # Claude Code version, from the bundle itself
-    package: Package | None
-    mode: int
-    nlink: int
-    uid: int
-    gid: int
-    shadow: str | None = None  # a native platform package that runs instead (native_shadow)
+    """A cli.js as read, and what it is. A plain class (a cached sha256), not a dataclass: see
+    ``patcher.markers`` for why the records on ``check``'s path avoid dataclasses."""
+
+    def __init__(
+        self,
+        *,
+        path: Path,  # the real file (symlinks resolved)
+        given: Path,  # what the user named
+        data: bytes,
+        version: str | None,  # Claude Code version, from the bundle itself
+        package: Package | None,
+        mode: int,
+        nlink: int,
+        uid: int,
+        gid: int,
+        shadow: str | None = None,  # a native platform package that runs instead
+    ) -> None:
+        self.path = path
+        self.given = given
+        self.data = data
+        self.version = version
+        self.package = package
+        self.mode = mode
+        self.nlink = nlink
+        self.uid = uid
+        self.gid = gid
+        self.shadow = shadow
+
+    def __repr__(self) -> str:
+        return f"Bundle({self.path}, <{len(self.data)} bytes>, version={self.version!r})"
 
     @cached_property
     def sha256(self) -> str:

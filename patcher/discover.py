@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from patcher.bundle import PACKAGES
 
 
-@dataclass(frozen=True)
-class Install:
+class Install(NamedTuple):
     path: Path  # the cli.js, or the package folder when it has none (native binary)
     scope: str  # "explicit" | "local" | "global"
     package: str | None
@@ -128,8 +127,7 @@ KINDS = ("native installer", "npm wrapper", "agent-sdk", "python sdk", "binary")
 _MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
 
 
-@dataclass(frozen=True)
-class NativeInstall:
+class NativeInstall(NamedTuple):
     binary: Path  # the executable, links resolved
     kind: str  # one of KINDS
     found_as: Path  # what led to it: the path given, the link on PATH, the package folder

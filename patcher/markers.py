@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
+from typing import NamedTuple
 
 BEGIN = b"/*ctxpatch:begin "
 END = b"/*ctxpatch:end*/\n"
@@ -77,8 +76,12 @@ class State(StrEnum):
     UNSUPPORTED = "UNSUPPORTED"
 
 
-@dataclass(frozen=True)
-class Header:
+# The records here and in backup/bundle/discover/ops are NamedTuples or plain classes, not
+# dataclasses: importing dataclasses (inspect, ast, dis, tokenize) and building each class cost
+# `check`, which runs at every start, ~10 ms of its 100.
+
+
+class Header(NamedTuple):
     ctxpatch_version: str
     snippet_sha: str
     original_sha: str
@@ -87,14 +90,16 @@ class Header:
     clear_snippet_sha: str | None = None  # of the clearing block, when there is one
 
 
-@dataclass(frozen=True)
-class Original:
+class Original(NamedTuple):
     """A file as byte ranges of ``data``: a patched file's original is the patched bytes minus
     the marked edits. Hashed and compared piece by piece, without the 13.7 MB copy a join
     makes (``check`` runs at every start); joined only when the bytes are needed."""
 
-    data: bytes = field(repr=False)
+    data: bytes
     ranges: tuple[tuple[int, int], ...]
+
+    def __repr__(self) -> str:
+        return f"Original(<{len(self.data)} bytes>, ranges={self.ranges!r})"
 
     @classmethod
     def whole(cls, data: bytes) -> Original:
@@ -128,8 +133,7 @@ class Original:
         return b"".join(self.pieces())  # the one copy
 
 
-@dataclass(frozen=True)
-class Marks:
+class Marks(NamedTuple):
     """What the markers say about a file. ``state`` is never UNSUPPORTED here (that needs a
     search for the call site, which ``patcher.plan`` does)."""
 
@@ -140,9 +144,9 @@ class Marks:
     # PATCHED / OUTDATED: the file with both marked edits removed, proved by the recorded sha
     unpatched: Original | None = None
 
-    @cached_property
+    @property
     def original(self) -> bytes | None:
-        """The bytes of ``unpatched`` (one copy, made when first asked)."""
+        """The bytes of ``unpatched`` (a 13.7 MB copy on each use: take it once)."""
         return None if self.unpatched is None else self.unpatched.join()
 
 

@@ -6,10 +6,9 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patcher import backup, markers, plan, snippet
+from patcher import backup, markers, snippet
 from patcher.backup import BackupInfo, BackupStatus
 from patcher.bundle import Bundle, load, resolve_target, writable_problem
 from patcher.errors import (
@@ -35,30 +34,65 @@ TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every st
 if TYPE_CHECKING:
     from typing import Any
 
+    from patcher import plan  # imported where used: `check` of a patched file never plans
 
-@dataclass
+
 class Result:
-    path: str
-    action: str  # patched | repatched | already-patched | reverted | not-patched | checked
-    state: str  # the state after the command
-    exit_code: int
-    version: str | None = None
-    package: str | None = None
-    shape: str | None = None
-    clearing: str | None = None  # the request-builder shape of the clearing injection, or "none"
-    reason: str = ""
-    backup: dict[str, object] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    error: dict[str, object] | None = None  # CtxpatchError.to_json() when the command failed
-    # a native build (patcher.native.state): only then are these set and in the JSON
-    kind: str | None = None  # native installer | npm wrapper | agent-sdk | python sdk | binary
-    lever: str | None = None  # gateway | settings
-    lever_state: str | None = None  # nothing-to-write (gateway) | written | not-written
-    binary: str | None = None  # the executable, links resolved
-    lever_facts: dict[str, object] | None = None  # what the binary does (native.levers)
+    """One file's outcome. A plain class, not a dataclass: see ``patcher.markers`` for why the
+    records on ``check``'s path avoid dataclasses. The JSON keys are in this order."""
+
+    def __init__(
+        self,
+        path: str,
+        action: str,  # patched | repatched | already-patched | reverted | not-patched | checked
+        state: str,  # the state after the command
+        exit_code: int,
+        version: str | None = None,
+        package: str | None = None,
+        shape: str | None = None,
+        clearing: str | None = None,  # request-builder shape of the clearing injection, "none"
+        reason: str = "",
+        backup: dict[str, object] | None = None,
+        notes: list[str] | None = None,
+        error: dict[str, object] | None = None,  # CtxpatchError.to_json() when it failed
+        # a native build (patcher.native.state): only then are these set and in the JSON
+        kind: str | None = None,  # native installer | npm wrapper | agent-sdk | python sdk | binary
+        lever: str | None = None,  # gateway | settings
+        lever_state: str | None = None,  # nothing-to-write (gateway) | written | not-written
+        binary: str | None = None,  # the executable, links resolved
+        lever_facts: dict[str, object] | None = None,  # what the binary does (native.levers)
+    ) -> None:
+        self.path = path
+        self.action = action
+        self.state = state
+        self.exit_code = exit_code
+        self.version = version
+        self.package = package
+        self.shape = shape
+        self.clearing = clearing
+        self.reason = reason
+        self.backup: dict[str, object] = {} if backup is None else backup
+        self.notes: list[str] = [] if notes is None else notes
+        self.error = error
+        self.kind = kind
+        self.lever = lever
+        self.lever_state = lever_state
+        self.binary = binary
+        self.lever_facts = lever_facts
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Result) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"Result({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
     def to_json(self) -> dict[str, object]:
-        doc = asdict(self)
+        """Every field in order (its lists and dicts copied); ``error`` and the native fields only
+        when set."""
+        doc = {
+            k: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
+            for k, v in vars(self).items()
+        }
         for key in ("error", *_NATIVE_FIELDS):
             if doc[key] is None:
                 del doc[key]
@@ -174,6 +208,8 @@ def check_file(given: Path) -> Result:
             + ("" if hdr.clear is not None else " and without server-side clearing"),
             backup=bj,
         )
+    from patcher import plan
+
     try:
         found = plan.locate(b.data, b.version)
     except CtxpatchError as e:
@@ -237,6 +273,8 @@ def apply_file(
 def _apply_locked(
     b: Bundle, snip: bytes, snip_sha: str, *, node: str | None, node_asked: bool
 ) -> Result:
+    from patcher import plan
+
     marks = markers.read(b.data, snip_sha, snippet.clear_sha())
     bpath = backup.path_for(b.path)
     saved = _read_backup(b, bpath)
@@ -426,6 +464,8 @@ def revert_file(given: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> R
 
 
 def _revert_locked(b: Bundle, snip_sha: str) -> Result:
+    from patcher import plan
+
     marks = markers.read(b.data, snip_sha)
     bpath = backup.path_for(b.path)
     if marks.state is State.UNPATCHED:

@@ -12,7 +12,6 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -311,7 +310,8 @@ def test_fsio_does_not_read_the_environment_at_import() -> None:
 
 def test_building_a_result_reads_nothing_from_disk(tmp_path: Path, monkeypatch) -> None:
     cli = copy_fixture("s6-2.1.112.js", tmp_path / "@anthropic-ai" / "claude-agent-sdk")
-    b = replace(bundle.load(cli), shadow="@anthropic-ai/claude-agent-sdk-linux-x64")
+    b = bundle.load(cli)
+    b.shadow = "@anthropic-ai/claude-agent-sdk-linux-x64"
     shutil.rmtree(tmp_path / "@anthropic-ai")
 
     def no_disk(*_: object, **__: object) -> None:
