@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 from enum import IntEnum
+from typing import ClassVar
 
 
 class ExitCode(IntEnum):
@@ -34,10 +35,18 @@ class ExitCode(IntEnum):
 
 
 class CtxpatchError(Exception):
-    """Base of every user-facing failure."""
+    """Base of every user-facing failure. A subclass names its machine code (and its exit code
+    where it is not its base's) in its header: ``class FileBusy(CtxpatchError, code="file_busy")``.
+    """
 
-    exit_code: ExitCode = ExitCode.REFUSED
-    code: str = "error"  # stable machine name, used in --json output
+    exit_code: ClassVar[ExitCode] = ExitCode.REFUSED
+    code: ClassVar[str] = "error"  # stable machine name, used in --json output
+
+    def __init_subclass__(cls, *, code: str, exit_code: ExitCode | None = None) -> None:
+        super().__init_subclass__()
+        cls.code = code
+        if exit_code is not None:
+            cls.exit_code = exit_code
 
     def __init__(self, what: str, why: str = "", hint: str = "", **info: object) -> None:
         super().__init__(what)
@@ -73,48 +82,34 @@ class CtxpatchError(Exception):
 # ------------------------------------------------------------------------ a finding (1)
 
 
-class StrictFailure(CtxpatchError):
+class StrictFailure(CtxpatchError, code="strict", exit_code=ExitCode.CHANGE_NEEDED):
     """``--strict``: a version newer than every engine profile (its numbers would be guessed)."""
-
-    code = "strict"
-    exit_code = ExitCode.CHANGE_NEEDED
 
 
 # ----------------------------------------------------------------------------- usage (2)
 
 
-class UsageError(CtxpatchError):
+class UsageError(CtxpatchError, code="usage", exit_code=ExitCode.USAGE):
     """A bad option value or setting (an environment variable ctxpatch reads)."""
 
-    code = "usage"
-    exit_code = ExitCode.USAGE
 
-
-class MissingExtra(UsageError):
+class MissingExtra(UsageError, code="missing_extra"):
     """An option that needs an optional extra that is not installed (tiktoken, matplotlib)."""
 
-    code = "missing_extra"
 
-
-class TokenizerUnavailable(MissingExtra):
+class TokenizerUnavailable(MissingExtra, code="tokenizer_unavailable"):
     """``--tokenizer tiktoken`` without the ``tiktoken`` extra (or with broken rank files)."""
 
-    code = "tokenizer_unavailable"
 
-
-class PlotUnavailable(MissingExtra):
+class PlotUnavailable(MissingExtra, code="plot_unavailable"):
     """``--plot`` without the ``plot`` extra (matplotlib)."""
-
-    code = "plot_unavailable"
 
 
 # --------------------------------------------------------------------------- refused (3)
 
 
-class NotFound(CtxpatchError):
+class NotFound(CtxpatchError, code="not_found"):
     """No cli.js where we looked."""
-
-    code = "not_found"
 
     @classmethod
     def no_cli_js(cls, example: str) -> NotFound:
@@ -127,88 +122,60 @@ class NotFound(CtxpatchError):
         )
 
 
-class NotABundle(CtxpatchError):
+class NotABundle(CtxpatchError, code="not_a_bundle"):
     """The path exists but is not a Claude Code cli.js (empty, binary, directory, truncated)."""
 
-    code = "not_a_bundle"
 
-
-class TargetNotFound(CtxpatchError):
+class TargetNotFound(CtxpatchError, code="target_not_found"):
     """The micro-compaction call site was not found in a build that should have one."""
 
-    code = "target_not_found"
 
-
-class AmbiguousTarget(CtxpatchError):
+class AmbiguousTarget(CtxpatchError, code="ambiguous_target"):
     """More than one candidate call site: refusing to guess."""
 
-    code = "ambiguous_target"
 
-
-class ForeignPatch(CtxpatchError):
+class ForeignPatch(CtxpatchError, code="foreign_patch"):
     """Another patcher's marker, or a damaged ctxpatch marker."""
 
-    code = "foreign_patch"
 
-
-class NotPatched(CtxpatchError):
+class NotPatched(CtxpatchError, code="not_patched"):
     """``verify`` needs a file patched with the current snippet."""
 
-    code = "not_patched"
 
-
-class BackupMismatch(CtxpatchError):
+class BackupMismatch(CtxpatchError, code="backup_mismatch"):
     """A backup exists that belongs to a different original."""
 
-    code = "backup_mismatch"
 
-
-class RevertImpossible(CtxpatchError):
+class RevertImpossible(CtxpatchError, code="revert_impossible"):
     """Neither the backup nor removing the marked edits gives back the recorded original."""
 
-    code = "revert_impossible"
 
-
-class FileBusy(CtxpatchError):
+class FileBusy(CtxpatchError, code="file_busy"):
     """Another ctxpatch holds the lock, or the file changed while we worked."""
 
-    code = "file_busy"
 
-
-class FileAccess(CtxpatchError):
+class FileAccess(CtxpatchError, code="file_access"):
     """Permissions, read-only or immutable files, unwritable folders, symlink loops."""
 
-    code = "file_access"
 
-
-class EnvironmentFailure(CtxpatchError):
+class EnvironmentFailure(CtxpatchError, code="environment"):
     """The machine, not the input: disk full, out of memory, a tool that cannot be run."""
 
-    code = "environment"
 
-
-class NodeMissing(EnvironmentFailure):
+class NodeMissing(EnvironmentFailure, code="node_missing"):
     """node is needed (verify) or named (CTXPATCH_NODE) but cannot be run."""
 
-    code = "node_missing"
 
-
-class FetchFailed(EnvironmentFailure):
+class FetchFailed(EnvironmentFailure, code="fetch_failed"):
     """``npm pack`` / ``npm view`` failed (regress, the test cache)."""
 
-    code = "fetch_failed"
 
-
-class GatewayFailure(EnvironmentFailure):
+class GatewayFailure(EnvironmentFailure, code="gateway"):
     """``ctxpatch gateway`` / ``run`` cannot listen (port taken, no loopback)."""
 
-    code = "gateway"
 
-
-class TranscriptError(CtxpatchError):
+class TranscriptError(CtxpatchError, code="bad_transcript"):
     """A session transcript that cannot be read (``simulate``); ``line`` is 1-based."""
-
-    code = "bad_transcript"
 
     def __init__(self, what: str, why: str, hint: str, line: int | None = None) -> None:
         super().__init__(f"{what} (line {line})" if line else what, why, hint, line=line)
@@ -218,38 +185,26 @@ class TranscriptError(CtxpatchError):
 # ----------------------------------------------------------------------- unsupported (4)
 
 
-class Unsupported(CtxpatchError):
+class Unsupported(CtxpatchError, code="unsupported", exit_code=ExitCode.UNSUPPORTED):
     """A real Claude Code build that cannot take the patch (or that the engine cannot model)."""
-
-    code = "unsupported"
-    exit_code = ExitCode.UNSUPPORTED
 
 
 # -------------------------------------------------------------------------- internal (5)
 
 
-class VerificationFailed(CtxpatchError):
+class VerificationFailed(CtxpatchError, code="verification_failed", exit_code=ExitCode.INTERNAL):
     """Our own output did not pass verification: a bug. Nothing was written."""
 
-    code = "verification_failed"
-    exit_code = ExitCode.INTERNAL
 
-
-class InternalError(CtxpatchError):
+class InternalError(CtxpatchError, code="internal", exit_code=ExitCode.INTERNAL):
     """An unexpected exception: a bug. Reported with exit 5, never as a traceback."""
-
-    code = "internal"
-    exit_code = ExitCode.INTERNAL
 
 
 # ------------------------------------------------------------------------ interrupted
 
 
-class Interrupted(CtxpatchError):
+class Interrupted(CtxpatchError, code="interrupted", exit_code=ExitCode.INTERRUPTED):
     """^C: writes are atomic, so nothing is half-written."""
-
-    code = "interrupted"
-    exit_code = ExitCode.INTERRUPTED
 
 
 # ------------------------------------------------------------- any exception -> an error

@@ -47,10 +47,8 @@ _HINT = (
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
-class BadBinary(NotABundle):
+class BadBinary(NotABundle, code="bad_native_binary"):
     """A file that should be a Bun standalone executable and is not, or is damaged."""
-
-    code = "bad_native_binary"
 
 
 @dataclass(frozen=True)
