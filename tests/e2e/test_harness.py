@@ -5,7 +5,6 @@ Fast (no real cli.js); the guard and sandbox tests need node.
 
 from __future__ import annotations
 
-import http.client
 import itertools
 import json
 import os
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mock_http import events, post
 
 from patcher.e2e.mock import MockConfig, MockServer, Step, classify, make_usage
 from patcher.e2e.predict import first_difference, strip_volatile
@@ -20,25 +20,6 @@ from patcher.e2e.sandbox import Sandbox, project_dir_name
 from patcher.e2e.session import SessionWriter, filler, usage_of
 
 TOOLS = [{"name": "Read"}, {"name": "Bash"}]
-
-
-def _post(port: int, path: str, body: dict, key: str = "sk-secret") -> tuple[int, str, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    conn.request(
-        "POST", path, json.dumps(body), {"content-type": "application/json", "x-api-key": key}
-    )
-    r = conn.getresponse()
-    data = r.read().decode()
-    conn.close()
-    return r.status, r.getheader("content-type") or "", data
-
-
-def _events(sse: str) -> list[tuple[str, dict]]:
-    out = []
-    for chunk in sse.strip().split("\n\n"):
-        name, data = chunk.split("\n", 1)
-        out.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
-    return out
 
 
 def test_classify() -> None:
@@ -79,9 +60,9 @@ def test_mock_streams_scripted_replies_and_logs_without_secrets() -> None:
             "tools": TOOLS,
             "messages": [{"role": "user", "content": "go"}],
         }
-        status, ctype, data = _post(mock.port, "/v1/messages?beta=true", body)
+        status, ctype, data = post(mock.port, "/v1/messages?beta=true", body)
         assert (status, ctype) == (200, "text/event-stream")
-        ev = _events(data)
+        ev = events(data)
         assert [n for n, _ in ev] == [
             "message_start",
             "content_block_start",
@@ -95,11 +76,11 @@ def test_mock_streams_scripted_replies_and_logs_without_secrets() -> None:
         assert ev[4][1]["delta"]["stop_reason"] == "tool_use"
         assert ev[4][1]["usage"]["output_tokens"] == 50
         # script exhausted: the default text reply, as plain JSON when not streaming
-        status, ctype, data = _post(mock.port, "/v1/messages", {**body, "stream": False})
+        status, ctype, data = post(mock.port, "/v1/messages", {**body, "stream": False})
         reply = json.loads(data)
         assert reply["content"] == [{"type": "text", "text": "OK"}]
         assert reply["usage"] == make_usage(1000)
-        status, _, data = _post(mock.port, "/v1/messages/count_tokens", {"messages": []})
+        status, _, data = post(mock.port, "/v1/messages/count_tokens", {"messages": []})
         assert json.loads(data) == {"input_tokens": 1000}
         logged = mock.requests()
         assert [r.kind for r in logged] == ["main", "main", "count_tokens"]
@@ -108,7 +89,7 @@ def test_mock_streams_scripted_replies_and_logs_without_secrets() -> None:
         mock.reset()
         assert mock.requests() == []
     with pytest.raises(OSError):  # closed: nothing listens any more
-        _post(mock.port, "/v1/messages", body)
+        post(mock.port, "/v1/messages", body)
 
 
 def test_mock_answers_the_summarisation_request() -> None:
@@ -129,7 +110,7 @@ def test_mock_answers_the_summarisation_request() -> None:
                 }
             ],
         }
-        _, _, data = _post(mock.port, "/v1/messages", body)
+        _, _, data = post(mock.port, "/v1/messages", body)
         assert json.loads(data)["content"][0]["text"] == "<summary>S</summary>"
         assert mock.requests("compact")
 
