@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,21 @@ def snippet_010() -> bytes:
     injected it: the frozen file without its header."""
     data = SNIPPET_010.read_bytes()
     return data[data.index(b"function _aggressiveTextPrune(") :].strip() + b"\n"
+
+
+def cached_tgz(root: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
+    """A package tarball where the npm-pack cache under ``root`` keeps it,
+    ``root/npm/<name>-<version>.tgz`` (``name`` as npm pack spells it, e.g.
+    ``anthropic-ai-claude-code``), holding ``files`` (path in the tarball -> bytes)."""
+    base = root / "npm"
+    base.mkdir(parents=True, exist_ok=True)
+    tgz = base / f"{name}-{version}.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return tgz
 
 
 @pytest.fixture

@@ -210,21 +210,15 @@ def test_native_regress_selects_native_versions_only() -> None:
 def test_native_regress_inspects_a_cached_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import io
-    import tarfile
+    from conftest import cached_tgz
 
     from patcher.native import regress as nreg
     from patcher.regress import Job
 
     monkeypatch.setenv("CTXPATCH_CACHE", str(tmp_path))
-    base = tmp_path / "npm"
-    base.mkdir()
     for version, data in (("2.1.300", split_binary("2.1.300")), ("2.1.301", b"\x7fELF junk")):
-        with tarfile.open(base / f"anthropic-ai-claude-code-linux-x64-{version}.tgz", "w:gz") as t:
-            for name, body in (("package/claude", data), ("package/package.json", b"{}")):
-                info = tarfile.TarInfo(name)
-                info.size = len(body)
-                t.addfile(info, io.BytesIO(body))
+        files = {"package/claude": data, "package/package.json": b"{}"}
+        cached_tgz(tmp_path, "anthropic-ai-claude-code-linux-x64", version, files)
     ok = nreg.run_one(Job("cc", "2.1.300"))
     assert (ok.result, ok.claude_code_version, ok.shape) == ("pass", "2.1.300", "native-split")
     assert ok.profile == "2.1.284" and ok.drift == []

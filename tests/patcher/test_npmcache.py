@@ -3,18 +3,15 @@ ctxpatch and its tests read is kept, and the tarball goes once extracted."""
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
+
+from conftest import cached_tgz
 
 from patcher import npmcache
 from patcher.e2e.sandbox import node_platform
 
 
 def _tgz(root: Path, version: str) -> Path:
-    base = root / "npm"
-    base.mkdir(parents=True, exist_ok=True)
-    tgz = base / f"anthropic-ai-claude-code-{version}.tgz"
     here = node_platform()
     files = {
         "package/cli.js": b"#!/usr/bin/env node\n// Version: 2.1.112\n",
@@ -28,12 +25,7 @@ def _tgz(root: Path, version: str) -> Path:
         "package/vendor/seccomp/x64/apply-seccomp": b"x",
         "package/vendor/audio-capture/x64-linux/a.node": b"x",
     }
-    with tarfile.open(tgz, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return tgz
+    return cached_tgz(root, "anthropic-ai-claude-code", version, files)
 
 
 def test_keeps_what_is_read_and_deletes_the_tarball(tmp_path: Path) -> None:

@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import tarfile
 from pathlib import Path
 
 import native_builder as nbld
 import pytest
+from conftest import cached_tgz
 
 from patcher import npmcache
 
 
 def fake_tgz(root: Path, version: str) -> Path:
-    base = root / "npm"
-    base.mkdir(parents=True, exist_ok=True)
-    tgz = base / f"anthropic-ai-claude-code-linux-x64-{version}.tgz"
     files = {
         "package/claude": nbld.elf(nbld.blob(nbld.single_module_app())),
         "package/package.json": json.dumps({"name": "x", "version": version}).encode(),
         "package/README.md": b"big docs we never read\n" * 100,
     }
-    with tarfile.open(tgz, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return tgz
+    return cached_tgz(root, "anthropic-ai-claude-code-linux-x64", version, files)
 
 
 def test_unpacks_only_the_binary_and_deletes_the_tarball(tmp_path: Path) -> None:
