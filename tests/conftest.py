@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,27 @@ def cached_tgz(root: Path, name: str, version: str, files: dict[str, bytes]) -> 
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return tgz
+
+
+@functools.cache
+def patched_fixture(name: str) -> bytes:
+    """fixtures/cli_js/<name> as ``ctxpatch apply`` patches it (no node check): what users run."""
+    from patcher import ops
+
+    with tempfile.TemporaryDirectory() as folder:
+        cli = Path(folder) / "cli.js"
+        shutil.copyfile(FIXTURES / name, cli)
+        ops.apply_file(cli, node_check=False)
+        return cli.read_bytes()
+
+
+def injected_clearing_js() -> str:
+    """The server-side clearing function as ctxpatch injects it (into the 2.1.112 fixture)."""
+    from patcher import markers
+
+    js = markers._clear_snippet_bytes(patched_fixture("rq-2.1.112.js"))
+    assert js is not None
+    return js.decode().strip()
 
 
 @pytest.fixture

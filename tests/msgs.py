@@ -15,3 +15,15 @@ def assistant(content: Any, **extra: Any) -> dict[str, Any]:
 
 def text(t: str, **extra: Any) -> dict[str, Any]:
     return {"type": "text", "text": t, **extra}
+
+
+# Prune everything it can: one turn kept, cutoff moves turn by turn, no threshold.
+EAGER = {
+    "CLAUDE_TEXT_PRUNE_KEEP": "1",
+    "CLAUDE_TEXT_PRUNE_STEP": "1",
+    "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
+    "CLAUDE_TEXT_PRUNE_MAX_CHARS": "10",
+    # the cases written for 0.1.0 (thinking blocks stay where they are); the thinking-safe
+    # rule has its own tests
+    "CLAUDE_TEXT_PRUNE_THINKING": "ignore",
+}

@@ -5,13 +5,11 @@ messages (CLAUDE_CTX_CLEAR_STEP, and the round in progress always kept) against 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import need
+from conftest import injected_clearing_js, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,18 +30,6 @@ for (const [env, messages] of CASES) {
 }
 process.stdout.write(JSON.stringify(out));
 """
-
-
-def _snippet() -> str:
-    from patcher import markers, ops
-
-    with tempfile.TemporaryDirectory() as folder:
-        cli = Path(folder) / "cli.js"
-        shutil.copyfile(ROOT / "fixtures" / "cli_js" / "rq-2.1.112.js", cli)
-        ops.apply_file(cli, node_check=False)
-        js = markers._clear_snippet_bytes(cli.read_bytes())
-    assert js is not None
-    return js.decode().strip()
 
 
 def _use(k: int) -> dict:
@@ -109,5 +95,5 @@ _CACHE: list[str] = []
 
 def _snippet_cached() -> str:
     if not _CACHE:
-        _CACHE.append(_snippet())
+        _CACHE.append(injected_clearing_js())
     return _CACHE[0]

@@ -11,15 +11,12 @@ One node process serves the whole run (one JSON document per line).
 
 from __future__ import annotations
 
-import functools
 import json
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import need
+from conftest import injected_clearing_js, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,23 +46,12 @@ for await (const line of rl) {
 """
 
 
-@functools.cache
-def _snippet() -> str:
-    from patcher import markers, ops
-
-    with tempfile.TemporaryDirectory() as folder:
-        cli = Path(folder) / "cli.js"
-        shutil.copyfile(ROOT / "fixtures" / "cli_js" / "rq-2.1.112.js", cli)
-        ops.apply_file(cli, node_check=False)
-        js = markers._clear_snippet_bytes(cli.read_bytes())
-    assert js is not None
-    return js.decode().strip()
-
-
 @pytest.fixture(scope="module")
 def server():
     node = need("node", "node is the ground truth for JavaScript")
-    script = SERVER.replace("SNIPPET", _snippet()).replace("NAMES", json.dumps(ENV_NAMES))
+    script = SERVER.replace("SNIPPET", injected_clearing_js()).replace(
+        "NAMES", json.dumps(ENV_NAMES)
+    )
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("CLAUDE_")}
     proc = subprocess.Popen(
         [node, "--input-type=module", "-e", script],

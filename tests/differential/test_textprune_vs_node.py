@@ -19,7 +19,6 @@ import re
 import shutil
 import stat
 import subprocess
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +26,10 @@ from typing import Any
 
 import esprima
 import pytest
+from conftest import patched_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from msgs import assistant, text, user
+from msgs import EAGER, assistant, text, user
 
 from engine.textprune import (
     MARKER,
@@ -64,13 +64,7 @@ def load_snippet() -> str:
 @functools.cache
 def injected_snippet() -> str:
     """The JavaScript under test, taken out of a fixture patched by ctxpatch: what users run."""
-    from patcher import ops
-
-    with tempfile.TemporaryDirectory() as folder:
-        cli = Path(folder) / "cli.js"
-        shutil.copyfile(ROOT / "fixtures" / "cli_js" / "s6-2.1.112.js", cli)
-        ops.apply_file(cli, node_check=False)
-        return load_snippet_from_patched(cli)
+    return snippet_in_patched(patched_fixture("s6-2.1.112.js").decode(), "s6-2.1.112.js")
 
 
 def test_injected_snippet_is_the_snippet_file() -> None:
@@ -85,7 +79,11 @@ def load_snippet_from_patched(path: str | os.PathLike[str]) -> str:
     esprima's tokenizer, so braces in strings, regexes and comments do not confuse it).
     Raises ``ValueError`` when there is no such region or declaration.
     """
-    source = Path(path).read_text(encoding="utf-8")
+    return snippet_in_patched(Path(path).read_text(encoding="utf-8"), path)
+
+
+def snippet_in_patched(source: str, path: object) -> str:
+    """:func:`load_snippet_from_patched` on the text of the file ``path``."""
     position = 0
     while True:
         begin = BEGIN_MARKER.search(source, position)
@@ -276,17 +274,6 @@ def compare(case: dict[str, Any], result: dict[str, Any]) -> str:
     assert js_json_stringify(result["output"]) == js_json_stringify(outcome.messages), context
     assert result["same"] == (outcome.messages is messages), context
     return outcome.reason
-
-
-EAGER = {
-    "CLAUDE_TEXT_PRUNE_KEEP": "1",
-    "CLAUDE_TEXT_PRUNE_STEP": "1",
-    "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
-    "CLAUDE_TEXT_PRUNE_MAX_CHARS": "10",
-    # the cases written for 0.1.0 (thinking blocks stay where they are); the thinking-safe
-    # rule has its own tests
-    "CLAUDE_TEXT_PRUNE_THINKING": "ignore",
-}
 
 
 def fixed_cases() -> list[dict[str, Any]]:

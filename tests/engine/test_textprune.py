@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from msgs import assistant, text, user
+from msgs import EAGER, assistant, text, user
 
 from engine.textprune import (
     MARKER,
@@ -37,16 +37,6 @@ PROPERTY_SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-# Prune everything it can: one turn kept, cutoff moves turn by turn, no threshold.
-EAGER = {
-    "CLAUDE_TEXT_PRUNE_KEEP": "1",
-    "CLAUDE_TEXT_PRUNE_STEP": "1",
-    "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
-    "CLAUDE_TEXT_PRUNE_MAX_CHARS": "10",
-    # the cases written for 0.1.0 (thinking blocks stay where they are); the thinking-safe
-    # rule has its own tests
-    "CLAUDE_TEXT_PRUNE_THINKING": "ignore",
-}
 # 40 units: at MAX_CHARS=10 its shortened form (10 units + MARKER, 35 units) is shorter
 LONG = "0123456789abcdefghij" * 2
 
