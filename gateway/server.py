@@ -124,6 +124,9 @@ class Gateway:
             auto_decompress=False,  # bytes pass through with their Content-Encoding
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
             connector=aiohttp.TCPConnector(limit=0),
+            # a gateway keeps no cookies: the client's own Cookie header passes as sent, and a
+            # Set-Cookie from the upstream goes back to the client, never into later requests
+            cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
         )
         self._runner = web.AppRunner(
@@ -233,9 +236,15 @@ class Gateway:
         log.info("%s %s -> %d, %s", request.method, request.path, status, what)
 
     def _buffered(
-        self, up: aiohttp.ClientResponse, payload: bytes, decision: Decision, request: web.Request
+        self,
+        up: aiohttp.ClientResponse,
+        payload: bytes,
+        decision: Decision,
+        request: web.Request,
+        log: bool = True,
     ) -> web.Response:
-        self._line(request, up.status, decision)
+        if log:
+            self._line(request, up.status, decision)
         resp = web.Response(status=up.status, reason=up.reason, body=payload)
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
@@ -246,13 +255,17 @@ class Gateway:
         self, request: web.Request, up: aiohttp.ClientResponse, decision: Decision
     ) -> web.StreamResponse:
         self._line(request, up.status, decision)
+        length = up.headers.get("Content-Length")
+        sized = length is not None and "chunked" not in up.headers.get("Transfer-Encoding", "")
+        if sized and up.content.total_bytes == int(length or 0):
+            # the whole reply came with its headers (a JSON answer): one write, not two
+            return self._buffered(up, up.content.read_nowait(), decision, request, log=False)
         resp = web.StreamResponse(status=up.status, reason=up.reason)
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
                 resp.headers.add(name, value)
-        length = up.headers.get("Content-Length")
-        if length is not None and "chunked" not in up.headers.get("Transfer-Encoding", ""):
-            resp.content_length = int(length)
+        if sized:
+            resp.content_length = int(length or 0)
         else:
             resp.enable_chunked_encoding()
         await resp.prepare(request)

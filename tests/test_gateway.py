@@ -472,10 +472,11 @@ def test_binds_loopback_only() -> None:
 
 
 def test_splice_keeps_the_client_bytes_when_appending() -> None:
-    raw = b'{"model": "claude-opus-4-6", "messages": [{"role": "user", "content": "a \\u00e9 1.0e2"}],\n "n": 1.50}\n'
+    raw = b'{"model": "claude-opus-4-6", "messages": [{"role": "user", "content": "a \\u00e9 1.0e2"}],\n "n": 1.50 \n}\n'
     d = decide("POST", "/v1/messages", [], raw, EDIT)
     cm = compact({"edits": [to_json(EDIT)]})
-    assert d.body == raw.rstrip()[:-1] + b',"context_management":' + cm + b"}"
+    # a new last member right after the last value: the whitespace around it stays
+    assert d.body == raw.replace(b"1.50 ", b'1.50,"context_management":' + cm + b" ")
 
 
 def test_splice_replaces_only_the_old_value() -> None:
@@ -487,35 +488,106 @@ def test_splice_replaces_only_the_old_value() -> None:
     )
 
 
+def _common_prefix(a: bytes, b: bytes) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _big_messages(extra: dict | None = None) -> list[dict]:
+    """Messages well over the fast walk's budget, so that they lie in its unread middle."""
+    out = messages(20)
+    if extra is not None:
+        out.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_use", "id": "x", "name": "T", "input": extra}],
+            }
+        )
+    return out
+
+
+def _claude_code_body(msgs: list[dict], cm: object = None, **extra: object) -> dict:
+    """Claude Code's key order: model, messages, system, tools, ..., context_management, ..."""
+    body: dict = {
+        "model": MODEL,
+        "messages": msgs,
+        "system": [{"type": "text", "text": "s" * 5000}],
+    }
+    body.update(tools=[{"name": f"T{i}", "input_schema": {"type": "object"}} for i in range(200)])
+    body.update(metadata={"user_id": "u"}, max_tokens=100, thinking={"type": "adaptive"})
+    if cm is not None:
+        body["context_management"] = cm
+    body.update(extra)
+    body["stream"] = True
+    return body
+
+
 @pytest.mark.parametrize(
-    "raw",
+    ("raw", "where"),
     [
-        # the key also inside a message (a tool's input): re-serialised, the nested one kept
-        compact(
-            body_of(
-                context_management={"edits": [THINKING_EDIT]},
-                messages=[
-                    {
-                        "role": "user",
-                        "content": [
-                            {
-                                "type": "tool_use",
-                                "id": "x",
-                                "name": "T",
-                                "input": {"context_management": {"edits": [THINKING_EDIT]}},
-                            }
-                        ],
-                    }
-                ],
-            )
+        # the key also inside a message (a tool's input), in the unread middle of a large body
+        (
+            compact(
+                _claude_code_body(
+                    _big_messages({"context_management": {"edits": [THINKING_EDIT]}}),
+                    {"edits": [THINKING_EDIT]},
+                )
+            ),
+            "full",
         ),
-        # a \u escape (the top-level key could be spelt with one)
-        b'{"model":"claude-opus-4-6","context\\u005fmanagement":{"edits":[]},"messages":[{"role":"user","content":"context_management"}]}',
+        # a nested key of that name in a small body (walked whole)
+        (
+            compact(
+                body_of(
+                    context_management={"edits": [THINKING_EDIT]},
+                    messages=[
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "tool_use",
+                                    "id": "x",
+                                    "name": "T",
+                                    "input": {"context_management": {"edits": [THINKING_EDIT]}},
+                                }
+                            ],
+                        }
+                    ],
+                )
+            ),
+            "fast",
+        ),
+        # the top-level key spelt with an escape
+        (
+            b'{"model":"claude-opus-4-6","context\\u005fmanagement":{"edits":[]},"messages":[{"role":"user","content":"context_management"}]}',
+            "fast",
+        ),
+        # an escaped ASCII letter in the unread middle of a large body: the full walk settles it
+        (
+            compact(_claude_code_body(_big_messages({"k": "\\u0061 is an a"}), {"edits": []})),
+            "full",
+        ),
+        # \u escapes everywhere (control characters, lone surrogates): still the fast walk
+        (
+            json.dumps(
+                _claude_code_body(
+                    _big_messages({"k": "\x1b[0m \ud800"}), {"edits": [THINKING_EDIT]}
+                )
+            ).encode(),
+            "fast",
+        ),
         # a lone surrogate (orjson refuses it, the standard library takes it)
-        b'{"model":"claude-opus-4-6","messages":[{"role":"user","content":"\\ud800"}]}',
+        (b'{"model":"claude-opus-4-6","messages":[{"role":"user","content":"\\ud800"}]}', "fast"),
     ],
 )
-def test_ambiguous_bodies_are_re_serialised_with_the_same_content(raw: bytes) -> None:
+def test_bodies_with_escapes_and_nested_keys_are_spliced_exactly(raw: bytes, where: str) -> None:
+    from gateway.toplevel import scan
+
+    top = scan(raw)
+    assert (
+        top is not None and (top.gap is None or not top.gap_may_hold(raw, "context_management"))
+    ) == (where == "fast")
     d = decide("POST", "/v1/messages", [], raw, EDIT)
     assert d.body is not None
     before, after = json.loads(raw), json.loads(d.body)
@@ -524,3 +596,50 @@ def test_ambiguous_bodies_are_re_serialised_with_the_same_content(raw: bytes) ->
     assert list(after) == list(before) + (
         [] if "context_management" in before else ["context_management"]
     )
+    # every byte outside the one value is the client's: what differs is at most the old value
+    prefix = _common_prefix(raw, d.body)
+    suffix = _common_prefix(raw[::-1], d.body[::-1])
+    old = before.get("context_management")
+    assert prefix + suffix >= len(raw) - (len(compact(old)) if old is not None else 0)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model":"claude-opus-4-6","model":"claude-opus-4-6","messages":[]}',
+        b'{"model":"claude-opus-4-6","context_management":{"edits":[]},"messages":[],"context_management":{"edits":[]}}',
+        compact(_claude_code_body(_big_messages(), {"edits": []})).replace(
+            b'"system":', b'"context_management":{"edits":[]},"system":'
+        ),
+        b'{"model":"claude-opus-4-6","messages":[],"context\\u005fmanagement":{"edits":[]},"context_management":{"edits":[]}}',
+    ],
+)
+def test_a_key_spelt_twice_at_the_top_leaves_the_body_unchanged(raw: bytes) -> None:
+    json.loads(raw)  # valid JSON (duplicate keys are legal, their meaning is not)
+    d = decide("POST", "/v1/messages", [], raw, EDIT)
+    assert d.body is None and "twice" in d.reason
+
+
+def test_the_gateway_keeps_no_cookies() -> None:
+    seen: list[str | None] = []
+
+    async def route(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Cookie"))
+        resp = web.json_response({"ok": True})
+        resp.set_cookie("__cf_bm", "from-the-upstream")
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/messages/count_tokens", route)
+    with AppThread(app) as up:
+        # a host name, as the API's: aiohttp's default cookie jar ignores IP addresses
+        upstream = up.url.replace("127.0.0.1", "localhost")
+        gw = ThreadedGateway(upstream=upstream, edit=EDIT).start()
+        try:
+            first = post(gw.url, "/v1/messages/count_tokens", b"{}", {})
+            post(gw.url, "/v1/messages/count_tokens", b"{}", {})
+            post(gw.url, "/v1/messages/count_tokens", b"{}", {"Cookie": "mine=1"})
+        finally:
+            gw.stop()
+    assert "from-the-upstream" in first[1]["Set-Cookie"]  # the client gets it
+    assert seen == [None, None, "mine=1"]  # later requests carry only what the client sends
