@@ -1,24 +1,39 @@
-"""Gateway overhead: added latency per request and time to first streamed byte, vs direct.
+"""Gateway bench: every bar of issue #9's "Done when" for ``ctxpatch gateway``, with a verdict each.
 
-A ~150K-token request (≈600 KB of JSON: tool uses and results, as a long Claude Code session
-sends) goes N times straight to a loopback upstream and N times through ``ctxpatch gateway``
-(which parses it, adds the clearing edit and re-serialises it), interleaved, in the same run.
-The upstream (a tiny aiohttp app that reads the body and answers) and the gateway each run in
-their own process, so the client, the gateway and the upstream do not share a GIL.
+1. added latency per request, p50 <= 2 ms and p99 <= 10 ms, on a ~150K-token request (≈600 KB
+   of JSON, Claude Code's key order: model, messages, system, tools, ..., context_management):
+   the same body N times straight to a loopback upstream and N times through the gateway
+   (which adds the clearing edit), interleaved, in the same run; ``--runs`` repeats it and the
+   verdict is on the median of the runs (the spread is printed);
+2. first streamed byte not delayed: time to the first SSE byte, direct vs through the gateway
+   (same bar as 1), and the stream is not buffered (the first byte arrives long before the
+   upstream sends its last event);
+3. 100 concurrent streams without loss: every byte of every stream arrives (sha256 of each);
+4. a client disconnect mid-stream closes the upstream: the upstream sees its connection closed
+   within 500 ms of the client hanging up;
+5. a killed upstream gives the client a clean error: SIGKILL mid-stream ends the client's
+   stream (a truncated reply, not a hang), and the next request gets a 502 API-style JSON error.
 
-Targets (issue #9): added latency p50 <= 2 ms, p99 <= 10 ms; the first streamed byte not delayed.
+The upstream (a small aiohttp app) and the gateway each run in their own process, so client,
+gateway and upstream do not share a GIL. The gateway's CPU time per request is printed too: on
+a loaded machine it is steadier than wall-clock latency.
 
-    python3 bench/bench_gateway.py [--n 200] [--kb 600]
+    python3 bench/bench_gateway.py [--runs 5] [--n 200] [--kb 600] [--streams 100]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import hashlib
 import json
 import multiprocessing as mp
+import os
+import signal
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,11 +43,13 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SSE_EVENTS = 20
+P50_BAR, P99_BAR = 2.0, 10.0  # ms, issue #9
+CLOSE_BAR = 500.0  # ms: the upstream must see a client's hang-up this fast
+SSE_EVENTS, SSE_GAP = 20, 0.001  # the first-byte stream: 20 events 1 ms apart
 
 
 def make_body(kb: int) -> bytes:
-    """A Messages API request of about ``kb`` KB (≈4 bytes per token)."""
+    """A Messages API request of about ``kb`` KB (≈4 bytes per token) in Claude Code's key order."""
     messages: list[dict] = [{"role": "user", "content": "Fix the failing tests."}]
     i = 0
     while len(json.dumps(messages)) < kb * 1024:
@@ -57,8 +74,11 @@ def make_body(kb: int) -> bytes:
                     {
                         "type": "tool_result",
                         "tool_use_id": f"toolu_{i:04d}",
+                        # control characters (ANSI colours) and non-ASCII text, as real tool
+                        # output has: JSON.stringify writes them as \u001b escapes
                         "content": "\n".join(
-                            f"{n:>5}  line {n} of module {i} = value" for n in range(120)
+                            f"{n:>5}  line {n} of module {i} = value \x1b[32m✓\x1b[0m"
+                            for n in range(120)
                         ),
                     }
                 ],
@@ -67,53 +87,137 @@ def make_body(kb: int) -> bytes:
         i += 1
     body = {
         "model": "claude-opus-4-6",
+        "messages": messages,
+        "system": [{"type": "text", "text": "You are Claude Code. " * 200}],
+        "tools": [
+            {
+                "name": f"Tool{t}",
+                "description": "does things " * 20,
+                "input_schema": {"type": "object"},
+            }
+            for t in range(30)
+        ],
+        "metadata": {"user_id": "user_0123456789abcdef"},
         "max_tokens": 32000,
         "thinking": {"type": "adaptive"},
         "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-        "system": [{"type": "text", "text": "You are Claude Code."}],
-        "messages": messages,
         "stream": True,
     }
-    return json.dumps(body, separators=(",", ":")).encode()
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def run_upstream(q: mp.Queue) -> None:
+def event(stream: int, i: int, size: int) -> bytes:
+    """Event ``i`` of stream ``stream``: deterministic, so the client knows what must arrive."""
+    seed = hashlib.sha256(f"{stream}:{i}".encode()).hexdigest()
+    data = (seed * (size // 64 + 1))[:size]
+    return f'event: content_block_delta\ndata: {{"s":{stream},"i":{i},"d":"{data}"}}\n\n'.encode()
+
+
+def expected_digest(stream: int, events: int, size: int) -> str:
+    return hashlib.sha256(b"".join(event(stream, i, size) for i in range(events))).hexdigest()
+
+
+# --- the processes ----------------------------------------------------------------------------
+
+
+def run_upstream(port_q: mp.Queue, closed_q: mp.Queue) -> None:
+    """POST /v1/messages: a JSON reply, or (``?events=E``) an SSE stream of E events ``gap`` ms
+    apart; when its client goes away mid-stream it reports (stream, time) on ``closed_q``."""
+
     async def messages(request: web.Request) -> web.StreamResponse:
         await request.read()
-        if request.query.get("sse"):
-            resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
-            await resp.prepare(request)
-            for i in range(SSE_EVENTS):
-                await resp.write(f'event: ping\ndata: {{"i": {i}}}\n\n'.encode())
-                await asyncio.sleep(0.001)
+        q = request.query
+        if "events" not in q:
+            return web.json_response({"type": "message", "content": [], "usage": {}})
+        stream, events = int(q.get("id", 0)), int(q["events"])
+        size, gap = int(q.get("size", 16)), float(q.get("gap", 0)) / 1000
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        done = False
+        try:
+            for i in range(events):
+                await resp.write(event(stream, i, size))
+                if gap:
+                    await asyncio.sleep(gap)
             await resp.write_eof()
-            return resp
-        return web.json_response({"type": "message", "content": [], "usage": {}})
+            done = True
+        finally:
+            if not done:
+                closed_q.put((stream, time.perf_counter()))
+        return resp
 
     async def main() -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/messages", messages)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        q.put(runner.addresses[0][1])
+        port_q.put(runner.addresses[0][1])
         await asyncio.Event().wait()
 
     asyncio.run(main())
 
 
-def run_gateway(upstream: str, q: mp.Queue) -> None:
+def run_gateway(upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue) -> None:
+    """The real gateway; each message on ``ctl`` is answered with this process's CPU time."""
+    import logging
+
     from engine.context_editing import ClearToolUses
     from gateway.server import Gateway
+
+    logging.getLogger("ctxpatch.gateway").setLevel(logging.ERROR)  # the kill's warnings: expected
+
+    def cpu_clock() -> None:
+        while ctl.get() is not None:
+            cpu_q.put(time.process_time())
+
+    threading.Thread(target=cpu_clock, daemon=True).start()
 
     async def main() -> None:
         gw = Gateway(upstream=upstream, edit=ClearToolUses())
         await gw.start()
-        q.put(gw.port)
+        port_q.put(gw.port)
         await asyncio.Event().wait()
 
     asyncio.run(main())
+
+
+class Procs:
+    """An upstream and a gateway in front of it, each in its own process."""
+
+    def __init__(self) -> None:
+        self.closed: mp.Queue = mp.Queue()
+        q: mp.Queue = mp.Queue()
+        self.up = mp.Process(target=run_upstream, args=(q, self.closed), daemon=True)
+        self.up.start()
+        self.direct = f"http://127.0.0.1:{q.get(timeout=30)}"
+        self.ctl: mp.Queue = mp.Queue()
+        self.cpu_q: mp.Queue = mp.Queue()
+        self.gw = mp.Process(
+            target=run_gateway, args=(self.direct, q, self.ctl, self.cpu_q), daemon=True
+        )
+        self.gw.start()
+        self.via = f"http://127.0.0.1:{q.get(timeout=30)}"
+
+    def gateway_cpu(self) -> float:
+        self.ctl.put(1)
+        return float(self.cpu_q.get(timeout=30))
+
+    def stop(self) -> None:
+        for p in (self.gw, self.up):
+            if p.is_alive():
+                p.terminate()
+            p.join(10)
+
+
+# --- 1 + 2: latency and first byte ------------------------------------------------------------
+
+HEADERS = {
+    "content-type": "application/json",
+    "x-api-key": "bench",
+    "anthropic-version": "2023-06-01",
+}
 
 
 def pct(values: list[float], p: float) -> float:
@@ -121,26 +225,16 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-async def measure(direct: str, via: str, body: bytes, n: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {
-        "direct": [],
-        "gateway": [],
-        "ttfb_direct": [],
-        "ttfb_gateway": [],
-    }
-    headers = {
-        "content-type": "application/json",
-        "x-api-key": "bench",
-        "anthropic-version": "2023-06-01",
-    }
+async def latency_run(procs: Procs, body: bytes, n: int) -> dict[str, float]:
+    """One run: n requests of each kind, interleaved; ms."""
+    out: dict[str, list[float]] = {k: [] for k in ("direct", "gateway", "ttfb_d", "ttfb_g")}
+    sse = f"/v1/messages?events={SSE_EVENTS}&gap={SSE_GAP * 1000}"
     async with aiohttp.ClientSession() as s:
 
-        async def once(base: str, sse: bool) -> float:
+        async def once(base: str, path: str, first_byte: bool) -> float:
             t0 = time.perf_counter()
-            async with s.post(
-                f"{base}/v1/messages" + ("?sse=1" if sse else ""), data=body, headers=headers
-            ) as r:
-                if sse:
+            async with s.post(base + path, data=body, headers=HEADERS) as r:
+                if first_byte:
                     await r.content.readany()
                     t = time.perf_counter() - t0
                     await r.read()
@@ -149,63 +243,211 @@ async def measure(direct: str, via: str, body: bytes, n: int) -> dict[str, list[
                 return time.perf_counter() - t0
 
         for _ in range(10):  # warm-up: connections, caches
-            await once(direct, False)
-            await once(via, False)
+            await once(procs.direct, "/v1/messages", False)
+            await once(procs.via, "/v1/messages", False)
+        cpu0 = procs.gateway_cpu()
         for _ in range(n):
-            out["direct"].append(await once(direct, False))
-            out["gateway"].append(await once(via, False))
-            out["ttfb_direct"].append(await once(direct, True))
-            out["ttfb_gateway"].append(await once(via, True))
-    return out
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200, help="requests per series")
-    ap.add_argument("--kb", type=int, default=600, help="request body size in KB")
-    args = ap.parse_args()
-    body = make_body(args.kb)
-    q: mp.Queue = mp.Queue()
-    up = mp.Process(target=run_upstream, args=(q,), daemon=True)
-    up.start()
-    up_port = q.get(timeout=30)
-    gw = mp.Process(target=run_gateway, args=(f"http://127.0.0.1:{up_port}", q), daemon=True)
-    gw.start()
-    gw_port = q.get(timeout=30)
-    try:
-        r = asyncio.run(
-            measure(f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{gw_port}", body, args.n)
-        )
-    finally:
-        gw.terminate()
-        up.terminate()
-        gw.join()
-        up.join()
+            out["direct"].append(await once(procs.direct, "/v1/messages", False))
+            out["gateway"].append(await once(procs.via, "/v1/messages", False))
+        cpu = (procs.gateway_cpu() - cpu0) / n
+        for _ in range(n):
+            out["ttfb_d"].append(await once(procs.direct, sse, True))
+            out["ttfb_g"].append(await once(procs.via, sse, True))
     ms = 1000.0
+    return {
+        "direct_p50": pct(out["direct"], 50) * ms,
+        "gateway_p50": pct(out["gateway"], 50) * ms,
+        "added_p50": (pct(out["gateway"], 50) - pct(out["direct"], 50)) * ms,
+        "added_p99": (pct(out["gateway"], 99) - pct(out["direct"], 99)) * ms,
+        "paired_p50": pct([g - d for g, d in zip(out["gateway"], out["direct"], strict=True)], 50)
+        * ms,
+        "ttfb_added_p50": (pct(out["ttfb_g"], 50) - pct(out["ttfb_d"], 50)) * ms,
+        "ttfb_gateway_p50": pct(out["ttfb_g"], 50) * ms,
+        "cpu_ms": cpu * ms,
+    }
+
+
+# --- 3: concurrent streams --------------------------------------------------------------------
+
+
+async def concurrent_streams(procs: Procs, streams: int, events: int, size: int) -> int:
+    """How many of ``streams`` simultaneous SSE replies arrived byte for byte."""
+
+    async def one(s: aiohttp.ClientSession, k: int) -> bool:
+        path = f"/v1/messages?id={k}&events={events}&size={size}&gap=1"
+        async with s.post(procs.via + path, data=b"{}", headers=HEADERS) as r:
+            got = hashlib.sha256(await r.read()).hexdigest()
+        return r.status == 200 and got == expected_digest(k, events, size)
+
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as s:
+        results = await asyncio.gather(*(one(s, k) for k in range(streams)), return_exceptions=True)
+    return sum(r is True for r in results)
+
+
+# --- 4: client disconnect ---------------------------------------------------------------------
+
+
+async def disconnect_once(procs: Procs, stream: int) -> float | None:
+    """ms from the client's hang-up to the upstream seeing its connection closed (None: never)."""
+    path = f"/v1/messages?id={stream}&events=100000&size=16&gap=10"  # 1000 s if never stopped
+    async with aiohttp.ClientSession() as s:
+        r = await s.post(procs.via + path, data=b"{}", headers=HEADERS)
+        await r.content.readuntil(b"\n\n")
+        t_close = time.perf_counter()
+        r.close()  # the client goes away mid-stream
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            k, t = await asyncio.to_thread(procs.closed.get, True, 0.5)
+        except Exception:  # queue.Empty
+            continue
+        if k == stream:
+            return (t - t_close) * 1000
+    return None
+
+
+# --- 5: killed upstream -----------------------------------------------------------------------
+
+
+async def killed_upstream() -> tuple[str, float, int, dict | None, float]:
+    """SIGKILL an upstream mid-stream: (how the client's stream ended, ms after the kill; then
+    the status and JSON error of the next request, ms it took)."""
+    victim = Procs()
+    try:
+        async with aiohttp.ClientSession() as s:
+            path = "/v1/messages?id=7&events=100000&size=16&gap=10"
+            r = await s.post(victim.via + path, data=b"{}", headers=HEADERS)
+            await r.content.readuntil(b"\n\n")
+            os.kill(victim.up.pid or 0, signal.SIGKILL)
+            t_kill = time.perf_counter()
+            try:
+                await asyncio.wait_for(r.read(), 10)
+                ending = "the stream ended as if complete"
+            except aiohttp.ClientPayloadError:
+                ending = "truncated reply (ClientPayloadError)"
+            except TimeoutError:
+                ending = "HANG: no end after 10 s"
+            ended_ms = (time.perf_counter() - t_kill) * 1000
+            r.close()
+            t0 = time.perf_counter()
+            async with s.post(victim.via + "/v1/messages", data=b"{}", headers=HEADERS) as r2:
+                status, text = r2.status, await r2.read()
+            next_ms = (time.perf_counter() - t0) * 1000
+        try:
+            err = json.loads(text)
+        except ValueError:
+            err = None
+        return ending, ended_ms, status, err, next_ms
+    finally:
+        victim.stop()
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def spread(runs: list[dict[str, float]], key: str) -> tuple[float, str]:
+    values = [r[key] for r in runs]
+    med = statistics.median(values)
+    return med, f"median {med:.2f} ms (runs: {', '.join(f'{v:.2f}' for v in values)})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument(
+        "--runs", type=int, default=5, help="latency runs (the verdict is on the median)"
+    )
+    ap.add_argument("--n", type=int, default=200, help="requests per series per run")
+    ap.add_argument("--kb", type=int, default=600, help="request body size in KB")
+    ap.add_argument("--streams", type=int, default=100, help="concurrent streams")
+    args = ap.parse_args(argv)
+    body = make_body(args.kb)
+    load = os.getloadavg()
     print(
         f"request body: {len(body) / 1024:.0f} KB (~{len(body) // 4 // 1000}K tokens), "
-        f"{args.n} requests per series, interleaved"
+        f"{args.runs} runs x {args.n} requests per series, interleaved; "
+        f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
-    print(f"{'':24}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
-    for name in ("direct", "gateway", "ttfb_direct", "ttfb_gateway"):
-        v = r[name]
+    procs = Procs()
+    ok_all = True
+
+    def report(label: str, ok: bool, detail: str) -> None:
+        nonlocal ok_all
+        ok_all &= ok
+        print(f"  [{verdict(ok)}] {label}: {detail}")
+
+    try:
+        runs = [asyncio.run(latency_run(procs, body, args.n)) for _ in range(args.runs)]
         print(
-            f"{name:24}{pct(v, 50) * ms:9.2f}{pct(v, 99) * ms:9.2f}{statistics.fmean(v) * ms:9.2f}"
+            f"\n{'run':>4}{'direct p50':>12}{'gw p50':>9}{'added p50':>11}{'added p99':>11}"
+            f"{'paired p50':>12}{'ttfb +p50':>11}{'gw CPU/req':>12}"
         )
-    added = [g - d for g, d in zip(r["gateway"], r["direct"], strict=True)]
-    p50 = (pct(r["gateway"], 50) - pct(r["direct"], 50)) * ms
-    p99 = (pct(r["gateway"], 99) - pct(r["direct"], 99)) * ms
-    print(
-        f"added latency (gateway - direct): p50 {p50:.2f} ms (target <= 2), "
-        f"p99 {p99:.2f} ms (target <= 10); paired p50 {pct(added, 50) * ms:.2f} ms, "
-        f"paired p99 {pct(added, 99) * ms:.2f} ms"
+        for i, r in enumerate(runs, 1):
+            print(
+                f"{i:>4}{r['direct_p50']:>12.2f}{r['gateway_p50']:>9.2f}{r['added_p50']:>11.2f}"
+                f"{r['added_p99']:>11.2f}{r['paired_p50']:>12.2f}{r['ttfb_added_p50']:>11.2f}"
+                f"{r['cpu_ms']:>12.2f}"
+            )
+        print("\nverdicts (issue #9, gateway bench):")
+        p50, p50_text = spread(runs, "added_p50")
+        p99, p99_text = spread(runs, "added_p99")
+        report(f"added latency p50 <= {P50_BAR:g} ms", p50 <= P50_BAR, p50_text)
+        report(f"added latency p99 <= {P99_BAR:g} ms", p99 <= P99_BAR, p99_text)
+        ttfb, ttfb_text = spread(runs, "ttfb_added_p50")
+        stream_ms = SSE_EVENTS * SSE_GAP * 1000
+        first = statistics.median(r["ttfb_gateway_p50"] for r in runs)
+        report(
+            f"first streamed byte not delayed (added p50 <= {P50_BAR:g} ms, not buffered)",
+            ttfb <= P50_BAR and first < stream_ms,
+            f"{ttfb_text}; through the gateway it arrives after {first:.2f} ms of a "
+            f"{stream_ms:.0f} ms stream",
+        )
+        _, cpu_text = spread(runs, "cpu_ms")
+        print(f"  [info] gateway CPU time per 600 KB request: {cpu_text}")
+
+        events, size = 50, 512
+        t0 = time.perf_counter()
+        good = asyncio.run(concurrent_streams(procs, args.streams, events, size))
+        report(
+            f"{args.streams} concurrent streams without loss",
+            good == args.streams,
+            f"{good}/{args.streams} streams arrived byte for byte (sha256 of {events} events "
+            f"each, {events * (size + 60) // 1024} KB), {time.perf_counter() - t0:.2f} s",
+        )
+
+        closes = [asyncio.run(disconnect_once(procs, 1000 + k)) for k in range(5)]
+        seen = [c for c in closes if c is not None]
+        report(
+            f"client disconnect mid-stream closes the upstream (within {CLOSE_BAR:g} ms)",
+            len(seen) == len(closes) and max(seen) <= CLOSE_BAR,
+            f"the upstream saw {len(seen)}/{len(closes)} hang-ups, after "
+            + (f"median {statistics.median(seen):.1f} ms, max {max(seen):.1f} ms" if seen else "-"),
+        )
+    finally:
+        procs.stop()
+
+    ending, ended_ms, status, err, next_ms = asyncio.run(killed_upstream())
+    clean = (
+        status == 502
+        and isinstance(err, dict)
+        and err.get("type") == "error"
+        and isinstance(err.get("error"), dict)
+        and err["error"].get("type") == "api_error"
     )
-    t50 = (pct(r["ttfb_gateway"], 50) - pct(r["ttfb_direct"], 50)) * ms
-    print(
-        f"first streamed byte: +{t50:.2f} ms at p50 through the gateway "
-        f"(the body rewrite included; no buffering: the rest of the stream follows as sent)"
+    report(
+        "killed upstream gives the client a clean error",
+        ending.startswith("truncated") and clean,
+        f"mid-stream SIGKILL: {ending} {ended_ms:.1f} ms after the kill; next request: "
+        f"{status} {json.dumps(err)[:90]} in {next_ms:.1f} ms",
     )
+    print(f"\nall bars: {verdict(ok_all)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())

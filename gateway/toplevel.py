@@ -44,7 +44,7 @@ _QUOTE, _BACKSLASH, _COLON, _COMMA = 0x22, 0x5C, 0x3A, 0x2C
 _OPEN, _CLOSE = b"[{", b"]}"
 _LBRACE, _RBRACE = 0x7B, 0x7D
 
-VALUE_BUDGET = 4096  # the fast walk skips values up to this size (Claude Code's tail: < 1 KB)
+VALUE_BUDGET = 1024  # the fast walk skips values up to this size (Claude Code's tail: < 1 KB)
 TAIL_WINDOW = 16384  # and reads at most this much of the body's end backward
 
 

@@ -608,9 +608,6 @@ def test_bodies_with_escapes_and_nested_keys_are_spliced_exactly(raw: bytes, whe
     [
         b'{"model":"claude-opus-4-6","model":"claude-opus-4-6","messages":[]}',
         b'{"model":"claude-opus-4-6","context_management":{"edits":[]},"messages":[],"context_management":{"edits":[]}}',
-        compact(_claude_code_body(_big_messages(), {"edits": []})).replace(
-            b'"system":', b'"context_management":{"edits":[]},"system":'
-        ),
         b'{"model":"claude-opus-4-6","messages":[],"context\\u005fmanagement":{"edits":[]},"context_management":{"edits":[]}}',
     ],
 )
@@ -643,3 +640,20 @@ def test_the_gateway_keeps_no_cookies() -> None:
             gw.stop()
     assert "from-the-upstream" in first[1]["Set-Cookie"]  # the client gets it
     assert seen == [None, None, "mine=1"]  # later requests carry only what the client sends
+
+
+def test_a_second_context_management_hidden_in_the_unread_middle_is_safe() -> None:
+    # one context_management among the large members (not read), one at the end (read): the
+    # read one is spliced, the other is left as sent; whichever the API takes is either ours
+    # (merged from the one it would have used) or the client's own, never a doubled edit
+    raw = compact(_claude_code_body(_big_messages(), {"edits": [THINKING_EDIT]})).replace(
+        b'"system":', b'"context_management":{"edits":[{"type":"x"}]},"system":'
+    )
+    d = decide("POST", "/v1/messages", [], raw, EDIT)
+    assert d.body is not None
+    last = compact({"edits": [THINKING_EDIT]})
+    at = raw.rindex(last)
+    assert (
+        d.body
+        == raw[:at] + compact({"edits": [THINKING_EDIT, to_json(EDIT)]}) + raw[at + len(last) :]
+    )
