@@ -69,16 +69,23 @@ def merged_beta(values: Collection[str], beta: str = BETA) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do with one request: ``body`` is None when it is forwarded byte for byte."""
+    """What to do with one request: ``parts`` is None when it is forwarded byte for byte, else
+    the new body in pieces (the client's bytes before the new value, the value, the client's
+    bytes after it: sent one after the other, never copied into one 600 KB buffer)."""
 
-    body: bytes | None = None
+    parts: tuple[bytes | memoryview, ...] | None = None
     beta: str | None = None  # the new anthropic-beta value (None: leave the header)
     model: str | None = None
     reason: str = ""  # why nothing was added (empty when added)
 
     @property
     def added(self) -> bool:
-        return self.body is not None
+        return self.parts is not None
+
+    @property
+    def body(self) -> bytes | None:
+        """The new body in one piece (None: unchanged)."""
+        return None if self.parts is None else b"".join(self.parts)
 
 
 def decide(
@@ -120,14 +127,15 @@ def decide(
     if new_cm is None:
         return Decision(model=model, reason="the client sends its own clear_tool_uses_20250919")
     value = _dumps(new_cm)
+    view = memoryview(body)
     if cms:
-        data = b"".join((body[: cms[0].start], value, body[cms[0].end :]))
+        parts = (view[: cms[0].start], value, view[cms[0].end :])
     else:  # a new last member, right after the last value: every client byte stays
         assert top.last_end is not None
         at = top.last_end
-        data = b"".join((body[:at], b"," + _KEY + b":", value, body[at:]))
+        parts = (view[:at], b"," + _KEY + b":" + value, view[at:])
     beta = None if has_beta(beta_values) else merged_beta(beta_values)
-    return Decision(body=data, beta=beta, model=model)
+    return Decision(parts=parts, beta=beta, model=model)
 
 
 CM = "context_management"
@@ -189,7 +197,7 @@ def _reserialised(
     if out is None:
         return Decision(model=model, reason="the client sends its own clear_tool_uses_20250919")
     beta = None if has_beta(beta_values) else merged_beta(beta_values)
-    return Decision(body=_dumps(out), beta=beta, model=model)
+    return Decision(parts=(_dumps(out),), beta=beta, model=model)
 
 
 def _skip_reason(model: str, cm: Any, refused: Collection[str]) -> str:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict
 
 from engine.context_editing import ClearToolUses, knobs_from_env
@@ -91,6 +92,33 @@ def _forward_headers(headers: Mapping[str, str] | CIMultiDict[str]) -> CIMultiDi
         if name.lower() not in HOP_BY_HOP:
             out.add(name, value)
     return out
+
+
+class Pieces(aiohttp.payload.Payload):
+    """A request body sent as consecutive pieces (views of the client's body and the new value)
+    without first joining them: no copy of 600 KB into a fresh buffer per request."""
+
+    def __init__(self, parts: tuple[bytes | memoryview, ...]) -> None:
+        super().__init__(parts, content_type=None)
+        self._parts = parts
+        self._total = self._size = sum(len(p) for p in parts)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return b"".join(self._parts).decode(encoding, errors)
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        for part in self._parts:
+            await writer.write(part)
+
+    async def write_with_length(
+        self, writer: AbstractStreamWriter, content_length: int | None
+    ) -> None:
+        left = self._total if content_length is None else content_length
+        for part in self._parts:
+            if left <= 0:
+                break
+            await writer.write(part[:left])
+            left -= len(part)
 
 
 class Gateway:
@@ -178,9 +206,9 @@ class Gateway:
             sent_headers = CIMultiDict(headers)
             sent_headers.popall("anthropic-beta", None)
             sent_headers["anthropic-beta"] = decision.beta
-        assert decision.body is not None
+        assert decision.parts is not None
         return await self._forward(
-            request, url, sent_headers, decision.body, decision, original=(headers, body)
+            request, url, sent_headers, Pieces(decision.parts), decision, original=(headers, body)
         )
 
     async def _forward(
@@ -188,7 +216,7 @@ class Gateway:
         request: web.Request,
         url: str,
         headers: CIMultiDict[str],
-        body: bytes,
+        body: bytes | Pieces,
         decision: Decision,
         original: tuple[CIMultiDict[str], bytes] | None = None,
     ) -> web.StreamResponse:
