@@ -7,6 +7,8 @@ forwards every request unchanged, except that a ``POST /v1/messages`` gets the
 sends; messages are never touched). Modules:
 
 * :mod:`gateway.rewrite`: the pure decision and body rewrite (no I/O);
+* :mod:`gateway.toplevel`: where the top-level members of a JSON body are, by byte offset,
+  without parsing the large ones (what makes the splice exact and cheap);
 * :mod:`gateway.redact`: headers as they may be logged (credentials hidden);
 * :mod:`gateway.server`: the aiohttp server and client that stream requests and replies through;
 * :mod:`gateway.run`: ``ctxpatch run -- claude ...`` (a gateway for the lifetime of one command).
