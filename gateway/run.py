@@ -7,6 +7,14 @@ SIGUSR2 sent to ctxpatch are passed to the command; Ctrl-C (SIGINT) and Ctrl-\\ 
 reach the command straight from the terminal (same process group), so ctxpatch ignores them
 instead of delivering them twice (Claude Code reads a second Ctrl-C as "exit"). The exit code is
 the command's (128 + N when a signal N ended it); the gateway stops after it.
+
+Tool search: Claude Code 2.1.113-2.1.2xx turn on-demand tool search off for any base URL that
+is not Anthropic's, so behind the gateway they send every tool definition up front (8-10K more
+input tokens per request; measured in ``tests/e2e/test_base_url.py``). When the gateway's
+upstream IS Anthropic's API, the command gets ``ENABLE_TOOL_SEARCH=true`` (unless the user set
+it), which that test shows restores first-party's tools and beta. Nothing else first-party-only
+is claimed (no ``_CLAUDE_CODE_ASSUME_FIRST_PARTY_BASE_URL``: it would also make the binary sign
+the body that the gateway then changes).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gateway.server import UPSTREAM_ENV, ThreadedGateway, upstream_from_env
 from patcher.errors import UsageError
@@ -25,9 +34,25 @@ FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 IGNORED = (signal.SIGINT, signal.SIGQUIT)
 
 
+TOOL_SEARCH_ENV = "ENABLE_TOOL_SEARCH"
+FIRST_PARTY_HOST = "api.anthropic.com"
+
+
+def is_first_party(url: str) -> bool:
+    """Whether ``url`` is Anthropic's own API (Claude Code's own test: the host, exactly)."""
+    try:
+        return (urlsplit(url).hostname or "").lower() == FIRST_PARTY_HOST
+    except ValueError:
+        return False
+
+
 def command_env(env: Mapping[str, str], gateway_url: str, upstream: str) -> dict[str, str]:
-    """The command's environment: ours, with the base URL pointing at the gateway."""
-    return {**env, "ANTHROPIC_BASE_URL": gateway_url, UPSTREAM_ENV: upstream}
+    """The command's environment: ours, with the base URL pointing at the gateway (and tool
+    search kept on when the upstream is Anthropic's API and the user did not choose)."""
+    out = {**env, "ANTHROPIC_BASE_URL": gateway_url, UPSTREAM_ENV: upstream}
+    if is_first_party(upstream) and TOOL_SEARCH_ENV not in env:
+        out[TOOL_SEARCH_ENV] = "true"
+    return out
 
 
 def exit_code(returncode: int) -> int:

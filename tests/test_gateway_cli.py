@@ -115,3 +115,30 @@ def test_run_refuses_a_missing_command() -> None:
     )
     assert r.returncode == 2
     assert "command not found: no-such-command-ctxpatch" in r.stderr
+
+
+def test_run_keeps_tool_search_on_only_in_front_of_anthropics_api() -> None:
+    from gateway.run import command_env, is_first_party
+
+    gw = "http://127.0.0.1:5555"
+    # Anthropic's API upstream: tool search kept on (2.1.113-2.1.2xx turn it off for any other URL)
+    env = command_env({"PATH": "/bin"}, gw, "https://api.anthropic.com")
+    assert env["ENABLE_TOOL_SEARCH"] == "true"
+    assert (
+        env["ANTHROPIC_BASE_URL"] == gw and env["CTXPATCH_UPSTREAM"] == "https://api.anthropic.com"
+    )
+    # the user's own choice wins, whatever it is
+    assert (
+        command_env({"ENABLE_TOOL_SEARCH": "false"}, gw, "https://api.anthropic.com")[
+            "ENABLE_TOOL_SEARCH"
+        ]
+        == "false"
+    )
+    # another upstream (a corporate gateway, Bedrock proxy, the test mock): nothing claimed
+    for other in (
+        "http://127.0.0.1:9999",
+        "https://llm.example.com/anthropic",
+        "https://api.anthropic.com.evil.io",
+    ):
+        assert "ENABLE_TOOL_SEARCH" not in command_env({}, gw, other), other
+    assert is_first_party("HTTPS://API.ANTHROPIC.COM:443/") and not is_first_party("not a url[")
