@@ -233,11 +233,13 @@ def _looks_native(path: Path) -> bool:
 
 
 def kind_of(binary: Path, found_as: Path | None = None) -> str:
-    """Which of :data:`KINDS` installed ``binary`` (a resolved path)."""
-    if binary.parent.name == "versions" and binary.parent.parent.name == "claude":
-        return "native installer"
-    if binary.parent.name == "_bundled" and binary.parent.parent.name == "claude_agent_sdk":
-        return "python sdk"
+    """Which of :data:`KINDS` installed ``binary`` (a resolved path), also judged by every link
+    from ``found_as`` to it (``~/.local/bin/claude`` -> ``…/claude/versions/<v>``)."""
+    for hop in [*_link_chain(found_as), binary]:
+        if hop.parent.name == "versions" and hop.parent.parent.name == "claude":
+            return "native installer"
+        if hop.parent.name == "_bundled" and hop.parent.parent.name == "claude_agent_sdk":
+            return "python sdk"
     from patcher.native.inspect import _package_name
 
     for folder in (binary.parent, binary.parent.parent, found_as):
@@ -247,6 +249,19 @@ def kind_of(binary: Path, found_as: Path | None = None) -> str:
         if name and name.startswith("@anthropic-ai/claude-code"):
             return "npm wrapper"
     return "binary"
+
+
+def _link_chain(path: Path | None, limit: int = 40) -> list[Path]:
+    """``path`` and each symlink target after it (absolute, not resolved further)."""
+    out: list[Path] = []
+    while path is not None and len(out) < limit:
+        out.append(path)
+        try:
+            target = os.readlink(path)
+        except OSError:
+            break
+        path = path.parent / target
+    return out
 
 
 def environ() -> Mapping[str, str]:

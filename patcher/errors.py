@@ -117,7 +117,8 @@ class NotFound(CtxpatchError, code="not_found"):
         return cls(
             "no Claude Code cli.js found",
             why="looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
-            "claude-code} from the current folder upward, and the global npm install",
+            "claude-code} from the current folder upward, the global npm install, and for native "
+            "builds ~/.local/bin/claude, claude on PATH and the Python SDK's bundled binary",
             hint=f"pass the file, e.g. {example}",
         )
 

@@ -57,8 +57,8 @@ class Result:
         error: dict[str, object] | None = None,  # CtxpatchError.to_json() when it failed
         # a native build (patcher.native.state): only then are these set and in the JSON
         kind: str | None = None,  # native installer | npm wrapper | agent-sdk | python sdk | binary
-        lever: str | None = None,  # gateway | settings
-        lever_state: str | None = None,  # nothing-to-write (gateway) | written | not-written
+        lever: str | None = None,  # gateway (no native build has a settings lever)
+        lever_state: str | None = None,  # nothing-to-write
         binary: str | None = None,  # the executable, links resolved
         lever_facts: dict[str, object] | None = None,  # what the binary does (native.levers)
     ) -> None:

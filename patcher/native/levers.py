@@ -31,9 +31,9 @@ no published native build has a sound settings lever. 2.1.113 never builds the e
 neither (its only occurrences are in bundled documents); 2.1.330 builds it only for its idle
 clearing, whose mode comes from the remote flag ``tengu_jiggly_blossom``, and the override map
 that could set it from the environment is compiled out (``getEnvironmentOverrides(){return
-null}``), so a ``settings.json`` ``env`` entry cannot reach it. The lever is the gateway for
-every native version; :data:`SOUND_SETTINGS` is where a measured one would go, and a build whose
-override map is read again is reported (``flag_overrides: "read"``), never written to.
+null}``), so a ``settings.json`` ``env`` entry cannot reach it (the offline runs: README
+"Native installs"). The lever is the gateway for every native version; a build whose override
+map is read again is reported (``flag_overrides: "read"``), never written to.
 """
 
 from __future__ import annotations
@@ -70,10 +70,6 @@ _OVERRIDES_LET = re.compile(
 
 GATEWAY_HINT = "run `ctxpatch run -- claude …`, or point an SDK at `ctxpatch gateway`"
 
-# Settings levers measured to work offline in a real binary: {env var: (value, versions)}.
-# Empty: none of the published native builds has one (see the module docstring).
-SOUND_SETTINGS: dict[str, tuple[str, str]] = {}
-
 
 @dataclass(frozen=True)
 class LeverFacts:
@@ -92,10 +88,9 @@ class LeverFacts:
 
 @dataclass(frozen=True)
 class Lever:
-    name: str  # "gateway" | "settings"
+    name: str  # "gateway": the only lever any published native build has (module docstring)
     why: str  # one sentence: why this lever, read from the binary
     hint: str  # what the user does
-    env: dict[str, str] = field(default_factory=dict)  # for "settings": what apply writes
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,15 +172,11 @@ def _int_of(data: bytes, token: bytes) -> int | None:
 
 
 def decide(facts: LeverFacts, version: str | None) -> Lever:
-    """The cheapest sound lever for a build with these facts."""
-    for env_var, (value, _versions) in SOUND_SETTINGS.items():
-        if facts.switches.get(env_var) == "read":
-            return Lever(
-                "settings",
-                why=f"{env_var} makes this build send clear_tool_uses_20250919 itself",
-                hint="ctxpatch apply writes it into the env block of settings.json",
-                env={env_var: value},
-            )
+    """The cheapest sound lever for a build with these facts: the gateway, with the reason.
+
+    A settings lever (an ``env`` entry in ``settings.json``) would come first, but only once
+    measured to work offline in a real binary; none has been (module docstring), so there is
+    no writer for one either: ``apply`` on a native install writes nothing."""
     return Lever("gateway", why=_why_gateway(facts, version), hint=GATEWAY_HINT)
 
 

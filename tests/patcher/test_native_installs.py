@@ -299,3 +299,20 @@ def test_inspect_reports_the_lever(home: Path) -> None:
     assert rep["lever"]["facts"]["idle_flag"] == "tengu_some_flag"
     text = runner.invoke(app, ["inspect", str(exe)]).stdout
     assert "lever: gateway (no in-binary switch" in text
+
+
+def test_kind_follows_the_links(tmp_path: Path) -> None:
+    """An installer version that is itself a link (to a binary anywhere) is still the native
+    installer's; a link on PATH to a plain binary is a binary."""
+    real = put(tmp_path / "store" / "claude", fake_claude())
+    versions = tmp_path / "h" / ".local" / "share" / "claude" / "versions"
+    versions.mkdir(parents=True)
+    (versions / "2.1.330").symlink_to(real)
+    link = tmp_path / "h" / ".local" / "bin" / "claude"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(versions / "2.1.330")
+    ni = native_of(link)
+    assert ni is not None and ni.kind == "native installer" and ni.binary == real
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "claude").symlink_to(real)
+    assert native_of(tmp_path / "bin" / "claude").kind == "binary"  # type: ignore[union-attr]

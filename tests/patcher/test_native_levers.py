@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from patcher.native import levers
 from patcher.native.app import Source
 from patcher.native.levers import decide, extract
 
@@ -55,7 +54,7 @@ def test_first_native_builds_never_build_the_edit() -> None:
     assert f.switches == {"USE_API_CONTEXT_MANAGEMENT": "compiled-off"}
     assert f.idle_flag is None and f.flag_overrides == "absent"
     lever = decide(f, "2.1.113")
-    assert lever.name == "gateway" and lever.env == {}
+    assert lever.name == "gateway"
     assert "never builds a clear_tool_uses_20250919 edit" in lever.why
     assert "USE_API_CONTEXT_MANAGEMENT compiled off" in lever.why
     assert "ctxpatch run -- claude" in lever.hint
@@ -116,9 +115,3 @@ def test_a_live_override_map_is_reported_not_used() -> None:
     lever = decide(extract(srcs(IDLE, CLIENT_LIVE)), "2.1.500")
     assert lever.name == "gateway"
     assert "CLAUDE_INTERNAL_FC_OVERRIDES is read by this build but not measured" in lever.why
-
-
-def test_a_measured_settings_lever_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(levers.SOUND_SETTINGS, "USE_API_CONTEXT_MANAGEMENT", ("1", "x"))
-    assert decide(extract(srcs(SWITCH_READ)), "9.9.9").env == {"USE_API_CONTEXT_MANAGEMENT": "1"}
-    assert decide(extract(srcs(SWITCH_OFF)), "9.9.9").name == "gateway"  # compiled off: no
