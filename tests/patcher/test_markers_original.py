@@ -112,3 +112,33 @@ def test_check_finds_a_backup_one_byte_off_at_every_piece_edge(patched) -> None:
         assert ops.check_file(cli).backup["status"] == BackupStatus.MISMATCH, i
     bpath.write_bytes(original)
     assert ops.check_file(cli).backup["status"] == BackupStatus.VALID
+
+
+def _scan_by_find(data: bytes) -> dict[bytes, list[int]]:
+    """The reference: every marker found where a bytes.find loop (overlaps allowed) sees it."""
+    found: dict[bytes, list[int]] = {m: [] for m in markers._ALL}
+    for m in markers._ALL:
+        hit = data.find(m)
+        while hit >= 0:
+            found[m].append(hit)
+            hit = data.find(m, hit + 1)
+    return found
+
+
+_PIECES = [
+    *markers._ALL,
+    markers.MARK,
+    markers.MARK[:-1],
+    b"/*",
+    b"/*ctxpatch",
+    b"*/",
+    b"ctxpatch:",
+    b"a",
+    b"\n",
+]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=30))
+def test_the_one_pass_scan_finds_every_marker_a_find_loop_finds(parts: list[bytes]) -> None:
+    data = b"".join(parts)
+    assert markers._scan(data) == _scan_by_find(data)
