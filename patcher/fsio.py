@@ -156,6 +156,41 @@ def read_regular(path: Path, *, limit: int) -> bytes | None:
         return data
 
 
+def holds(
+    path: Path, data: bytes, ranges: Iterable[tuple[int, int]], *, chunk: int = 1 << 18
+) -> bool:
+    """True when the regular file at ``path`` holds exactly ``data[a:b]`` for each ``(a, b)`` of
+    ``ranges``, one after the other; False otherwise, and on any doubt (missing, not a regular
+    file, unreadable, a read error): the caller then reads it the long way (``read_regular``),
+    which says why.
+
+    Read in ``chunk``-sized pieces into one buffer, each compared in place (a memcmp at its
+    offset in ``data``): a 13.7 MB backup costs ``check`` no 13.7 MB allocation. Opened like
+    ``read_regular`` (``O_NONBLOCK``, ``fstat`` of that descriptor): a FIFO never blocks.
+    """
+    ranges = list(ranges)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            st = os.fstat(fd)
+            size = sum(b - a for a, b in ranges)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+                return False
+            view = memoryview(bytearray(max(1, min(chunk, size))))
+            for a, b in ranges:
+                while a < b:
+                    n = f.readinto(view[: min(len(view), b - a)])
+                    if not n or not data.startswith(view[:n], a):
+                        return False  # shorter than fstat said, or a byte differs
+                    a += n
+            return f.read(1) == b""  # and nothing more
+    except OSError:
+        return False
+
+
 def _kind(mode: int) -> str:
     kinds = {
         stat.S_ISFIFO: "a FIFO (named pipe)",

@@ -132,6 +132,16 @@ class Original(NamedTuple):
     def join(self) -> bytes:
         return b"".join(self.pieces())  # the one copy
 
+    def head(self, n: int) -> bytes:
+        """The first ``n`` bytes (``join()[:n]`` without the whole copy)."""
+        out, left = [], n
+        for piece in self.pieces():
+            if left <= 0:
+                break
+            out.append(piece[:left])
+            left -= len(piece[:left])
+        return b"".join(out)
+
 
 class Marks(NamedTuple):
     """What the markers say about a file. ``state`` is never UNSUPPORTED here (that needs a

@@ -1,17 +1,19 @@
 """``markers.Original``: a patched file's original as byte ranges, hashed and compared piece by
-piece (``check`` no longer joins 13.7 MB to compare the backup). The piecewise answers must be
-exactly those of the joined bytes: any byte off, anywhere, is a different file."""
+piece, and ``fsio.holds``: a file compared with those ranges chunk by chunk (``check`` neither
+joins 13.7 MB nor reads the backup into memory). The piecewise answers must be exactly those of
+the joined bytes: any byte off, anywhere, is a different file."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from patcher import backup, markers, ops, snippet
+from patcher import backup, fsio, markers, ops, snippet, versions
 from patcher.backup import BackupStatus
 from patcher.markers import Original, State
 
@@ -64,6 +66,48 @@ def test_any_other_bytes_compare_as_the_joined_bytes(original: Original, other: 
     assert original.same_as(joined[: len(other)] + other[len(joined) :]) is (
         len(other) == len(joined)
     )
+
+
+@given(originals(), st.integers(1, 7), st.data())
+def test_a_file_holds_the_ranges_exactly_when_its_bytes_are_the_joined_bytes(
+    tmp_path_factory: pytest.TempPathFactory, original: Original, chunk: int, data: st.DataObject
+) -> None:
+    """Small chunks, so chunk edges fall everywhere against the piece edges."""
+    joined = _joined(original.data, original.ranges)
+    other = data.draw(st.sampled_from(_mutations(joined)) | st.binary(max_size=40))
+    path = tmp_path_factory.mktemp("holds") / "cli.js.backup"
+    path.write_bytes(other)
+    assert fsio.holds(path, original.data, original.ranges, chunk=chunk) is (other == joined)
+    assert original.head(chunk) == joined[:chunk]
+
+
+def test_holds_never_blocks_or_raises_on_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    data = b"abc"
+    assert not fsio.holds(tmp_path / "missing", data, ((0, 3),))
+    assert not fsio.holds(tmp_path, data, ((0, 3),))  # a folder
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert not fsio.holds(fifo, data, ((0, 3),))  # no writer: a blocking open would hang
+    (tmp_path / "f").write_bytes(data)
+    assert fsio.holds(tmp_path / "f", data, ((0, 3),))
+    (tmp_path / "f").chmod(0)
+    try:
+        if os.geteuid() != 0:
+            assert not fsio.holds(tmp_path / "f", data, ((0, 3),))
+    finally:
+        (tmp_path / "f").chmod(0o644)
+
+
+@pytest.mark.parametrize("head", [b"// Version: 2.1.112\n", b"// no version line\n"])
+def test_a_proven_copy_gets_the_info_classify_gives_it(head: bytes) -> None:
+    """With and without the ``// Version:`` line in the first 4 KiB (then the version comes
+    from ``README_URL:…,VERSION:`` further on, as ``version_of`` reads it)."""
+    data = b"#!/usr/bin/env node\n" + head + b"x" * 5000 + b'README_URL:"u",VERSION:"2.1.7"'
+    original = Original(data, ((0, 20), (20, 21), (21, len(data))))
+    sha = original.sha256()
+    given = backup.classify(data, sha, "2.1.112", "0" * 64, original)
+    assert backup.valid_copy(original, sha) == given
+    assert given.status is BackupStatus.VALID and given.version == versions.version_of(data)
 
 
 def test_whole_is_the_data_itself() -> None:
