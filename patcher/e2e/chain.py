@@ -133,6 +133,7 @@ def sign_session(
     prompt: str = "continue",
     secret: bytes = DEFAULT_SECRET,
     timeout: float = 120,
+    live: bool = False,
 ) -> Signed:
     """Sign every thinking block of ``session`` over the prefix the CLI sends (see the module
     docstring); changes ``session.records`` in place and rewrites the file.
@@ -140,19 +141,38 @@ def sign_session(
     ``env`` must be the environment of the runs that follow (it decides ``thinking``, the tools
     and the system prompt); the client-side edits are switched off for this one run only.
     Raises :class:`SigningError` when a block of the session is not in the request.
+
+    ``live``: sign what a :func:`run_turns` process sends (``--input-format stream-json``)
+    instead of a ``-p PROMPT --resume`` run. The two differ on the native 2.1.330 (the Bash
+    tool's description, ``thinking.display``), so a session for :func:`run_turns` must be
+    signed live there.
     """
     write_fresh(sb, session)
-    run, reqs = _resume(
-        sb,
-        mock,
-        session,
-        prompt,
-        MockConfig(),
-        model,
-        args,
-        {**(env or {}), **NO_CLIENT_EDITS},
-        timeout,
-    )
+    if live:
+        t = run_turns(
+            sb,
+            mock,
+            session,
+            [prompt],
+            MockConfig(),
+            model=model,
+            args=args,
+            env={**(env or {}), **NO_CLIENT_EDITS},
+            timeout=timeout,
+        )
+        run, reqs = t.run, t.requests
+    else:
+        run, reqs = _resume(
+            sb,
+            mock,
+            session,
+            prompt,
+            MockConfig(),
+            model,
+            args,
+            {**(env or {}), **NO_CLIENT_EDITS},
+            timeout,
+        )
     mains = [r for r in reqs if r.kind == "main" and isinstance(r.body, dict)]
     if not mains:
         raise SigningError(f"no main-loop request captured\n{run.describe()}")
@@ -367,12 +387,26 @@ def drive(
     prompts: Sequence[str],
     timeout: float,
 ) -> RunResult:
-    """Run ``cli.js ARGS`` with ``--input-format stream-json`` and hand it ``prompts`` one at a
-    time: the next one after each ``result`` line (2.1.x ends the session when standard input
+    """Run the sandbox's command (``node cli.js ARGS``, or the native binary in its network
+    namespace, :meth:`Sandbox.command`) with ``--input-format stream-json`` and hand it
+    ``prompts`` one at a time: the next one after each ``result`` line (2.1.x ends the session when standard input
     closes while a turn runs; 2.0.76 would queue them all). The process group is killed after
     ``timeout`` seconds or when done."""
-    cmd = [sb.node, str(sb.cli), *args]
+    cmd = sb.command(args, base_url)
     t0 = time.monotonic()
+    with sb.network(base_url):
+        return _drive(sb, cmd, base_url, env, prompts, timeout, t0)
+
+
+def _drive(
+    sb: Sandbox,
+    cmd: list[str],
+    base_url: str,
+    env: Mapping[str, str],
+    prompts: Sequence[str],
+    timeout: float,
+    t0: float,
+) -> RunResult:
     proc = subprocess.Popen(
         cmd,
         cwd=sb.proj,
@@ -394,7 +428,7 @@ def drive(
         pending = pending[1:]
         for line in proc.stdout:
             out.append(line)
-            if line.startswith('{"type":"result"'):
+            if _is_result(line):
                 if not pending:
                     break
                 proc.stdin.write(stream_json_prompts(pending[:1]))
@@ -418,6 +452,18 @@ def drive(
         err or "",
         time.monotonic() - t0,
     )
+
+
+def _is_result(line: str) -> bool:
+    """A ``result`` line of ``--output-format stream-json`` (2.1.330 writes its keys in another
+    order: ``{"duration_api_ms":...,"type":"result",...}``)."""
+    if '"type":"result"' not in line:
+        return False
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "result"
 
 
 def run_turns(

@@ -91,7 +91,7 @@ def run_thinking_proof(
     """The three proofs (see the module docstring) from one run in ``sandbox``."""
     env = {**THINK_ENV, **CLEAR}
     s = thinking_session(str(sandbox.proj), version=version, turns=2)
-    sign_session(sandbox, mock, s, model=MODEL, env=env, args=ARGS, timeout=timeout)
+    sign_session(sandbox, mock, s, model=MODEL, env=env, args=ARGS, timeout=timeout, live=True)
     cfg = MockConfig(script=_script(sandbox), thinking=True, binding="error", count_prompt=True)
     t = run_turns(
         sandbox, mock, s, _prompts(), cfg, model=MODEL, env=env, args=ARGS, timeout=timeout
