@@ -8,6 +8,14 @@
   newest reply's ``message.id`` (``newer_from_message_start``); records of other replies stop
   the walk back, records without an id (users, attachments, ``<synthetic>`` replies) do not.
 * ``last_usage_tokens`` mirrors ``PZ`` (2.1.39): the last usage alone, used by micro-compaction.
+* 2.1.284+ (``Profile.count_adds_server_cleared``, ``YG`` in 2.1.330) adds back what server-side
+  clearing removed, as the reply's record says: the ``cleared_input_tokens`` of the
+  ``clear_tool_uses_20250919`` entries of its ``message.context_management.applied_edits``
+  (:func:`server_cleared_tokens`). Claude Code records that field only for an edit it built
+  itself (its "tool-result clearing after idle"; ``xq`` in 2.1.330 is true only when the sent
+  ``context_management`` is its own): an edit added on the way (``ctxpatch run``, the gateway)
+  leaves it ``null``, so that clearing lowers the count there too (measured on the real 2.1.330,
+  tests/e2e/test_native_gateway.py).
 """
 
 from __future__ import annotations
@@ -53,6 +61,20 @@ def _reply_id(msg: Mapping[str, Any]) -> Any:
     return inner.get("id")
 
 
+def server_cleared_tokens(msg: Mapping[str, Any]) -> int:
+    """What the record says server-side clearing removed from its prompt (``eCt``, 2.1.330):
+    the sum of ``cleared_input_tokens`` over the ``clear_tool_uses_20250919`` entries of
+    ``message.context_management.applied_edits``; 0 when the record has none."""
+    cm = (msg.get("message") or {}).get("context_management")
+    edits = cm.get("applied_edits") if isinstance(cm, Mapping) else None
+    total = 0
+    for e in edits if isinstance(edits, list) else []:
+        if isinstance(e, Mapping) and e.get("type") == "clear_tool_uses_20250919":
+            n = e.get("cleared_input_tokens")
+            total += n if isinstance(n, int) and not isinstance(n, bool) else 0
+    return total
+
+
 def autocompact_tokens(messages: Sequence[Mapping[str, Any]], profile: Profile) -> int:
     """``vv``/``HKA``/``gK``: the number compared with the auto-compact threshold."""
     i = last_usage_index(messages)
@@ -61,6 +83,8 @@ def autocompact_tokens(messages: Sequence[Mapping[str, Any]], profile: Profile) 
     if i is None:
         return estimate_newer(messages, profile)
     base = usage_total(message_usage(messages[i]) or {})
+    if profile.count_adds_server_cleared:
+        base += server_cleared_tokens(messages[i])
     start = i
     if profile.newer_from_message_start:
         mid = (messages[i].get("message") or {}).get("id")

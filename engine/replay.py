@@ -11,8 +11,8 @@ Prompt sizes come from per-message costs calibrated on the recorded usage
 (``engine.calibration``), so an unpatched replay with the recorded settings reproduces the
 recorded numbers. Each request's usage, which Claude Code's next auto-compact count follows, is
 the prompt as the server counts it: after its clearing, so clearing delays or avoids compaction
-while Claude Code keeps (and sends) its full history (except on 2.1.284+, which adds the cleared
-tokens back into its count). Each request is priced like the prompt
+while Claude Code keeps (and sends) its full history (2.1.284+ adds the cleared tokens back only
+for an edit it built itself, never for ctxpatch's: ``engine.count``). Each request is priced like the prompt
 cache (``engine.prompt_cache``).
 """
 
@@ -277,14 +277,15 @@ def simulate_counterfactual(
                     server_cleared=server_cleared,
                 )
             )
-            # The usage the API reports is the edited prompt's. Claude Code up to 2.1.112 counts
-            # it as it is; 2.1.284+ adds back applied_edits' cleared_input_tokens
-            # (Profile.count_adds_server_cleared), so there clearing does not delay compaction.
-            add_back = server_cleared if profile.count_adds_server_cleared else 0
+            # The usage the API reports is the edited prompt's, and Claude Code counts it as it
+            # is. 2.1.284+ adds back what the server cleared only for an edit it built itself
+            # (it records applied_edits then; engine.count.server_cleared_tokens): ctxpatch's
+            # edit (injected, or added by the gateway) leaves the record without them, so the
+            # clearing delays compaction on every version (measured on the real 2.1.330).
             # the output Claude Code keeps in memory: the final count, or on 2.1.8-2.1.29 the
             # message_start placeholder (Profile.usage_final_in_memory), as in the recorded replay
             sim_usage = {
-                "input_tokens": prompt + add_back,
+                "input_tokens": prompt,
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
                 "output_tokens": memory_output(reply, profile),

@@ -19,7 +19,8 @@ message) is what lets the 400 say where the prefix first differs (``messages.K``
 Canonical form (what is compared; everything else counts):
 
 * ignored: ``cache_control`` keys anywhere; string content vs a list of text blocks (a string
-  is one text block); leading/trailing whitespace of a text block (``str.strip``);
+  is one text block); the ``x-anthropic-billing-header:`` system block; leading/trailing
+  whitespace of a text block (``str.strip``);
   whitespace-only text blocks (dropped); key order (digests hash ``sort_keys`` JSON); tool order
   (the tools are a sorted set); ``thinking`` and ``redacted_thinking`` blocks (dropped from the
   prefix); everything before the last ``compaction`` block that precedes the block (the prefix
@@ -138,8 +139,25 @@ def _digest(secret: bytes, obj: Any) -> str:
     return hmac.new(secret, _dumps(obj).encode(), hashlib.sha256).hexdigest()[:DIGEST_CHARS]
 
 
+BILLING_HEADER = "x-anthropic-billing-header:"
+"""The system text block Claude Code puts first (``cc_version=...; cc_entrypoint=...;`` and,
+on the native 2.1.113, ``cch=`` + a hash of the body, so different on every request). The API
+reads it as a header and takes it out of the prompt; a binding over it would refuse every
+thinking block 2.1.113 sends back, so the check leaves it out."""
+
+
 def canonical_system(system: Any) -> list[Any]:
-    return canonical_blocks(system)
+    """The system prompt as the check compares it: :func:`canonical_blocks` without the
+    billing header block (:data:`BILLING_HEADER`)."""
+    return [
+        b
+        for b in canonical_blocks(system)
+        if not (
+            isinstance(b, Mapping)
+            and b.get("type") == "text"
+            and str(b.get("text") or "").startswith(BILLING_HEADER)
+        )
+    ]
 
 
 def canonical_tools(tools: Any) -> list[str]:

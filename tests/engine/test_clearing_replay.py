@@ -206,10 +206,15 @@ def test_request_cost_adds_up(runs):
             assert r.cache_read + r.cache_write == r.prompt_tokens
 
 
-def test_native_builds_that_add_the_cleared_tokens_back_still_compact(tr):
-    """2.1.284+ (profile field count_adds_server_cleared) counts what the server cleared."""
+def test_native_builds_count_the_usage_of_ctxpatchs_edit_as_it_is(tr):
+    """2.1.284+ adds back what the server cleared only for an edit it built itself (the record
+    then holds applied_edits); ctxpatch's edit leaves the record without them, so on 2.1.330 the
+    replay's usage is the edited prompt, as on 2.1.112 (measured on the real 2.1.330 through
+    the gateway: tests/e2e/test_native_gateway.py)."""
     env = {"CLAUDE_CTX_CLEAR_TRIGGER": "100000"}
     new = profile_for("2.1.330")
     assert new.count_adds_server_cleared
     sim = simulate(tr, new, "server_clearing", clear_env=env, microcompact_on=False, model=OPUS)
-    assert sim.summary["server_clears"] > 0 and sim.summary["auto_compactions"] >= 1
+    plain = simulate(tr, new, "unpatched", microcompact_on=False, model=OPUS)
+    assert sim.summary["server_clears"] > 0
+    assert plain.summary["auto_compactions"] >= 1 and sim.summary["auto_compactions"] == 0
