@@ -175,6 +175,10 @@ class GatewayFailure(EnvironmentFailure, code="gateway"):
     """``ctxpatch gateway`` / ``run`` cannot listen (port taken, no loopback)."""
 
 
+class NamespaceMissing(EnvironmentFailure, code="netns_missing"):
+    """``verify`` on a native build needs a loopback-only network namespace (``unshare -rn``)."""
+
+
 class TranscriptError(CtxpatchError, code="bad_transcript"):
     """A session transcript that cannot be read (``simulate``); ``line`` is 1-based."""
 

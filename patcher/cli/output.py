@@ -49,7 +49,7 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         0: "PASS",
         1: "FAIL",
         2: "usage error",
-        3: "refused (node missing, file not patched, no cli.js)",
+        3: "refused (node missing, file not patched, no cli.js; native: no network namespace)",
         4: "a version the engine does not model",
         5: "internal error",
     },

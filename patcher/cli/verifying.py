@@ -27,8 +27,11 @@ def verify(
         typer.Option(
             "--path",
             "-p",
-            help="The patched cli.js (or its package folder). Default: as `ctxpatch apply` "
-            "finds it (CTXPATCH_CLI_JS, local node_modules upward, global install).",
+            help="The patched cli.js (or its package folder), or a native claude: the "
+            "executable, its package folder or the native installer's version file "
+            "(~/.local/share/claude/versions/X). Default: as `ctxpatch apply` finds it "
+            "(CTXPATCH_CLI_JS, local node_modules upward, global install), else the native "
+            "claude on PATH.",
             show_default=False,
             readable=False,  # unreadable: our refusal (3), not a usage error
         ),
@@ -40,20 +43,34 @@ def verify(
 ) -> None:
     """Prove on your install that the patched cli.js does exactly what ctxpatch installed.
 
-    Copies cli.js into a throwaway sandbox (own HOME and TMPDIR, only 127.0.0.1 reachable), resumes a generated 9-turn session against a local mock of the Messages API with the prune knobs set low, and compares the request it sends with the engine's prediction (micro-compaction, then the text prune) byte for byte. Where the server-side clearing is injected it also proves, in one more run with thinking on and the preserved-thinking check enforced by the mock: the clearing edit is sent with its beta, the mock's clearing shows up in Claude Code's next token count, and no request is rejected (0 HTTP 400, 0 thinking blocks dropped). Never touches the network or your ~/.claude.
+    On a cli.js: copies it into a throwaway sandbox (own HOME and TMPDIR, only 127.0.0.1 reachable), resumes a generated 9-turn session against a local mock of the Messages API with the prune knobs set low, and compares the request it sends with the engine's prediction (micro-compaction, then the text prune) byte for byte. Where the server-side clearing is injected it also proves, in one more run with thinking on and the preserved-thinking check enforced by the mock: the clearing edit is sent with its beta, the mock's clearing shows up in Claude Code's next token count, and no request is rejected (0 HTTP 400, 0 thinking blocks dropped). Never touches the network or your ~/.claude.
+
+    On a native build (Claude Code 2.1.113 and later, no cli.js: server-side clearing comes from `ctxpatch run -- claude`): runs your binary where it lies, behind the real `ctxpatch run`, both in a loopback-only network namespace (unshare -rn; refused with exit 3 where that is not allowed), against the same mock with thinking on and the check enforced, and proves the same three things: the clearing edit is sent (after Claude Code's own clear_thinking edit) with its beta and the mock cleared, Claude Code recorded the edited prompt's usage so its next auto-compact count is lower by what the server cleared, and 0 HTTP 400 / 0 thinking blocks dropped; plus offline (the namespace has lo only) and the install unchanged.
 
     Example: ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js
     """
 
     def body() -> int:
         from patcher.e2e.verify import verify_install
+        from patcher.e2e.verify_native import verify_native
+        from patcher.native.inspect import discover, is_native
 
         installs, chosen_by = targets(path, environ(), Path.cwd())
-        if not installs:
+        paths = [inst.path for inst in installs]
+        if not paths:
+            native = discover()  # the native installer's claude on PATH
+            if native is not None:
+                paths, chosen_by = [native], "the native claude on PATH"
+        if not paths:
             raise NotFound.no_cli_js(
                 "ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js"
             )
-        reports = [verify_install(inst.path, timeout=timeout) for inst in installs]
+        reports = [
+            verify_native(p, timeout=timeout)
+            if is_native(p)
+            else verify_install(p, timeout=timeout)
+            for p in paths
+        ]
         code = worst(r.exit_code for r in reports)
         if as_json:
             emit_json(envelope(code, [r.to_json() for r in reports], chosen_by=chosen_by))

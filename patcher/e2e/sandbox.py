@@ -332,8 +332,7 @@ class GatewaySandbox(NativeSandbox):
 
     def env(self, base_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = super().env(base_url, extra)
-        here = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = here
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         return env
 
     def command(self, args: Sequence[str], base_url: str) -> list[str]:

@@ -1,0 +1,123 @@
+"""``ctxpatch verify`` on the real native 2.1.330 and 2.1.113 (issue 9, "Done when": the real
+binary's requests carry the clearing edit through ``ctxpatch run`` and verify says PASS), and a
+verify that FAILs when the gateway adds nothing (``CLAUDE_CTX_CLEAR_DISABLE=1`` reaching it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from conftest import IN_CI
+from typer.testing import CliRunner
+
+from patcher import npmcache
+from patcher.cli.verifying import register
+from patcher.e2e.netns import netns_available
+from patcher.errors import CtxpatchError
+
+pytestmark = [pytest.mark.e2e, pytest.mark.real]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """test app"""
+
+    register(app)
+    return app
+
+
+@pytest.fixture(scope="module")
+def native():
+    why = netns_available()
+    if why is not None:
+        if IN_CI:
+            pytest.fail(f"the native e2e tests need a network namespace: {why}")
+        pytest.skip(why)
+
+    found: dict[str, Path | str] = {}
+    for version in ("2.1.113", "2.1.330"):  # now, before a test moves HOME (the npm cache's)
+        try:
+            found[version] = npmcache.native_binary("cc", version)
+        except CtxpatchError as e:
+            if IN_CI:
+                raise
+            found[version] = f"cannot fetch claude-code-linux-x64@{version}: {e.what} ({e.why})"
+
+    def get(version: str) -> Path:
+        exe = found[version]
+        if isinstance(exe, str):
+            pytest.skip(exe)
+        return exe
+
+    return get
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The caller's HOME and knobs: verify must leave the one untouched and ignore the others."""
+    home = tmp_path / "user-home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CTX_CLEAR_DISABLE", "1")  # the user's own: must not leak in
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://192.0.2.1:9")
+    return home
+
+
+def test_verify_passes_on_the_native_2_1_330(native, fake_home: Path) -> None:
+    exe = native("2.1.330")
+    res = CliRunner().invoke(_app(), ["verify", "--path", str(exe)])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert out.startswith(f"PASS  {exe}  (Claude Code 2.1.330, native"), out
+    assert "[ok] offline: a network namespace with lo only" in out, out
+    assert "[ok] clearing sent: 6 of 6 main-loop requests carried clear_tool_uses_20250919" in out
+    assert "[ok] clearing counted: usage " in out and "lower than without clearing" in out, out
+    assert "[ok] thinking check: 6 requests checked, 0 HTTP 400, 0 thinking blocks dropped" in out
+    assert "[ok] install unchanged" in out, out
+    assert list(fake_home.iterdir()) == []  # the user's HOME (and ~/.claude) untouched
+
+
+def test_verify_json_on_the_native_2_1_113_package_folder(native, fake_home: Path) -> None:
+    folder = native("2.1.113").parent  # the platform package: package.json + claude
+    res = CliRunner().invoke(_app(), ["verify", "--path", str(folder), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    (r,) = doc["results"]
+    assert (doc["exit_code"], r["verdict"], r["version"], r["shape"]) == (
+        0,
+        "PASS",
+        "2.1.113",
+        "native",
+    )
+    assert doc["chosen_by"] == "the path given with --path"
+    p = r["proofs"]
+    assert set(p) == {"clearing_sent", "clearing_counted", "thinking_check"}, p
+    assert p["clearing_sent"]["carrying"] == p["clearing_sent"]["main_requests"] == 6, p
+    c = p["clearing_counted"]
+    assert 0 < c["input_tokens"] < c["unedited_tokens"], c
+    assert c["next_count_unedited"] - c["next_count"] == c["unedited_tokens"] - c["input_tokens"]
+    assert (p["thinking_check"]["http_400"], p["thinking_check"]["dropped"]) == (0, 0), p
+    assert all(x["ok"] for x in r["checks"]), r["checks"]
+
+
+def test_verify_fails_when_the_gateway_adds_nothing(
+    native, fake_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import patcher.e2e.verify_thinking as vt
+
+    # CLAUDE_CTX_CLEAR_DISABLE=1 in the run's environment: `ctxpatch run` forwards untouched
+    monkeypatch.setattr(vt, "CLEAR", {**vt.CLEAR, "CLAUDE_CTX_CLEAR_DISABLE": "1"})
+    res = CliRunner().invoke(_app(), ["verify", "--path", str(native("2.1.330")), "--json"])
+    assert res.exit_code == 1, res.output
+    (r,) = json.loads(res.output)["results"]
+    assert r["verdict"] == "FAIL"
+    p = r["proofs"]
+    assert p["clearing_sent"]["ok"] is False and p["clearing_sent"]["carrying"] == 0, p
+    assert p["clearing_counted"]["ok"] is False, p
+    assert p["thinking_check"]["ok"] is True, p  # no edit: nothing to break either
+    assert "CLAUDE_CTX_CLEAR_DISABLE is set" in r["log"], r["log"]  # the gateway's log, shown
