@@ -31,7 +31,7 @@ def verify(
             "executable, its package folder or the native installer's version file "
             "(~/.local/share/claude/versions/X). Default: as `ctxpatch apply` finds it "
             "(CTXPATCH_CLI_JS, local node_modules upward, global install), else the native "
-            "claude on PATH.",
+            "installs (the native installer, claude on PATH, the Python SDK's).",
             show_default=False,
             readable=False,  # unreadable: our refusal (3), not a usage error
         ),
@@ -51,25 +51,20 @@ def verify(
     """
 
     def body() -> int:
+        from patcher.discover import native_of
         from patcher.e2e.verify import verify_install
         from patcher.e2e.verify_native import verify_native
-        from patcher.native.inspect import discover, is_native
 
         installs, chosen_by = targets(path, environ(), Path.cwd())
-        paths = [inst.path for inst in installs]
-        if not paths:
-            native = discover()  # the native installer's claude on PATH
-            if native is not None:
-                paths, chosen_by = [native], "the native claude on PATH"
-        if not paths:
+        if not installs:
             raise NotFound.no_cli_js(
                 "ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js"
             )
         reports = [
-            verify_native(p, timeout=timeout)
-            if is_native(p)
-            else verify_install(p, timeout=timeout)
-            for p in paths
+            verify_native(inst.path, timeout=timeout)
+            if native_of(inst.path) is not None or _native_package(inst.path)
+            else verify_install(inst.path, timeout=timeout)
+            for inst in installs
         ]
         code = worst(r.exit_code for r in reports)
         if as_json:
@@ -82,3 +77,8 @@ def verify(
     raise typer.Exit(
         handle(body, as_json, interrupted="the sandbox is removed, nothing else was written")
     )
+
+
+def _native_package(path: Path) -> bool:
+    """A package folder without a cli.js: native (verify_native says what binary is missing)."""
+    return path.is_dir() and not (path / "cli.js").exists()

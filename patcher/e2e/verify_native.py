@@ -46,15 +46,21 @@ NETNS_HINT = (
 
 
 def native_executable(path: Path) -> Path:
-    """The native ``claude`` for ``path``: the executable itself (the native installer's
-    ``~/.local/share/claude/versions/<version>`` or its ``~/.local/bin/claude`` symlink), or a
-    package folder (a platform package, or the npm wrapper with its platform package)."""
+    """The native ``claude`` for ``path`` (:func:`patcher.discover.native_of`): the executable
+    itself (the native installer's ``~/.local/share/claude/versions/<version>`` or its
+    ``~/.local/bin/claude`` link), or a folder holding it (a platform package, the npm wrapper
+    with its platform package, the Python SDK's); a wrapper without its binary: the refusal of
+    :func:`patcher.native.inspect.find_binary`."""
+    from patcher.discover import native_of
     from patcher.native.inspect import find_binary
 
+    found = native_of(path)
+    if found is not None:
+        return found.binary
     path = Path(os.path.realpath(path))
     if path.is_dir():
-        exe = find_binary(path)
-        assert exe is not None  # find_binary raises when it finds none
+        exe = find_binary(path)  # raises, saying what is missing
+        assert exe is not None
         return exe
     return path
 
