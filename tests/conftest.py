@@ -10,10 +10,12 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import shared_data
+import typer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "cli_js"
@@ -131,3 +133,38 @@ def run_node(
     return subprocess.run(
         [node, *args], capture_output=True, env=full_env, input=input, timeout=60, check=False
     )
+
+
+# ------------------------------------------------------------------ the command line in-process
+
+
+@pytest.fixture
+def isolated_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Commands that see none of the caller's ctxpatch settings, no global npm install, and run
+    in ``tmp_path`` (``pytestmark = pytest.mark.usefixtures("isolated_cli")``)."""
+    for var in ("CTXPATCH_CLI_JS", "CTXPATCH_LOCK_TIMEOUT", "CTXPATCH_NODE", "CTXPATCH_DEBUG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CTXPATCH_NPM_ROOT", "")  # no global search unless a test sets one
+    monkeypatch.chdir(tmp_path)
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """``ctxpatch ARGS`` in-process: (exit code, stdout, stderr)."""
+    from typer.testing import CliRunner
+
+    from patcher.cli.app import app
+
+    r = CliRunner().invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def app_with(register: Callable[[typer.Typer], None]) -> typer.Typer:
+    """A typer app holding only the commands ``register`` adds (one command module)."""
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """test app"""
+
+    register(app)
+    return app

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import app_with
 from typer.testing import CliRunner
 
 from patcher import ops
@@ -21,14 +22,7 @@ VERSION = "2.1.112"
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """test app"""
-
-    register(app)
-    return app
+    return app_with(register)
 
 
 @pytest.fixture(scope="module")

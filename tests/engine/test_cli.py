@@ -3,7 +3,7 @@
 import json
 
 import pytest
-import typer
+from conftest import app_with
 from typer.testing import CliRunner
 
 from patcher.cli.modelling import register
@@ -16,14 +16,7 @@ LARGE = SPOTTER / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 
 @pytest.fixture(scope="module")
 def app():
-    a = typer.Typer()
-
-    @a.callback()
-    def main():
-        """test app"""
-
-    register(a)
-    return a
+    return app_with(register)
 
 
 def test_thresholds_explains_167000_vs_155000(app):

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-import typer
+from conftest import app_with
 from typer.testing import CliRunner
 
 from engine.divergence import vs_recorded
@@ -27,14 +27,7 @@ def tr():
 
 @pytest.fixture(scope="module")
 def app():
-    a = typer.Typer()
-
-    @a.callback()
-    def main():
-        """test app"""
-
-    register(a)
-    return a
+    return app_with(register)
 
 
 def test_golden_recorded_predicts_the_real_auto_compaction(tr):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT, copy_fixture
+from conftest import run_cli as run
 from typer.testing import CliRunner
 
 from patcher import snippet
@@ -20,16 +21,7 @@ from patcher.errors import ExitCode
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("CTXPATCH_CLI_JS", raising=False)
-    monkeypatch.setenv("CTXPATCH_NPM_ROOT", "")  # no global search unless a test sets one
-    monkeypatch.chdir(tmp_path)
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    r = runner.invoke(app, list(args))
-    return r.exit_code, r.stdout, r.stderr
+pytestmark = pytest.mark.usefixtures("isolated_cli")
 
 
 def js(*args: str) -> tuple[int, dict]:

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 from conftest import copy_fixture
-from typer.testing import CliRunner
+from conftest import run_cli as run
 
 from patcher import fsio, markers, plan, snippet
-from patcher.cli.app import app
 from patcher.cli.files import lock_timeout
 from patcher.errors import (
     CtxpatchError,
@@ -33,23 +32,11 @@ from patcher.errors import (
     from_exception,
 )
 
-runner = CliRunner()
 ENVELOPE_ERROR_KEYS = {"ctxpatch", "exit_code", "error"}
 ERROR_KEYS = {"error", "exit_code", "what", "why", "hint", "info"}
 
 
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("CTXPATCH_CLI_JS", raising=False)
-    monkeypatch.delenv("CTXPATCH_LOCK_TIMEOUT", raising=False)
-    monkeypatch.delenv("CTXPATCH_NODE", raising=False)
-    monkeypatch.setenv("CTXPATCH_NPM_ROOT", "")
-    monkeypatch.chdir(tmp_path)
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    r = runner.invoke(app, list(args))
-    return r.exit_code, r.stdout, r.stderr
+pytestmark = pytest.mark.usefixtures("isolated_cli")
 
 
 def run_json(*args: str) -> tuple[int, dict]:

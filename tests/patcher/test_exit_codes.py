@@ -41,12 +41,7 @@ def boom(*a: object, **k: object) -> None:
     raise RuntimeError("an injected bug")
 
 
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("CTXPATCH_CLI_JS", "CTXPATCH_LOCK_TIMEOUT", "CTXPATCH_NODE", "CTXPATCH_DEBUG"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("CTXPATCH_NPM_ROOT", "")
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("isolated_cli")
 
 
 Setup = Callable[[Path, pytest.MonkeyPatch], list[str]]

@@ -8,8 +8,7 @@ from operator import attrgetter
 from pathlib import Path
 
 import pytest
-import typer
-from conftest import FIXTURES, IN_CI, need
+from conftest import FIXTURES, IN_CI, app_with, need
 from typer.testing import CliRunner
 
 from patcher import inspect as ib
@@ -179,19 +178,8 @@ def test_not_a_bundle_gives_an_empty_report() -> None:
 # ------------------------------------------------------------------ the command
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        pass
-
-    register(app)
-    return app
-
-
 def _invoke(*args: str):
-    return CliRunner().invoke(_app(), list(args))
+    return CliRunner().invoke(app_with(register), list(args))
 
 
 def test_cli_json_on_a_fixture(fixture_copy) -> None:

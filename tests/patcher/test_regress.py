@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import typer
-from conftest import FIXTURES, IN_CI, need
+from conftest import FIXTURES, IN_CI, app_with, need
 from typer.testing import CliRunner
 
 from patcher import npmcache, regress
@@ -257,14 +256,7 @@ def test_matrix_and_details() -> None:
 
 
 def _invoke(*args: str):
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        pass
-
-    register(app)
-    return CliRunner().invoke(app, list(args))
+    return CliRunner().invoke(app_with(register), list(args))
 
 
 def test_cli_on_the_fake_cache(cache: Path, tmp_path: Path) -> None:
