@@ -255,53 +255,36 @@ def simulate_recorded(
             trigger = str(meta.get("trigger") or "?")
             tokens = autocompact_tokens(context, profile)
             pre = meta.get("preTokens")
+            kind = "auto_compact" if trigger == "auto" else "manual_compact"
+            predicted: bool | None = False
+            note = f"trigger {trigger}"
             if trigger == "auto" and last_usage_index(context) is None:
                 # carried over: the file holds no API usage before this boundary (it starts
                 # with one, or mid-session), so the count cli.js formed cannot be rebuilt
-                events.append(
-                    Event(
-                        "auto_compact",
-                        line,
-                        tokens,
-                        th.auto_compact,
-                        recorded=True,
-                        predicted=None,
-                        pre_tokens=pre,
-                        note="not checkable: no API usage before this boundary in the file "
-                        "(carried over from an earlier session file)",
-                    )
+                predicted = None
+                note = (
+                    "not checkable: no API usage before this boundary in the file "
+                    "(carried over from an earlier session file)"
                 )
             elif trigger == "auto":
-                hit = th.auto_compact_enabled and tokens >= th.auto_compact
-                notes = [] if hit else ["recorded but not predicted"]
+                predicted = th.auto_compact_enabled and tokens >= th.auto_compact
+                notes = [] if predicted else ["recorded but not predicted"]
                 unwritten = unwritten_tail(rec, written, profile)
                 if unwritten:
                     notes.append(unwritten)
-                events.append(
-                    Event(
-                        "auto_compact",
-                        line,
-                        tokens,
-                        th.auto_compact,
-                        recorded=True,
-                        predicted=hit,
-                        pre_tokens=pre,
-                        note="; ".join(notes),
-                    )
+                note = "; ".join(notes)
+            events.append(
+                Event(
+                    kind,
+                    line,
+                    tokens,
+                    th.auto_compact,
+                    recorded=True,
+                    predicted=predicted,
+                    pre_tokens=pre,
+                    note=note,
                 )
-            else:
-                events.append(
-                    Event(
-                        "manual_compact",
-                        line,
-                        tokens,
-                        th.auto_compact,
-                        recorded=True,
-                        predicted=False,
-                        pre_tokens=pre,
-                        note=f"trigger {trigger}",
-                    )
-                )
+            )
             context = [rec]
             cleared = frozenset()
             prev_prompt = None
