@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from patcher.cli.options import JsonOpt, StrictOpt
 from patcher.cli.output import emit_json, envelope, err, handle, out, with_codes
 from patcher.errors import ExitCode, NotFound, UsageError
 
@@ -39,15 +40,8 @@ def inspect_cmd(
             readable=False,  # unreadable: our refusal (3), not a usage error
         ),
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON document on stdout.")
-    ] = False,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict", help="A version newer than every engine profile is an error (exit 1)."
-        ),
-    ] = False,
+    as_json: JsonOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Show the compaction constants a cli.js really uses and compare them with the engine.
 

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from patcher.cli.options import EnvOpt, JsonOpt, StrictOpt
 from patcher.cli.output import emit_json, envelope, err, handle, out, with_codes
 from patcher.errors import StrictFailure, TranscriptError, UsageError
 
@@ -132,14 +133,9 @@ def thresholds_cmd(
             "--pct-override", help="CLAUDE_AUTOCOMPACT_PCT_OVERRIDE (only lowers the threshold)."
         ),
     ] = None,
-    env: Annotated[
-        list[str] | None,
-        typer.Option("--env", help="Extra environment NAME=VALUE (repeatable)."),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="A version newer than every profile is an error.")
-    ] = False,
+    env: EnvOpt = None,
+    as_json: JsonOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Print the compaction thresholds for a model, version profile and environment, and why.
 
@@ -258,10 +254,7 @@ def simulate_cmd(
         MicroCompactChoice,
         typer.Option(help="Micro-compaction in replays; auto = as the recorded usage shows."),
     ] = MicroCompactChoice.auto,
-    env: Annotated[
-        list[str] | None,
-        typer.Option("--env", help="Extra environment NAME=VALUE (repeatable)."),
-    ] = None,
+    env: EnvOpt = None,
     tokenizer: Annotated[
         TokenizerChoice, typer.Option(help="tiktoken: add offline BPE counts next to chars/4.")
     ] = TokenizerChoice.chars4,
@@ -272,10 +265,8 @@ def simulate_cmd(
         Path | None,
         typer.Option("--plot", help="Write tokens per request with threshold lines to FILE.png."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="A version newer than every profile is an error.")
-    ] = False,
+    as_json: JsonOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Replay a session request by request: the count Claude Code used, thresholds, mechanisms.
 

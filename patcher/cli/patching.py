@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from patcher.cli import files
+from patcher.cli.options import JsonOpt
 from patcher.cli.output import handle, with_codes
 from patcher.errors import UsageError
 
@@ -29,7 +30,6 @@ PathOpt = Annotated[
         readable=False,  # unreadable: our refusal (3), not a usage error
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout.")]
 NoNodeOpt = Annotated[
     bool,
     typer.Option(
