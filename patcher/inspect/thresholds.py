@@ -136,40 +136,44 @@ def _read(r: Reader, notes: Notes, out: dict[str, Any]) -> None:
     effective_fn = None
     if lim is not None and op(lim) in ("-", "*"):  # threshold computed inline: window() - OFFSET
         effective_fn = _threshold_expr(r, notes, out, lim, w, scope)
-    if threshold_fn:
-        notes.functions["threshold"] = threshold_fn
-        t = r.function(threshold_fn)
-        if t is None:
-            notes.unresolved.append(f"threshold: function {threshold_fn} not found")
+    t = _named(r, notes, "threshold", threshold_fn, "threshold")
+    if t is not None:
+        out["pct_override"] = b"process.env.CLAUDE_AUTOCOMPACT_PCT_OVERRIDE" in r.body(t)
+        tscope = r.scope(t)
+        ret = last_return(t)
+        ret = tscope.follow(ret) if ret is not None else None
+        if ret is not None and ret.type == "ternary_expression":
+            ret = tscope.follow_field(ret, "alternative")
+        if ret is not None and op(ret) in ("-", "*"):
+            effective_fn = _threshold_expr(r, notes, out, ret, t, tscope)
         else:
-            out["pct_override"] = b"process.env.CLAUDE_AUTOCOMPACT_PCT_OVERRIDE" in r.body(t)
-            tscope = r.scope(t)
-            ret = last_return(t)
-            ret = tscope.follow(ret) if ret is not None else None
-            if ret is not None and ret.type == "ternary_expression":
-                ret = tscope.follow_field(ret, "alternative")
-            if ret is not None and op(ret) in ("-", "*"):
-                effective_fn = _threshold_expr(r, notes, out, ret, t, tscope)
-            else:
-                notes.unresolved.append(
-                    f"autocompact: {threshold_fn} does not return `window - offset`"
-                )
+            notes.unresolved.append(
+                f"autocompact: {threshold_fn} does not return `window - offset`"
+            )
     if out.get("era", "unknown") == "unknown" and "autocompact_offset" in notes.constants:
         out["era"] = "offset"
 
     # the effective window and its output-reserve cap
-    if effective_fn:
-        notes.functions["effective_window"] = effective_fn
-        e = r.function(effective_fn)
-        if e is None:
-            notes.unresolved.append(f"reserve cap: function {effective_fn} not found")
-        else:
-            notes.constants["reserve_cap"] = _reserve_cap(r, e)
+    e = _named(r, notes, "effective_window", effective_fn, "reserve cap")
+    if e is not None:
+        notes.constants["reserve_cap"] = _reserve_cap(r, e)
 
     # blocking: tokens >= (override || base - OFFSET)
     out["has_blocking_limit"] = "isAtBlockingLimit" in flags
     if "isAtBlockingLimit" in flags:
         _blocking(r, notes, out, w, scope, flags["isAtBlockingLimit"], effective_fn)
+
+
+def _named(r: Reader, notes: Notes, role: str, fn: str | None, what: str) -> ParsedFunction | None:
+    """The function ``fn`` that plays ``role`` (recorded in ``notes``); None when there is no
+    name, or when no function has it (noted as unresolved for ``what``)."""
+    if not fn:
+        return None
+    notes.functions[role] = fn
+    found = r.function(fn)
+    if found is None:
+        notes.unresolved.append(f"{what}: function {fn} not found")
+    return found
 
 
 def _blocking(
