@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.profiles import parse_version
+from patcher.npmcache import SHORT
+from patcher.regress.selection import to_package
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "support-matrix.md"
-PACKAGE_NAMES = {"cc": "@anthropic-ai/claude-code", "sdk": "@anthropic-ai/claude-agent-sdk"}
 BEGIN, END = "<!-- support-matrix:begin -->", "<!-- support-matrix:end -->"
 RESULT_WORDS = {
     "pass": "pass",
@@ -32,15 +33,6 @@ RESULT_WORDS = {
     "native": "refused (native binary, no cli.js)",
     "fetch-failed": "**not fetched**",
 }
-
-
-def _usual_cc(sdk_version: str) -> str | None:
-    v = parse_version(sdk_version)
-    if v == (0, 0, 4):
-        return "1.0.128"
-    if v[:2] in ((0, 1), (0, 2)):
-        return f"2.{v[1] - 1}.{v[2]}"
-    return None
 
 
 def _drift_fields(r: dict[str, Any]) -> tuple[str, ...]:
@@ -134,7 +126,7 @@ def render(doc: dict[str, Any], source: str) -> str:
             f"{max(rs, key=lambda r: parse_version(r['version']))['version']}"
         )
         out.append(
-            f"| {PACKAGE_NAMES[pkg]} {span} | {len(rs)} | {n['pass']} | "
+            f"| {SHORT[pkg]} {span} | {len(rs)} | {n['pass']} | "
             f"{n['fail'] + n['fetch-failed']} | {refused} | "
             f"{sum(1 for r in rs if r.get('drift'))} |"
         )
@@ -164,7 +156,7 @@ def render(doc: dict[str, Any], source: str) -> str:
         for r in results
         if r["package"] == "sdk"
         and r.get("claude_code_version")
-        and r["claude_code_version"] != _usual_cc(r["version"])
+        and r["claude_code_version"] != to_package(r["version"], "cc")
     ]
     if odd:
         out += [
