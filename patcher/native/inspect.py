@@ -215,17 +215,22 @@ def inspect_path(path: Path) -> NativeReport:
     assert exe is not None
     with NativeBinary(exe) as nb:
         app = read_app(nb)
-        rep = NativeReport(
-            path=str(exe),
-            container=f"{nb.location.container} ({nb.location.how})",
-            layout=app.layout,
-            version=app.version,
-            modules=len(nb.entries),
-            js_modules=len(app.sources),
-            js_bytes=app.size,
-            reader="levels",
-        )
+        rep = new_report(nb, app, f"{nb.location.container} ({nb.location.how})")
     return inspect_app(app, rep)
+
+
+def new_report(nb: NativeBinary, app: App, container: str) -> NativeReport:
+    """The report of ``app`` read out of ``nb``, before any inspection."""
+    return NativeReport(
+        path=str(nb.path),
+        container=container,
+        layout=app.layout,
+        version=app.version,
+        modules=len(nb.entries),
+        js_modules=len(app.sources),
+        js_bytes=app.size,
+        reader="levels",
+    )
 
 
 def inspect_app(app: App, rep: NativeReport) -> NativeReport:

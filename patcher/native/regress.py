@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from patcher import npmcache, regress
 from patcher.errors import CtxpatchError
 from patcher.native.app import read_app
-from patcher.native.inspect import NativeReport, inspect_app
+from patcher.native.inspect import inspect_app, new_report
 from patcher.native.reader import NativeBinary
 from patcher.versions import parse_version
 
@@ -65,16 +65,7 @@ def run_one(job: regress.Job) -> regress.Outcome:
     try:
         with NativeBinary(exe) as nb:
             app = read_app(nb)
-            rep = NativeReport(
-                path=str(exe),
-                container=nb.location.container,
-                layout=app.layout,
-                version=app.version,
-                modules=len(nb.entries),
-                js_modules=len(app.sources),
-                js_bytes=app.size,
-                reader="levels",
-            )
+            rep = new_report(nb, app, nb.location.container)
         out.size = nb.size
         inspect_app(app, rep)
     except CtxpatchError as e:
