@@ -276,3 +276,50 @@ def test_a_second_model_hidden_in_the_unread_middle_leaves_the_one_read_deciding
     assert d.body == raw.replace(b'"context_management":null', new)
     empty = raw.replace(b'"m2"', b'""')
     assert decide("POST", "/v1/messages", [], empty, EDIT).body is None
+
+
+BIG = json.dumps([{"role": "user", "content": "x\x1b[0m é " * 400}]).encode()  # over the budget
+NEW = orjson.dumps({"edits": [to_json(EDIT)]})
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        # the Python SDK's key order: model after messages, read only by the parse
+        (
+            b'{"max_tokens":5,"messages":' + BIG + b',"model":"claude-opus-4-6","stream":true}',
+            b'{"max_tokens":5,"messages":'
+            + BIG
+            + b',"model":"claude-opus-4-6","stream":true,"context_management":'
+            + NEW
+            + b"}",
+        ),
+        # a context_management nested in the unread messages and none at the top: appended
+        (
+            b'{"model":"claude-opus-4-6","messages":'
+            + BIG[:-1]
+            + b',{"context_management":{"edits":[]}}],"stream":true}',
+            b'{"model":"claude-opus-4-6","messages":'
+            + BIG[:-1]
+            + b',{"context_management":{"edits":[]}}],"stream":true,"context_management":'
+            + NEW
+            + b"}",
+        ),
+        # one in the middle at the top level (after messages, as the Python SDK orders it)
+        (
+            b'{"messages":'
+            + BIG
+            + b',"context_management":{"edits":[]},"model":"claude-opus-4-6"}',
+            b'{"messages":'
+            + BIG
+            + b',"context_management":'
+            + NEW
+            + b',"model":"claude-opus-4-6"}',
+        ),
+    ],
+)
+def test_bodies_the_fast_walk_does_not_settle_are_spliced_exactly(raw: bytes, want: bytes) -> None:
+    top = toplevel.scan(raw)
+    assert top is not None and top.gap is not None  # the fast walk left messages unread
+    d = decide("POST", "/v1/messages", [], raw, EDIT)
+    assert d.body == want
