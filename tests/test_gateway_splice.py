@@ -196,7 +196,8 @@ def test_the_splice_is_exact_whatever_the_escapes(budget: str, body: Body) -> No
         return
     assert d.body == want, (d.reason, why)
     if want is None:
-        assert why in d.reason
+        # a key spelt twice may leave the body unchanged for another reason found first
+        assert why in d.reason or why == "twice"
         return
     # the result means what re-serialising would: same keys, same order, same values
     before = json.loads(body.raw)
