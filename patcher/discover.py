@@ -125,6 +125,7 @@ def _inode(path: Path) -> tuple[int, int] | Path:
 
 KINDS = ("native installer", "npm wrapper", "agent-sdk", "python sdk", "binary")
 _MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+_EXES = ("claude", "claude.exe")  # the Python SDK's _bundled/ name on Linux/macOS, Windows
 
 
 class NativeInstall(NamedTuple):
@@ -162,12 +163,15 @@ def python_sdk_binaries(cwd: Path) -> list[Path]:
     except (ImportError, ValueError):
         spec = None
     if spec is not None and spec.origin:
-        found.append(Path(spec.origin).parent / "_bundled" / "claude")
+        found += [Path(spec.origin).parent / "_bundled" / exe for exe in _EXES]
     for folder in [cwd, *cwd.parents]:
         for venv in (".venv", "venv"):
             lib = folder / venv / "lib"
             if lib.is_dir():
                 found += sorted(lib.glob("python3*/site-packages/claude_agent_sdk/_bundled/claude"))
+            sp = folder / venv / "Lib" / "site-packages"  # Windows venv layout
+            if sp.is_dir():
+                found += [sp / "claude_agent_sdk" / "_bundled" / exe for exe in _EXES]
     return [p for p in found if p.is_file()]
 
 
@@ -189,9 +193,10 @@ def _binary_in(folder: Path) -> Path | None:
     if (folder / "cli.js").exists():  # the JavaScript package, whatever else is beside it
         return None
     for sub in (folder, folder / "_bundled", folder / "claude_agent_sdk" / "_bundled"):
-        exe = sub / "claude"
-        if sub.name == "_bundled" and exe.is_file() and _looks_native(exe):
-            return exe
+        for name in _EXES:
+            exe = sub / name
+            if sub.name == "_bundled" and exe.is_file() and _looks_native(exe):
+                return exe
     versions = folder / "versions" if (folder / "versions").is_dir() else None
     if versions is None and folder.name == "versions" and folder.parent.name == "claude":
         versions = folder

@@ -316,3 +316,20 @@ def test_kind_follows_the_links(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "claude").symlink_to(real)
     assert native_of(tmp_path / "bin" / "claude").kind == "binary"  # type: ignore[union-attr]
+
+
+def test_python_sdk_in_a_windows_venv(tmp_path: Path) -> None:
+    exe = put(
+        tmp_path
+        / "venv"
+        / "Lib"
+        / "site-packages"
+        / "claude_agent_sdk"
+        / "_bundled"
+        / "claude.exe",
+        nbld.pe(nbld.blob([nbld.Mod("/$bunfs/root/cli", b"// Version: 2.1.330\n")])),
+    )
+    from patcher.discover import python_sdk_binaries
+
+    assert python_sdk_binaries(tmp_path) == [exe]
+    assert native_of(exe.parent.parent).kind == "python sdk"  # type: ignore[union-attr]
