@@ -24,7 +24,9 @@ Checked, on each version:
 * Claude Code's next count follows the edited usage and its auto-compaction fires exactly
   where the engine predicts (one output token below: no; at it: yes); without the edit it
   fires one token below. On 2.1.330 too: it adds back the server's ``cleared_input_tokens``
-  only for an edit it built itself (``engine.count``), never for the gateway's;
+  only for an edit it built itself (``engine.count``), never for the gateway's. (After its own
+  compaction 2.1.330 gets one HTTP 400 from the check and retries without the thinking blocks,
+  with or without the edit: Claude Code's, pinned here);
 * the binary and its package are byte-identical afterwards, and the sandbox ``HOME`` holds
   nothing the gateway wrote (the same files as after a direct run).
 """
@@ -351,6 +353,16 @@ def test_clearing_moves_auto_compaction_exactly_where_the_engine_predicts(
     assert CLEAR_TOOL_USES not in json.dumps(plain.checked[0].body.get("context_management"))
     assert plain.checked[0].input_tokens == original, plain.describe()
     assert _compacted(plain), plain.describe()
+    # after its own compaction 2.1.330 sends back thinking bound to the replaced history: the
+    # enforced check refuses it once, then it retries without (thinking_stripped); with or
+    # without the edit alike, so Claude Code's, not the gateway's. 2.1.113: no 400 at all.
+    statuses = [[(r.kind, r.status) for r in t.checked] for t in (on, plain)]
+    assert statuses[0] == statuses[1], statuses
+    if version == "2.1.113":
+        assert on.rejected == [] and plain.rejected == [], statuses
+    else:
+        assert statuses[0] == [("main", 200), ("compact", 200), ("main", 400), ("main", 200)]
+        assert all(m.missing_from == "messages.0" for r in on.rejected for m in r.mismatches)
 
 
 def _reply_id(t: Turns) -> str | None:
