@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synthetic import synthetic  # bench/synthetic.py
 
-from engine.textprune import estimate_tokens, prune
+from engine.textprune import prune
+from engine.textprune_estimate import estimate_tokens
 from engine.thinking_check import price, reply_starts
 
 

@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synthetic import synthetic  # bench/synthetic.py
 
-from engine.textprune import THINKING_TYPES, prune
+from engine.textprune import prune
+from engine.textprune_turns import THINKING_TYPES
 from engine.thinking_check import check, replay
 from engine.transcript import is_message, is_sidechain, load_transcript
 

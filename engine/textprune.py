@@ -1,7 +1,9 @@
 """Pure-Python twin of the injected ``_aggressiveTextPrune`` (``patcher/snippets/text_prune.js``).
 
-(Over 500 lines on purpose: it mirrors one JavaScript function, JavaScript's semantics included,
-and reads best next to it as one file.)
+This module holds the whole rule (below), the settings and the entry points (:func:`prune`,
+:func:`prune_detailed`); the parts live in :mod:`engine.textprune_estimate` (the token
+estimate), :mod:`engine.textprune_turns` (turns, cutoff, rounds), :mod:`engine.textprune_shorten`
+(the shortened texts) and :mod:`engine.textprune_thinking` (the thinking-safe rule's plan).
 
 The JavaScript snippet runs inside Claude Code on every API request; this module computes
 exactly the same result so the pruning can be simulated offline. ``tests/differential`` runs
@@ -32,7 +34,7 @@ Settings (:class:`PruneSettings`, read from the environment on every call)
 
 Turns and cutoff
     A turn starts at a message a person typed: ``type == "user"``, ``isMeta`` and
-    ``isCompactSummary`` not truthy (JavaScript truthiness, see :func:`js_truthy`), and a
+    ``isCompactSummary`` not truthy (JavaScript truthiness, :func:`engine.javascript.js_truthy`), and a
     ``message`` object whose ``content`` is a string or a list holding at least one block whose
     type is not ``"tool_result"`` (an empty list, or a list of tool results only, does not
     start a turn; a block that is not an object counts as "not a tool_result").
@@ -40,7 +42,7 @@ Turns and cutoff
     STEP``; when ``P' <= 0`` nothing is pruned, else ``cutoff = starts[P']``. Messages before
     ``cutoff`` are *older*; nothing at or after ``cutoff`` is ever touched.
 
-Token estimate (:func:`estimate_tokens`, Claude Code 2.x's rough count)
+Token estimate (:func:`engine.textprune_estimate.estimate_tokens`, Claude Code 2.x's rough count)
     Sum over user/assistant messages with an object ``message``: string content ``round(len
     / 4)``; list content per block: ``text`` ``round(len(text) / 4)``; ``thinking``
     ``round(len(thinking) / 4)``; ``image``/``document`` 2000; ``tool_result`` its content
@@ -96,37 +98,18 @@ Result
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.javascript import js_json_stringify, js_truthy, utf16_len, utf16_units
+from engine.textprune_estimate import estimate_tokens
+from engine.textprune_shorten import shortened_message, shortens
+from engine.textprune_thinking import plan_thinking
+from engine.textprune_turns import THINKING_TYPES, find_cutoff, message_facts, turn_starts, type_of
 
-__all__ = [
-    "MARKER",
-    "TOKEN_FACTOR",
-    "PruneOutcome",
-    "PruneSettings",
-    "estimate_tokens",
-    "find_cutoff",
-    "is_turn_start",
-    "js_json_stringify",
-    "js_truthy",
-    "message_tokens",
-    "prune",
-    "prune_detailed",
-    "pruned_text",
-    "turn_starts",
-    "utf16_len",
-]
-
-#: Appended to every shortened text.
-MARKER = "\n[earlier context pruned]"
-#: Claude Code's factor from the rough character count to the reported estimate.
-TOKEN_FACTOR = 1.3333333333333333
+__all__ = ["PruneOutcome", "PruneSettings", "prune", "prune_detailed"]
 
 ENV_KEEP = "CLAUDE_TEXT_PRUNE_KEEP"
 ENV_THRESHOLD = "CLAUDE_TEXT_PRUNE_THRESHOLD"
@@ -140,7 +123,6 @@ ENV_THINKING = "CLAUDE_TEXT_PRUNE_THINKING"
 #: (thinking blocks are left where they are, whatever the cutoff); anything else is ``"drop"``.
 THINKING_DROP = "drop"
 THINKING_IGNORE = "ignore"
-THINKING_TYPES = ("thinking", "redacted_thinking")
 
 _VALID_SETTING = re.compile(r"[0-9]{1,9}")  # used with fullmatch: no "$"-before-newline leniency
 
@@ -185,201 +167,6 @@ class PruneSettings:
         )
 
 
-# --------------------------------------------------------------------------- estimate
-
-
-def _type_of(block: object) -> object:
-    return block.get("type") if isinstance(block, dict) else None
-
-
-def _quarter_len(value: object) -> int:
-    """``Math.round(length / 4)`` of a string's UTF-16 length; non-strings count 0."""
-    if not isinstance(value, str):
-        return 0
-    return (utf16_len(value) + 2) // 4
-
-
-def _tool_result_tokens(content: object) -> int:
-    if isinstance(content, str):
-        return _quarter_len(content)
-    if not isinstance(content, list):
-        return 0
-    total = 0
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            total += _quarter_len(block.get("text"))
-        elif kind == "image" or kind == "document":
-            total += 2000
-    return total
-
-
-_JSON_TOKENS: dict[int, tuple[object, int]] = {}  # id(block) -> (block, tokens); bounded
-_JSON_TOKENS_MAX = 1 << 16
-_MESSAGE_TOKENS: dict[int, tuple[object, int]] = {}  # the same, per message object
-
-
-def _json_block_tokens(block: object) -> int:
-    """chars/4 of the block's JSON, remembered per block object: a replay asks for the same
-    tool_use blocks at every request (quadratic otherwise; 10 s on a 307-request session). The
-    entry holds the block, so its id cannot be reused while cached; the prune never mutates its
-    input (it copies what it changes), and neither do its callers."""
-    hit = _JSON_TOKENS.get(id(block))
-    if hit is not None and hit[0] is block:
-        return hit[1]
-    n = (utf16_len(js_json_stringify(block)) + 2) // 4
-    if len(_JSON_TOKENS) >= _JSON_TOKENS_MAX:
-        _JSON_TOKENS.clear()
-    _JSON_TOKENS[id(block)] = (block, n)
-    return n
-
-
-def _block_tokens(block: object) -> int:
-    if isinstance(block, dict):
-        kind = block.get("type")
-        if kind == "text":
-            return _quarter_len(block.get("text"))
-        if kind == "thinking":
-            return _quarter_len(block.get("thinking"))
-        if kind == "image" or kind == "document":
-            return 2000
-        if kind == "tool_result":
-            return _tool_result_tokens(block.get("content"))
-        return _json_block_tokens(block)
-    return (utf16_len(js_json_stringify(block)) + 2) // 4
-
-
-def message_tokens(msg: object) -> int:
-    """The rough (unscaled) token count of one message; 0 for anything not user/assistant."""
-    if not isinstance(msg, dict) or msg.get("type") not in ("user", "assistant"):
-        return 0
-    hit = _MESSAGE_TOKENS.get(id(msg))
-    if hit is not None and hit[0] is msg:
-        return hit[1]
-    n = _message_tokens(msg)
-    if len(_MESSAGE_TOKENS) >= _JSON_TOKENS_MAX:
-        _MESSAGE_TOKENS.clear()
-    _MESSAGE_TOKENS[id(msg)] = (msg, n)
-    return n
-
-
-def _message_tokens(msg: dict) -> int:
-    message = msg.get("message")
-    if not isinstance(message, dict):
-        return 0
-    content = message.get("content")
-    if isinstance(content, str):
-        return _quarter_len(content)
-    if not isinstance(content, list):
-        return 0
-    return sum(_block_tokens(block) for block in content)
-
-
-def estimate_tokens(messages: Sequence[object]) -> int:
-    """Claude Code's rough token estimate of a message list: ``ceil(sum * 1.3333333333333333)``."""
-    total = sum(message_tokens(msg) for msg in messages)
-    return math.ceil(total * TOKEN_FACTOR)
-
-
-# --------------------------------------------------------------------------- turns
-
-
-def is_turn_start(msg: object) -> bool:
-    """Whether ``msg`` is a user message a person typed (see the module docstring)."""
-    if not isinstance(msg, dict) or msg.get("type") != "user":
-        return False
-    if js_truthy(msg.get("isMeta")) or js_truthy(msg.get("isCompactSummary")):
-        return False
-    message = msg.get("message")
-    if not isinstance(message, dict):
-        return False
-    content = message.get("content")
-    if isinstance(content, str):
-        return True
-    if not isinstance(content, list):
-        return False
-    return any(_type_of(block) != "tool_result" for block in content)
-
-
-def turn_starts(messages: Sequence[object]) -> list[int]:
-    """Indices of the messages that start a turn."""
-    return [i for i, msg in enumerate(messages) if _facts(msg)[0]]
-
-
-# Per message object: (is_turn_start, _has_thinking, _carries_tool_result). A replay sends the
-# same (never mutated) message objects request after request, so these are computed once per
-# object, like message_tokens above; the held reference keeps the id from being reused.
-_FACTS: dict[int, tuple[object, tuple[bool, bool, bool]]] = {}
-# Per (message object, max_chars): whether _pruned_message would shorten it.
-_SHORTENS: dict[tuple[int, int], tuple[object, bool]] = {}
-
-
-def _facts(msg: object) -> tuple[bool, bool, bool]:
-    hit = _FACTS.get(id(msg))
-    if hit is not None and hit[0] is msg:
-        return hit[1]
-    value = (is_turn_start(msg), _has_thinking(msg), _carries_tool_result(msg))
-    if len(_FACTS) >= _JSON_TOKENS_MAX:
-        _FACTS.clear()
-    _FACTS[id(msg)] = (msg, value)
-    return value
-
-
-def _shortens(msg: object, max_chars: int) -> bool:
-    key = (id(msg), max_chars)
-    hit = _SHORTENS.get(key)
-    if hit is not None and hit[0] is msg:
-        return hit[1]
-    value = _pruned_message(msg, max_chars)[0] is not None
-    if len(_SHORTENS) >= _JSON_TOKENS_MAX:
-        _SHORTENS.clear()
-    _SHORTENS[key] = (msg, value)
-    return value
-
-
-def find_cutoff(starts: Sequence[int], keep: int, step: int) -> int | None:
-    """The index of the first message kept intact, or ``None`` when nothing may be pruned.
-
-    ``P = len(starts) - keep``; ``P' = floor(P / step) * step``; ``starts[P']`` if ``P' > 0``.
-    """
-    prunable = len(starts) - keep
-    if prunable <= 0:
-        return None
-    prunable = prunable // step * step
-    if prunable == 0:
-        return None
-    return starts[prunable]
-
-
-# --------------------------------------------------------------------------- pruning
-
-
-def pruned_text(text: str, max_chars: int) -> str:
-    """The shortened form of ``text``, or ``text`` itself when it is short enough.
-
-    Longer than ``max_chars`` UTF-16 units: the first line (up to the first ``"\\n"`` or
-    ``"\\r"``), cut to ``max_chars`` units (``max_chars - 1`` rather than splitting a surrogate
-    pair), plus :data:`MARKER`. A result that is not shorter than ``text`` returns ``text``
-    (a text only a few units over ``max_chars`` is never made longer).
-    """
-    if utf16_len(text) <= max_chars:
-        return text
-    ends = [i for i in (text.find("\n"), text.find("\r")) if i != -1]
-    first_line = text[: min(ends)] if ends else text
-    units = utf16_units(first_line)
-    if len(units) // 2 > max_chars:
-        end = max_chars
-        high = int.from_bytes(units[2 * end - 2 : 2 * end], "little")
-        low = int.from_bytes(units[2 * end : 2 * end + 2], "little")
-        if 0xD800 <= high <= 0xDBFF and 0xDC00 <= low <= 0xDFFF:
-            end -= 1
-        first_line = units[: 2 * end].decode("utf-16-le", "surrogatepass")
-    result = first_line + MARKER
-    return result if utf16_len(result) < utf16_len(text) else text
-
-
 @dataclass(frozen=True)
 class PruneOutcome:
     """What one call did (the Python side of the JavaScript debug line, minus the I/O).
@@ -419,8 +206,9 @@ def prune_detailed(messages: list[Any], env: Mapping[str, str] | None = None) ->
 def prune(messages: list[Any], env: Mapping[str, str] | None = None) -> list[Any]:
     """Exactly what ``_aggressiveTextPrune(messages)`` returns under ``env`` (default ``os.environ``).
 
-    Older texts longer than ``MAX_CHARS`` become their cut first line plus :data:`MARKER` only
-    when that is shorter than the text (see :func:`pruned_text`): nothing is made longer.
+    Older texts longer than ``MAX_CHARS`` become their cut first line plus the marker only when
+    that is shorter than the text (:func:`engine.textprune_shorten.pruned_text`): nothing is made
+    longer.
     The input is never mutated; the same list object comes back when nothing changed.
     """
     return prune_detailed(messages, env).messages
@@ -432,7 +220,7 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     if settings.disabled:
         return PruneOutcome(messages, "disabled", settings)
     starts = turn_starts(messages)
-    if settings.thinking == THINKING_DROP and any(_facts(m)[1] for m in messages):
+    if settings.thinking == THINKING_DROP and any(message_facts(m)[1] for m in messages):
         return _prune_thinking(messages, settings, starts)
     turns = len(starts)
     if turns <= settings.keep:
@@ -445,7 +233,7 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     blocks_pruned = 0
     messages_changed = 0
     for index in range(cutoff):
-        shortened, count = _pruned_message(messages[index], settings.max_chars)
+        shortened, count = shortened_message(messages[index], settings.max_chars)
         if shortened is None:
             continue
         if out is None:
@@ -461,149 +249,36 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     return PruneOutcome(out, "pruned", settings, turns, cutoff, messages_changed, blocks_pruned)
 
 
-def _prunable(msg: object) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(msg, msg["message"])`` of a user/assistant message the prune may shorten."""
-    if not isinstance(msg, dict) or msg.get("type") not in ("user", "assistant"):
-        return None
-    if js_truthy(msg.get("isMeta")) or js_truthy(msg.get("isCompactSummary")):
-        return None
-    message = msg.get("message")
-    if not isinstance(message, dict):
-        return None
-    return msg, message
-
-
-def _pruned_message(msg: object, max_chars: int) -> tuple[Any, int]:
-    """The shortened copy of an older message and how many texts it shortened, or ``(None, 0)``."""
-    found = _prunable(msg)
-    if found is None:
-        return None, 0
-    msg, message = found
-    content = message.get("content")
-    if isinstance(content, str):
-        if msg["type"] != "user":  # assistant strings stay
-            return None, 0
-        text = pruned_text(content, max_chars)
-        if text is content:
-            return None, 0
-        return {**msg, "message": {**message, "content": text}}, 1
-    if not isinstance(content, list):
-        return None, 0
-    copied: list[Any] | None = None
-    count = 0
-    for b, block in enumerate(content):
-        if not isinstance(block, dict) or block.get("type") != "text":
-            continue
-        old_text = block.get("text")
-        if not isinstance(old_text, str):
-            continue
-        shortened = pruned_text(old_text, max_chars)
-        if shortened is old_text:
-            continue
-        if copied is None:
-            copied = list(content)
-        copied[b] = {**block, "text": shortened}
-        count += 1
-    if copied is None:
-        return None, 0
-    return {**msg, "message": {**message, "content": copied}}, count
-
-
 # --------------------------------------------------------------------------- thinking
-
-
-def _content_list(msg: object, kind: str) -> list[Any] | None:
-    if not isinstance(msg, dict) or msg.get("type") != kind:
-        return None
-    message = msg.get("message")
-    if not isinstance(message, dict):
-        return None
-    content = message.get("content")
-    return content if isinstance(content, list) else None
-
-
-def _has_thinking(msg: object) -> bool:
-    """An assistant message holding a ``thinking`` or ``redacted_thinking`` block."""
-    content = _content_list(msg, "assistant")
-    return content is not None and any(_type_of(b) in THINKING_TYPES for b in content)
-
-
-def _carries_tool_result(msg: object) -> bool:
-    content = _content_list(msg, "user")
-    return content is not None and any(_type_of(b) == "tool_result" for b in content)
 
 
 def _prune_thinking(
     messages: list[Any], settings: PruneSettings, starts: list[int]
 ) -> PruneOutcome:
-    """The thinking-safe rule (module docstring, "Thinking blocks")."""
-    n = len(messages)
-    turns_before = [0] * (n + 1)  # turn starts in messages[0:k]
-    tokens_before = [0] * (n + 1)  # rough (unscaled) estimate of messages[0:k]
-    last_changed = [-1] * (n + 1)  # the last index < k that the prune would shorten
-    last_free = [0] * (n + 1)  # the last free request point <= k
-    first_of_id: dict[str, int] = {}
-    request_of: dict[int, int] = {}  # thinking message index -> the request that produced it
-    turns = 0
-    open_round = False
-    for i, msg in enumerate(messages):
-        turn_start, has_thinking, carries_tool_result = _facts(msg)
-        if turn_start:
-            turns += 1
-        turns_before[i + 1] = turns
-        tokens_before[i + 1] = tokens_before[i] + message_tokens(msg)
-        last_changed[i + 1] = i if _shortens(msg, settings.max_chars) else last_changed[i]
-        is_assistant = isinstance(msg, dict) and msg.get("type") == "assistant"
-        if is_assistant:
-            open_round = False
-            message = msg.get("message")
-            mid = message.get("id") if isinstance(message, dict) else None
-            start = first_of_id.setdefault(mid, i) if isinstance(mid, str) else i
-            if has_thinking:
-                request_of[i] = start
-        elif carries_tool_result:
-            open_round = True
-        # a free request point: after a message that is not an assistant record, and outside
-        # a tool round (no tool_result since the last assistant record)
-        last_free[i + 1] = last_free[i] if open_round or is_assistant else i + 1
-
-    def edit_end(k: int) -> tuple[int, str, int | None]:
-        """The prune of the request messages[0:k]: (end of the edited prefix, reason, cutoff)."""
-        count = turns_before[k]
-        if count <= settings.keep:
-            return 0, "few-turns", None
-        prunable = (count - settings.keep) // settings.step * settings.step
-        if prunable == 0:
-            return 0, "step", None
-        cutoff = starts[prunable]
-        if last_changed[cutoff] < 0:
-            return 0, "nothing-to-prune", cutoff
-        estimate = math.ceil(tokens_before[k] * TOKEN_FACTOR)
-        if settings.threshold > 0 and estimate < settings.threshold:
-            return 0, "below-threshold", cutoff
-        return last_changed[cutoff] + 1, "pruned", cutoff
-
-    first = min(request_of.values())
-
-    def in_force(k: int) -> tuple[int, str, int | None]:
-        return edit_end(k if k <= first else max(first, last_free[k]))
-
-    end, reason, cutoff = in_force(n)
+    """The thinking-safe rule (module docstring, "Thinking blocks"): the plan of
+    :func:`engine.textprune_thinking.plan_thinking`, applied."""
+    plan = plan_thinking(
+        messages,
+        starts,
+        keep=settings.keep,
+        step=settings.step,
+        threshold=settings.threshold,
+        max_chars=settings.max_chars,
+    )
+    end, drop = plan.end, plan.drop
     if end == 0:
-        return PruneOutcome(messages, reason, settings, len(starts), cutoff)
-    drop = {i for i, k in request_of.items() if in_force(k)[0] < end}
-
+        return PruneOutcome(messages, plan.reason, settings, len(starts), plan.cutoff)
     out: list[Any] = []
     changed = pruned_blocks = dropped = removed = 0
     for i, msg in enumerate(messages):
         new = msg
-        if i < end and _shortens(msg, settings.max_chars):
-            shortened, count = _pruned_message(msg, settings.max_chars)
+        if i < end and shortens(msg, settings.max_chars):
+            shortened, count = shortened_message(msg, settings.max_chars)
             if shortened is not None:
                 new, pruned_blocks = shortened, pruned_blocks + count
         if i in drop:
             content = new["message"]["content"]
-            kept = [b for b in content if _type_of(b) not in THINKING_TYPES]
+            kept = [b for b in content if type_of(b) not in THINKING_TYPES]
             dropped += len(content) - len(kept)
             if not kept:
                 removed += 1
@@ -613,5 +288,14 @@ def _prune_thinking(
             changed += 1
         out.append(new)
     return PruneOutcome(
-        out, "pruned", settings, len(starts), cutoff, changed, pruned_blocks, dropped, removed, end
+        out,
+        "pruned",
+        settings,
+        len(starts),
+        plan.cutoff,
+        changed,
+        pruned_blocks,
+        dropped,
+        removed,
+        end,
     )

@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.textprune import MARKER as PRUNE_MARKER
+from engine.textprune_shorten import MARKER as PRUNE_MARKER
 from patcher.e2e.harness import CLEARED_RE, MODEL
 from patcher.e2e.mock import Logged, MockConfig, MockServer
 from patcher.e2e.predict import tool_results

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from engine.profiles import profile_for
-from engine.textprune import MARKER
+from engine.textprune_shorten import MARKER
 from patcher import ops
 from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
 from patcher.e2e.mock import MockServer
@@ -317,6 +317,6 @@ def _blocks(r: dict) -> list[dict]:
 
 
 def _typed(r: dict) -> bool:
-    from engine.textprune import is_turn_start
+    from engine.textprune_turns import is_turn_start
 
     return is_turn_start(r)

@@ -31,14 +31,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgs import EAGER, assistant, text, user
 
-from engine.textprune import (
-    MARKER,
-    estimate_tokens,
-    js_json_stringify,
-    js_truthy,
-    prune_detailed,
-    utf16_len,
-)
+from engine.javascript import js_json_stringify, js_truthy, utf16_len
+from engine.textprune import prune_detailed
+from engine.textprune_estimate import estimate_tokens
+from engine.textprune_shorten import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPET_PATH = ROOT / "patcher" / "snippets" / "text_prune.js"

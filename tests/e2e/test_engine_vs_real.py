@@ -23,7 +23,8 @@ from __future__ import annotations
 import pytest
 
 from engine.flatten import api_style
-from engine.textprune import MARKER, find_cutoff, is_turn_start
+from engine.textprune_shorten import MARKER
+from engine.textprune_turns import find_cutoff, is_turn_start
 from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
 from patcher.e2e.predict import expected_messages, tool_results
 from patcher.e2e.scenarios import (

@@ -13,21 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgs import EAGER, assistant, text, user
 
-from engine.textprune import (
-    MARKER,
-    PruneSettings,
-    estimate_tokens,
-    find_cutoff,
-    is_turn_start,
-    js_json_stringify,
-    js_truthy,
-    message_tokens,
-    prune,
-    prune_detailed,
-    pruned_text,
-    turn_starts,
-    utf16_len,
-)
+from engine.javascript import js_json_stringify, js_truthy, utf16_len
+from engine.textprune import PruneSettings, prune, prune_detailed
+from engine.textprune_estimate import estimate_tokens, message_tokens
+from engine.textprune_shorten import MARKER, pruned_text
+from engine.textprune_turns import find_cutoff, is_turn_start, turn_starts
 
 MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
 PROPERTY_SETTINGS = settings(

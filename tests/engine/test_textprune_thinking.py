@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgs import assistant, text, user
 
-from engine.textprune import MARKER, prune, prune_detailed
+from engine.textprune import prune, prune_detailed
+from engine.textprune_shorten import MARKER
 from engine.thinking_check import Request, check, replay
 
 MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))

@@ -1,0 +1,54 @@
+"""Values computed from objects that are never mutated, remembered by the object's identity.
+
+A replay hands the twins the same message and block objects request after request, and
+nothing mutates them (the twins copy what they change), so a value computed from one object
+can be kept under its ``id``. Each entry holds the object itself, so the id cannot be reused
+by another object while it is cached; a memo is emptied when it reaches :data:`SIZE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+V = TypeVar("V")
+A = TypeVar("A", bound=Hashable)
+
+SIZE = 1 << 16
+
+
+def by_identity(compute: Callable[[object], V]) -> Callable[[object], V]:
+    """``compute(obj)``, computed once per ``obj`` object."""
+    entries: dict[int, tuple[object, V]] = {}
+
+    def memoised(obj: object) -> V:
+        hit = entries.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        value = compute(obj)
+        if len(entries) >= SIZE:
+            entries.clear()
+        entries[id(obj)] = (obj, value)
+        return value
+
+    memoised.__doc__ = compute.__doc__
+    return memoised
+
+
+def by_identity_and(compute: Callable[[object, A], V]) -> Callable[[object, A], V]:
+    """``compute(obj, arg)``, computed once per ``obj`` object and ``arg`` value."""
+    entries: dict[tuple[int, A], tuple[object, V]] = {}
+
+    def memoised(obj: object, arg: A) -> V:
+        key = (id(obj), arg)
+        hit = entries.get(key)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        value = compute(obj, arg)
+        if len(entries) >= SIZE:
+            entries.clear()
+        entries[key] = (obj, value)
+        return value
+
+    memoised.__doc__ = compute.__doc__
+    return memoised
