@@ -24,7 +24,8 @@ from typing import Any
 
 from engine.calibration import Calibration, calibrate, full_estimate
 from engine.compact import Summarizer, full_compact, offline_summary
-from engine.context_editing import knobs_from_env, step_from_env, to_json
+from engine.context_clear import knobs_from_env, step_from_env
+from engine.context_management import to_json
 from engine.count import autocompact_tokens, last_usage_tokens
 from engine.microcompact import microcompact
 from engine.profiles import Profile
@@ -86,7 +87,7 @@ def simulate_counterfactual(
     """Replay the conversation under ``env`` as ``scenario`` (see the module docstring).
 
     ``prune_env`` holds the ``CLAUDE_TEXT_PRUNE_*`` knobs, ``clear_env`` the
-    ``CLAUDE_CTX_CLEAR_*`` ones (``engine.context_editing.knobs_from_env``; disabled there means
+    ``CLAUDE_CTX_CLEAR_*`` ones (``engine.context_clear.knobs_from_env``; disabled there means
     no clearing).
 
     ``microcompact_on=None`` infers it from the recorded session (off when the local logic

@@ -6,7 +6,7 @@ Claude Code keeps its full history; with the patch each request carries a
 Claude Code's auto-compact count follows, is that of the edited prompt.
 
 The edit is the one the injected JavaScript sends with these messages
-(:func:`engine.context_editing.edit_for_request`: ``keep`` covers at least the round in
+(:func:`engine.context_clear.edit_for_request`: ``keep`` covers at least the round in
 progress). Here the messages are Claude Code records, each with a calibrated token cost. The server's
 counter is ``overhead + Σ cost``; a record the edit changed costs its calibrated cost scaled by
 the chars/4 estimate of its blocks after / before the edit (the same rule the replay uses for
@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.context_editing import ClearToolUses, apply_edits, edit_for_request
+from engine.context_clear import edit_for_request
+from engine.context_editing import apply_edits
+from engine.context_management import ClearToolUses
 from engine.tokens import block_tokens
 
 _IDX = "__record"

@@ -34,7 +34,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict
 
-from engine.context_editing import ClearToolUses, knobs_from_env
+from engine.context_clear import knobs_from_env
+from engine.context_management import ClearToolUses
 from gateway.redact import redacted
 from gateway.rewrite import Decision, decide, refused_model
 from patcher.errors import GatewayFailure, UsageError

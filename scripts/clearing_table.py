@@ -6,7 +6,7 @@ real auto-compaction: a Markdown table, one row per session, and the totals.
     python scripts/clearing_table.py --readme README.md   # also replace it in the README
 
 Each session is replayed (``engine.replay``) ``unpatched`` and ``patched`` (the text prune and
-server-side tool-result clearing), at the ``DEFAULT_*`` knobs of ``engine.context_editing`` (what
+server-side tool-result clearing), at the ``DEFAULT_*`` knobs of ``engine.context_clear`` (what
 the injected JavaScript sends) and at ``PLAIN_API`` (the API's own defaults with the plain keep,
 STEP 1: what a client sending the bare edit gets). Columns: real auto-compactions in
 the file, auto-compactions of the unpatched replay, and for each patched run its
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from real_sessions import sessions
 
-from engine import context_editing as ce
+from engine import context_clear as ce
 
 BEGIN, END = "<!-- clearing-table:begin -->", "<!-- clearing-table:end -->"
 PLAIN_API = {

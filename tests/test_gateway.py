@@ -21,12 +21,12 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from engine.context_editing import (
+from engine.context_clear import knobs_from_env
+from engine.context_management import (
     BETA,
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
     ClearToolUses,
-    knobs_from_env,
     to_json,
     unsupported_model_message,
 )

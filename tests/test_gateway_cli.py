@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.request
 
-from engine.context_editing import BETA, CLEAR_TOOL_USES
+from engine.context_management import BETA, CLEAR_TOOL_USES
 from patcher.e2e.mock import MockServer
 
 CTXPATCH = [sys.executable, "-m", "patcher"]

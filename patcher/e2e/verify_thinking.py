@@ -13,7 +13,7 @@ Three proofs, each a :class:`Proof`:
 
 ``clearing_sent``
     every main-loop request carries ``clear_tool_uses_20250919`` (the edit the knobs ask for,
-    :func:`engine.context_editing.knobs_from_env`) and the ``context-management-2025-06-27`` beta,
+    :func:`engine.context_clear.knobs_from_env`) and the ``context-management-2025-06-27`` beta,
     and the mock applied it;
 ``clearing_counted``
     the usage the mock answered (the edited prompt's count) is what Claude Code wrote for that
@@ -29,15 +29,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.context_editing import (
-    BETA,
-    CLEAR_TOOL_USES,
-    ENV_KEEP,
-    ENV_STEP,
-    ENV_TRIGGER,
-    knobs_from_env,
-)
-from engine.context_editing import to_json as edit_json
+from engine.context_clear import ENV_KEEP, ENV_STEP, ENV_TRIGGER, knobs_from_env
+from engine.context_management import BETA, CLEAR_TOOL_USES
+from engine.context_management import to_json as edit_json
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from patcher.e2e.chain import THINK_ENV, Turns, run_turns, sign_session

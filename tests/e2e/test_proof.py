@@ -27,21 +27,17 @@ import json
 
 import pytest
 
-from engine.context_editing import (
-    BETA,
-    CLEAR_THINKING,
-    CLEAR_TOOL_USES,
+from engine.context_clear import (
     ENV_DISABLE,
     ENV_KEEP,
     ENV_STEP,
     ENV_TRIGGER,
-    apply_edits,
     edit_for_request,
     knobs_from_env,
-    parse_edits,
     step_from_env,
-    to_json,
 )
+from engine.context_editing import apply_edits
+from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, parse_edits, to_json
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds

@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from engine.context_editing import PLACEHOLDER, ClearToolUses
+from engine.context_editing import PLACEHOLDER
+from engine.context_management import ClearToolUses
 from engine.profiles import profile_for
 from engine.prompt_cache import LOOKBACK_BLOCKS, PromptCache, price
 from engine.replay import SCENARIOS

@@ -10,18 +10,34 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import context_editing as ce
+from engine.context_clear import (
+    DEFAULT_AT_LEAST,
+    DEFAULT_EXCLUDE,
+    DEFAULT_KEEP,
+    DEFAULT_STEP,
+    DEFAULT_TOOL_INPUTS,
+    DEFAULT_TRIGGER,
+    edit_for_request,
+    knob_errors,
+    knobs_from_env,
+    step_from_env,
+    trailing_results,
+)
 from engine.context_editing import (
     PLACEHOLDER,
+    apply_edits,
+    assistant_turns,
+    default_thinking_clearing,
+    tool_uses,
+)
+from engine.context_management import (
+    THINKING_REQUIRED,
     ClearThinking,
     ClearToolUses,
     EditError,
-    apply_edits,
-    default_thinking_clearing,
-    knob_errors,
-    knobs_from_env,
     parse_edits,
     to_json,
+    unsupported_model_message,
 )
 
 SETTINGS = settings(
@@ -197,7 +213,7 @@ def thinking_session() -> list[dict]:
 
 
 def thinking_turns_left(messages) -> list[int]:
-    turns = ce.assistant_turns(messages)
+    turns = assistant_turns(messages)
     return [
         n
         for n, t in enumerate(turns)
@@ -207,7 +223,7 @@ def thinking_turns_left(messages) -> list[int]:
 
 def test_clear_thinking_keeps_the_last_n_turns_a_tool_loop_is_one_turn():
     msgs = thinking_session()
-    assert len(ce.assistant_turns(msgs)) == 3
+    assert len(assistant_turns(msgs)) == 3
     out = apply_edits(msgs, [ClearThinking(2)], count)
     assert thinking_turns_left(out.messages) == [1, 2]
     assert out.applied_edits == [
@@ -314,12 +330,12 @@ def test_parse_rejects_clear_thinking_without_thinking():
     cm = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
     with pytest.raises(EditError) as err:
         parse_edits(cm, thinking_enabled=False)
-    assert str(err.value) == ce.THINKING_REQUIRED
+    assert str(err.value) == THINKING_REQUIRED
     assert parse_edits(cm, thinking_enabled=True) == [ClearThinking("all")]
 
 
 def test_unsupported_model_message_is_the_one_claude_code_recognises():
-    assert ce.unsupported_model_message("claude-x") == (
+    assert unsupported_model_message("claude-x") == (
         "claude-x does not support the clear_tool_uses_20250919 context management strategy"
     )
 
@@ -329,11 +345,11 @@ def test_unsupported_model_message_is_the_one_claude_code_recognises():
 
 def test_knobs_defaults():
     assert knobs_from_env({}) == ClearToolUses(
-        trigger_value=ce.DEFAULT_TRIGGER,
-        keep=ce.DEFAULT_KEEP,
-        clear_at_least=ce.DEFAULT_AT_LEAST,
-        exclude_tools=ce.DEFAULT_EXCLUDE,
-        clear_tool_inputs=ce.DEFAULT_TOOL_INPUTS,
+        trigger_value=DEFAULT_TRIGGER,
+        keep=DEFAULT_KEEP,
+        clear_at_least=DEFAULT_AT_LEAST,
+        exclude_tools=DEFAULT_EXCLUDE,
+        clear_tool_inputs=DEFAULT_TOOL_INPUTS,
     )
 
 
@@ -415,7 +431,7 @@ def edit_lists(draw) -> list:
 
 
 def pairs(messages) -> list[tuple[int, str]]:
-    return [(i, b["id"]) for i, _, b in ce.tool_uses(messages)]
+    return [(i, b["id"]) for i, _, b in tool_uses(messages)]
 
 
 @SETTINGS
@@ -442,7 +458,7 @@ def test_properties(msgs, edits, thinking):
     kept = results_of(out.messages)
     for edit in edits:
         if isinstance(edit, ClearToolUses) and edit.keep:
-            recent = [b["id"] for _, _, b in ce.tool_uses(msgs)][-edit.keep :]
+            recent = [b["id"] for _, _, b in tool_uses(msgs)][-edit.keep :]
             assert all(kept[t] != PLACEHOLDER for t in recent)
 
 
@@ -461,28 +477,28 @@ def test_the_round_in_progress_is_never_cleared():
         ],
     }
     msgs += [parallel, results]
-    assert ce.trailing_results(msgs) == 4
-    edit = ce.edit_for_request(ClearToolUses(trigger_value=1, keep=1), msgs)
+    assert trailing_results(msgs) == 4
+    edit = edit_for_request(ClearToolUses(trigger_value=1, keep=1), msgs)
     assert edit.keep == 4
     res = results_of(apply_edits(msgs, [edit], count).messages)
     assert res == {"a": PLACEHOLDER, **{f"p{k}": "r" * 100 for k in range(4)}}
     # a round smaller than keep leaves the edit as it is
     small = ClearToolUses(keep=5)
-    assert ce.edit_for_request(small, msgs) is small
-    assert ce.trailing_results([*msgs, {"role": "assistant", "content": []}]) == 0
+    assert edit_for_request(small, msgs) is small
+    assert trailing_results([*msgs, {"role": "assistant", "content": []}]) == 0
 
 
 def test_step_moves_the_cleared_boundary_every_step_uses():
     edit = ClearToolUses(trigger_value=1, keep=3)
-    kept = [ce.edit_for_request(edit, [*session(n)[:-1], human("x")], 4).keep for n in range(12)]
+    kept = [edit_for_request(edit, [*session(n)[:-1], human("x")], 4).keep for n in range(12)]
     assert kept == [3, 3, 3, 3, 4, 5, 6, 3, 4, 5, 6, 3]
     cleared = [n - k for n, k in enumerate(kept) if n > k]
     assert cleared == [4, 4, 4, 4, 8]  # only multiples of STEP are ever cleared
-    assert ce.edit_for_request(edit, session(9), 1) is edit
+    assert edit_for_request(edit, session(9), 1) is edit
 
 
 def test_step_knob():
-    assert ce.step_from_env({}) == ce.DEFAULT_STEP
-    assert ce.step_from_env({"CLAUDE_CTX_CLEAR_STEP": "20"}) == 20
-    assert ce.step_from_env({"CLAUDE_CTX_CLEAR_STEP": "0"}) == ce.DEFAULT_STEP
+    assert step_from_env({}) == DEFAULT_STEP
+    assert step_from_env({"CLAUDE_CTX_CLEAR_STEP": "20"}) == 20
+    assert step_from_env({"CLAUDE_CTX_CLEAR_STEP": "0"}) == DEFAULT_STEP
     assert knob_errors({"CLAUDE_CTX_CLEAR_STEP": "0"})

@@ -1,0 +1,141 @@
+"""Python twin of the injected ``patcher/snippets/context_clear.js``: the edit it sends.
+
+The ``CLAUDE_CTX_CLEAR_*`` knobs the injected JavaScript reads on every request
+(:func:`knobs_from_env`, :func:`knob_errors`, :func:`step_from_env`; defaults ``DEFAULT_*``)
+and how it fits the ``clear_tool_uses_20250919`` edit to the messages of each request
+(:func:`edit_for_request`). The differential tests run both on the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from engine.context_editing import blocks_of, is_block, tool_uses
+from engine.context_management import ClearToolUses
+
+ENV_TRIGGER = "CLAUDE_CTX_CLEAR_TRIGGER"
+ENV_KEEP = "CLAUDE_CTX_CLEAR_KEEP"
+ENV_AT_LEAST = "CLAUDE_CTX_CLEAR_AT_LEAST"
+ENV_EXCLUDE = "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS"
+ENV_INPUTS = "CLAUDE_CTX_CLEAR_TOOL_INPUTS"
+ENV_DISABLE = "CLAUDE_CTX_CLEAR_DISABLE"
+ENV_STEP = "CLAUDE_CTX_CLEAR_STEP"
+ENV_NAMES = (ENV_TRIGGER, ENV_KEEP, ENV_AT_LEAST, ENV_EXCLUDE, ENV_INPUTS, ENV_DISABLE, ENV_STEP)
+
+# Chosen by bench/clearing_sweep.py over the shared real sessions (README, "Server-side
+# clearing"); the injected JavaScript (patcher/snippets/context_clear.js) has the same ones, a
+# differential test holds the two together.
+DEFAULT_TRIGGER = 50_000  # input tokens
+DEFAULT_KEEP = 3  # tool uses
+DEFAULT_AT_LEAST: int | None = None  # input tokens; None = no minimum
+DEFAULT_EXCLUDE: tuple[str, ...] = ()
+DEFAULT_TOOL_INPUTS: bool | tuple[str, ...] = True
+DEFAULT_STEP = 20  # tool uses between two moves of the cleared boundary (see edit_for_request)
+
+
+def _env_int(env: Mapping[str, str], name: str, minimum: int) -> int | None:
+    """The knob as an integer >= minimum; ``None`` when unset, blank or invalid.
+
+    Valid: 1 to 9 ASCII digits once blanks around and ``_`` separators are dropped, like the
+    injected JavaScript (``str.isdigit`` alone takes "²", on which ``int`` raises, and
+    arbitrarily long numbers, which JavaScript would round)."""
+    raw = (env.get(name) or "").strip().replace("_", "")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9):
+        return None
+    value = int(raw)
+    return value if value >= minimum else None
+
+
+def _env_names(raw: str) -> tuple[str, ...]:
+    return tuple(n for n in (p.strip() for p in raw.split(",")) if n)
+
+
+def knob_errors(env: Mapping[str, str]) -> list[str]:
+    """What is wrong with the set knobs (each is then ignored and its default used)."""
+    errors = []
+    for name, minimum in ((ENV_TRIGGER, 1), (ENV_KEEP, 0), (ENV_AT_LEAST, 0), (ENV_STEP, 1)):
+        raw = env.get(name)
+        if raw is not None and raw.strip() and _env_int(env, name, minimum) is None:
+            errors.append(f"{name}={raw!r} is not an integer >= {minimum}; the default is used")
+    return errors
+
+
+def knobs_from_env(env: Mapping[str, str]) -> ClearToolUses | None:
+    """The ``clear_tool_uses_20250919`` edit the injected JavaScript sends, from the knobs.
+
+    * ``CLAUDE_CTX_CLEAR_DISABLE=1`` -> ``None`` (no edit, no beta added).
+    * ``CLAUDE_CTX_CLEAR_TRIGGER`` input tokens (integer >= 1), ``CLAUDE_CTX_CLEAR_KEEP`` tool
+      uses (>= 0), ``CLAUDE_CTX_CLEAR_AT_LEAST`` input tokens (>= 0; 0 = no minimum). Digits
+      with optional ``_`` separators; anything else is ignored (the default is used) so that a
+      typo never makes a request the API rejects (:func:`knob_errors` says which).
+    * ``CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS`` comma list of tool names (blanks dropped).
+    * ``CLAUDE_CTX_CLEAR_TOOL_INPUTS``: ``1``/``true`` -> all cleared uses, ``0``/``false``/empty
+      -> none, anything else -> a comma list of tool names.
+    """
+    if (env.get(ENV_DISABLE) or "").strip().lower() in ("1", "true", "yes", "on"):
+        return None
+    trigger = _env_int(env, ENV_TRIGGER, 1) or DEFAULT_TRIGGER
+    keep = _env_int(env, ENV_KEEP, 0)
+    at_least = _env_int(env, ENV_AT_LEAST, 0)
+    if at_least is None:
+        at_least = DEFAULT_AT_LEAST
+    exclude = _env_names(env.get(ENV_EXCLUDE) or "") or DEFAULT_EXCLUDE
+    raw_inputs = (env.get(ENV_INPUTS) or "").strip()
+    inputs: bool | tuple[str, ...]
+    if raw_inputs.lower() in ("1", "true"):
+        inputs = True
+    elif raw_inputs.lower() in ("0", "false"):
+        inputs = False
+    else:
+        inputs = _env_names(raw_inputs) or DEFAULT_TOOL_INPUTS
+    return ClearToolUses(
+        trigger_value=trigger,
+        keep=DEFAULT_KEEP if keep is None else keep,
+        clear_at_least=at_least or None,
+        exclude_tools=exclude,
+        clear_tool_inputs=inputs,
+    )
+
+
+def trailing_results(messages: Sequence[Mapping[str, Any]]) -> int:
+    """``tool_result`` blocks after the last assistant message: the round the model is about to
+    read for the first time."""
+    n = 0
+    for m in reversed(messages):
+        if m.get("role") == "assistant":
+            break
+        n += sum(1 for b in blocks_of(m) if is_block(b, "tool_result"))
+    return n
+
+
+def step_from_env(env: Mapping[str, str]) -> int:
+    """``CLAUDE_CTX_CLEAR_STEP`` (integer >= 1, else :data:`DEFAULT_STEP`)."""
+    return _env_int(env, ENV_STEP, 1) or DEFAULT_STEP
+
+
+def edit_for_request(
+    edit: ClearToolUses, messages: Sequence[Mapping[str, Any]], step: int = 1
+) -> ClearToolUses:
+    """The edit the injected JavaScript sends with ``messages``.
+
+    * ``step`` (``CLAUDE_CTX_CLEAR_STEP``): the server keeps no state and clears every tool use
+      but the last ``keep`` on every request, so with a plain ``keep`` one more result is
+      cleared per new tool use and the prompt changes before every earlier cache breakpoint:
+      each request rewrites the whole cache. With ``n`` tool uses the edit keeps ``n - c`` where
+      ``c = floor((n - keep) / step) * step``: between ``keep`` and ``keep + step - 1`` uses
+      are kept and the cleared set grows only every ``step`` tool uses (one cache rewrite per
+      ``step`` uses; ``step=1`` is the plain API ``keep``).
+    * ``keep`` is raised to the results of the round in progress (:func:`trailing_results`)
+      when that round has more parallel tool uses, so the server never replaces a result the
+      model has not seen yet. Either way the uses kept are the newest, so what is cleared only
+      grows from one request to the next.
+    """
+    keep = edit.keep
+    if step > 1:
+        n = len(tool_uses(messages))
+        if n > keep:
+            keep = n - (n - keep) // step * step
+    keep = max(keep, trailing_results(messages))
+    return edit if keep == edit.keep else replace(edit, keep=keep)
