@@ -43,14 +43,8 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI
 
-from engine.context_editing import (
-    BETA,
-    CLEAR_THINKING,
-    CLEAR_TOOL_USES,
-    ENV_DISABLE,
-    knobs_from_env,
-    to_json,
-)
+from engine.context_clear import ENV_DISABLE, knobs_from_env
+from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, to_json
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds
