@@ -147,8 +147,13 @@ def _string_end(b: bytes, j: int, limit: int) -> int | None:
         k = q + 1
 
 
-def _nested_end(b: bytes, i: int, limit: int) -> int | None:
-    """One past the array or object opening at ``b[i]``, if it ends before ``limit``."""
+def _nested_end(
+    b: bytes, i: int, limit: int, reverse: bool = False, exact_edge: bool = True
+) -> int | None:
+    """One past the array or object opening at ``b[i]``, if it ends before ``limit``. With
+    ``reverse``, ``b`` is reversed bytes and the value's closing bracket is at ``b[i]``
+    (``exact_edge``: the end of ``b`` is the body's start, not a window's edge)."""
+    opening = _CLOSE if reverse else _OPEN
     depth = 0
     while True:
         m = _NEXT.search(b, i, limit)
@@ -157,12 +162,15 @@ def _nested_end(b: bytes, i: int, limit: int) -> int | None:
         j = m.start()
         c = b[j]
         if c == _QUOTE:
-            end = _string_end(b, j, limit)
+            if reverse:
+                end = _rstring_end(b, j, limit, exact_edge and limit == len(b))
+            else:
+                end = _string_end(b, j, limit)
             if end is None:
                 return None
             i = end
             continue
-        if c in _OPEN:
+        if c in opening:
             depth += 1
         else:
             depth -= 1
@@ -244,29 +252,6 @@ def _rstring_end(w: bytes, x: int, m: int, exact_edge: bool) -> int | None:
         k = q + 1
 
 
-def _rnested_end(w: bytes, x: int, limit: int, exact_edge: bool) -> int | None:
-    depth = 0
-    while True:
-        mt = _NEXT.search(w, x, limit)
-        if mt is None:
-            return None
-        j = mt.start()
-        c = w[j]
-        if c == _QUOTE:
-            end = _rstring_end(w, j, limit, exact_edge and limit == len(w))
-            if end is None:
-                return None
-            x = end
-            continue
-        if c in _CLOSE:
-            depth += 1
-        else:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        x = j + 1
-
-
 _Back = tuple[list[Member], bool, int | None, int | None]
 
 
@@ -329,7 +314,7 @@ def _rvalue_end(w: bytes, x: int, m: int, exact_edge: bool) -> int | None:
     if c == _QUOTE:
         return _rstring_end(w, x, limit, exact_edge and limit == m)
     if c in _CLOSE:
-        return _rnested_end(w, x, limit, exact_edge)
+        return _nested_end(w, x, limit, reverse=True, exact_edge=exact_edge)
     s = _SCALAR_CHARS.match(w, x, limit)
     if s is None or (s.end() == limit and not (exact_edge and limit == m)):
         return None
