@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.javascript import js_json_stringify
+from engine.previous_thinking import starts_turn, strips_previous_thinking, thinking_share
 from engine.profiles import Profile
 from engine.simulate import LINE_KEY, memory_records
 from engine.tokens import count_text, raw_message_tokens
 from engine.transcript import Transcript, is_compact_boundary
+
+NO_RESPONSE = "No response requested."  # the assistant record a resumed session gets (synthetic)
 
 
 def full_estimate(m: Mapping[str, Any]) -> int:
@@ -24,12 +27,53 @@ def full_estimate(m: Mapping[str, Any]) -> int:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """A new process of the same session (``--resume``/``--continue``): from the request at
+    ``line`` on, the records of the ended process (lines ``first`` .. ``line`` - 1) cost
+    ``factor`` of their fitted cost, because what Claude Code held for them in memory but never
+    wrote (attachments, up to 2.1.96) is not reloaded."""
+
+    line: int
+    first: int
+    factor: float
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Per-line token costs fitted on the recorded usage, and the fixed prompt overhead."""
 
-    overhead: int
+    overhead: int  # system prompt, tools and what Claude Code prepends to every request
     cost: dict[int, float]
     ratio: float  # recorded tokens per estimated token, for messages the session never had
+    # history the file does not hold (it starts mid-conversation): in the prompt until the
+    # first compaction, measured as the first prompt's excess over the post-compaction one
+    carried: int = 0
+    # the recorded prompts leave out the thinking of turns before the last human prompt
+    # (engine.previous_thinking); each thinking record's cost is the tokens it added while it
+    # counted
+    strips_thinking: bool = False
+    resumes: tuple[Resume, ...] = ()
+
+    def resume_factor(self, line: int | None, at: int) -> float:
+        """The share of record ``line``'s cost still in the prompt of the request at ``at``."""
+        if line is None:
+            return 1.0
+        for r in self.resumes:
+            if r.first <= line < r.line <= at:
+                return r.factor
+        return 1.0
+
+
+def is_resume_marker(rec: Mapping[str, Any]) -> bool:
+    """The synthetic ``No response requested.`` reply a resumed session gets, or ``/exit``."""
+    msg = rec.get("message") or {}
+    content = msg.get("content")
+    if rec.get("type") == "assistant" and msg.get("model") == "<synthetic>":
+        texts = content if isinstance(content, list) else []
+        return any(isinstance(b, Mapping) and b.get("text") == NO_RESPONSE for b in texts)
+    if rec.get("type") == "user" and isinstance(content, str):
+        return content.lstrip().startswith("<command-name>/exit</command-name>")
+    return False
 
 
 def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
@@ -41,37 +85,118 @@ def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
     request's prompt minus its messages' estimate is the overhead (system prompt and tools).
     ``profile``: the session's, so the records are the ones the replays hold in memory
     (``memory_records``); the fit reads the recorded prompts, which no version rule changes.
+
+    What the prompt leaves out is fitted too, each from its cause: on models that keep only
+    the thinking of the turn in progress (``engine.previous_thinking``) a new human prompt
+    removes the earlier turns' thinking (the increase is the new messages minus it); a resumed
+    process (``Resume``) loses what the ended one held unwritten; a file that starts in the
+    middle of a conversation carries history whose tokens sit in its first prompt
+    (``Calibration.carried``: when that prompt is larger than the first prompt after a
+    compaction, the fixed overhead can only be the latter's, less its own messages).
     """
+    records = memory_records(tr, profile)
+    strip = strips_previous_thinking(tr.model or "", tr.version)
+    cal = _fit(tr, records, strip, None)
+    post = _first_after_compaction(tr, records)
+    if post is not None and cal.overhead > post[0]:
+        prompt, estimate, cache_read = post
+        fixed = max(cache_read, round(prompt - cal.ratio * estimate))
+        if fixed < cal.overhead:
+            cal = _fit(tr, records, strip, fixed)
+    return cal
+
+
+def _first_after_compaction(
+    tr: Transcript, records: Sequence[Mapping[str, Any]]
+) -> tuple[int, int, int] | None:
+    """(prompt, chars/4 of its messages, cache read) of the first request after a boundary."""
+    after = False
+    estimate = 0
+    for rec in records:
+        if is_compact_boundary(rec):
+            after, estimate = True, 0
+            continue
+        if not after:
+            continue
+        k = tr.reply_of_line.get(rec[LINE_KEY])
+        if k is not None and tr.replies[k].line == rec[LINE_KEY]:
+            u = tr.replies[k].usage
+            return tr.replies[k].prompt_tokens, estimate, int(u.get("cache_read_input_tokens") or 0)
+        estimate += full_estimate(rec)
+    return None
+
+
+def _fit(
+    tr: Transcript, records: Sequence[Mapping[str, Any]], strip: bool, fixed: int | None
+) -> Calibration:
+    """One pass of ``calibrate``; ``fixed``: the overhead after a compaction when the first
+    prompt also carries history (else the first prompt's overhead throughout)."""
     cost: dict[int, float] = {}
     overhead: int | None = None
-    pending: list[dict] = []
+    pending: list[Mapping[str, Any]] = []
     prev_prompt: int | None = None
     fitted = est_total = 0.0
-    for rec in memory_records(tr, profile):
+    live_thinking: list[int] = []  # thinking records counted in the prompt (``strip``)
+    process: list[int] = []  # records fitted since the process (or the segment) began
+    resumes: list[Resume] = []
+    by_line = {r[LINE_KEY]: r for r in records}
+    for rec in records:
         line = rec[LINE_KEY]
         if is_compact_boundary(rec):
             for m in pending:
                 cost[m[LINE_KEY]] = float(full_estimate(m))
-            pending, prev_prompt = [rec], None
+            pending, prev_prompt, live_thinking, process = [rec], None, [], []
             continue
         k = tr.reply_of_line.get(line)
         if k is not None and tr.replies[k].line == line:
             prompt = tr.replies[k].prompt_tokens
-            weights = [max(1, full_estimate(m)) for m in pending]
+            ratio = fitted / est_total if est_total else 1.0
+            last_turn = max((i for i, m in enumerate(pending) if starts_turn(m)), default=-1)
+            stripped = 0.0
+            never: set[int] = set()  # thinking ended before this prompt: never in any prompt
+            if strip and last_turn >= 0:
+                stripped = sum(cost[n] * thinking_share(by_line[n]) for n in live_thinking)
+                live_thinking = []
+                never = {i for i, m in enumerate(pending[:last_turn]) if thinking_share(m) == 1.0}
+            counted = [(i, m) for i, m in enumerate(pending) if i not in never]
             if prev_prompt is None:
                 if overhead is None:
-                    overhead = max(0, prompt - sum(full_estimate(m) for m in pending))
-                delta = prompt - overhead
+                    overhead = max(0, prompt - sum(full_estimate(m) for _, m in counted))
+                    delta = prompt - overhead
+                else:
+                    delta = prompt - (fixed if fixed is not None else overhead)
             else:
-                delta = prompt - prev_prompt
+                delta = prompt - prev_prompt + stripped
+                if process and any(is_resume_marker(m) for m in pending):
+                    lost = delta - ratio * sum(full_estimate(m) for _, m in counted)
+                    held = sum(cost[n] for n in process) - stripped
+                    if lost < 0 and held > 0:
+                        resumes.append(Resume(line, process[0], max(0.0, 1 + lost / held)))
+                        delta -= lost
+                    process = []
+            weights = [max(1, full_estimate(m)) for _, m in counted]
             total_w = sum(weights)
-            for m, w in zip(pending, weights, strict=False):
+            for i in never:
+                cost[pending[i][LINE_KEY]] = ratio * full_estimate(pending[i])
+            for (_, m), w in zip(counted, weights, strict=True):
                 c = delta * w / total_w if delta > 0 and total_w else float(full_estimate(m))
                 cost[m[LINE_KEY]] = c
                 fitted += c
                 est_total += full_estimate(m)
+                process.append(m[LINE_KEY])
+                if strip and thinking_share(m) > 0:
+                    live_thinking.append(m[LINE_KEY])
             pending, prev_prompt = [], prompt
         pending.append(rec)
     for m in pending:
         cost[m[LINE_KEY]] = float(full_estimate(m))
-    return Calibration(overhead or 0, cost, fitted / est_total if est_total else 1.0)
+    first = overhead or 0
+    base = fixed if fixed is not None else first
+    return Calibration(
+        base,
+        cost,
+        fitted / est_total if est_total else 1.0,
+        carried=first - base,
+        strips_thinking=strip,
+        resumes=tuple(resumes),
+    )

@@ -28,7 +28,8 @@ from engine.context_clear import knobs_from_env, step_from_env
 from engine.context_management import to_json
 from engine.count import autocompact_tokens, last_usage_tokens
 from engine.microcompact import microcompact
-from engine.profiles import Profile
+from engine.previous_thinking import starts_turn, strips_previous_thinking, thinking_share
+from engine.profiles import Profile, parse_version
 from engine.prompt_cache import PromptCache, block_count
 from engine.server_clearing import BlockEstimates, clear_on_server
 from engine.simulate import (
@@ -72,6 +73,28 @@ def _recorded_summary_before(tr: Transcript, line: int, prev_line: int) -> str |
     return None
 
 
+def _version_in(profile: Profile, version: str | None) -> str:
+    """``version`` when ``profile``'s range holds it, else the profile's first version."""
+    try:
+        lo, hi = parse_version(profile.first), parse_version(profile.last)
+        if version and lo <= parse_version(version) <= hi:
+            return version
+    except ValueError:
+        pass
+    return profile.first
+
+
+def _compacted_records(records: list[dict]) -> dict[int, list[dict]]:
+    """Each boundary's line → the file's boundary and summary records (in memory, with their
+    lines): what a replay that compacts where the session did holds afterwards."""
+    out: dict[int, list[dict]] = {}
+    for i, rec in enumerate(records):
+        if is_compact_boundary(rec):
+            summary = next((r for r in records[i + 1 : i + 6] if r.get("isCompactSummary")), None)
+            out[rec[LINE_KEY]] = [rec] if summary is None else [rec, summary]
+    return out
+
+
 def simulate_counterfactual(
     tr: Transcript,
     profile: Profile,
@@ -99,6 +122,9 @@ def simulate_counterfactual(
     model = model or tr.model or "claude-opus-4-6"
     th = compute_thresholds(profile, model, env)
     cal = calibration or calibrate(tr, profile)
+    # the API leaves out the thinking of turns before the last human prompt (per model and
+    # version, engine.previous_thinking); the session's own version when the profile holds it
+    strip = strips_previous_thinking(model, _version_in(profile, tr.version))
     if microcompact_on is None:
         rec_sim = simulate_recorded(tr, profile, model, env)
         microcompact_on = not any(
@@ -122,6 +148,8 @@ def simulate_counterfactual(
     cost = cal.cost
 
     records = memory_records(tr, profile)
+    compacted_at = _compacted_records(records)
+    carried = cal.carried  # history the file does not hold, until the first compaction
     pristine = {m[LINE_KEY]: m for m in records}
     pristine_content = {line: _content(m) for line, m in pristine.items()}
     pristine_est: dict[int, int] = {}
@@ -176,10 +204,56 @@ def simulate_counterfactual(
         sig_memo[id(m)] = (m, value)
         return value
 
+    share_memo: dict[int, tuple[Any, float]] = {}
+
+    def share(m: Mapping[str, Any]) -> float:
+        """``thinking_share`` memoised by message identity."""
+        hit = share_memo.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        value = thinking_share(m)
+        share_memo[id(m)] = (m, value)
+        return value
+
+    def live(sent: list[dict], at: int) -> list[float]:
+        """Each sent message's share of its cost in the prompt of the request at ``at``:
+        earlier turns' thinking left out (``strip``), what a resumed process did not reload."""
+        factors = [cal.resume_factor(m.get(LINE_KEY), at) for m in sent] if cal.resumes else []
+        if not factors:
+            factors = [1.0] * len(sent)
+        if strip:
+            last = max((i for i, m in enumerate(sent) if starts_turn(m)), default=-1)
+            for i in range(last):
+                s = share(sent[i])
+                if s:
+                    factors[i] *= 1.0 - s
+        return factors
+
     current_usage: dict = {}
     for rec in records:
         line = rec[LINE_KEY]
-        if is_compact_boundary(rec) or rec.get("isCompactSummary"):
+        if is_compact_boundary(rec):
+            meta = rec.get("compactMetadata") or {}
+            if meta.get("trigger") == "manual":
+                # the user's /compact: replayed where it was typed, with the real summary
+                tokens = autocompact_tokens(history, profile)
+                history = list(compacted_at[line])
+                cleared = frozenset()
+                carried = 0
+                events.append(
+                    Event(
+                        "manual_compact",
+                        line,
+                        tokens,
+                        th.auto_compact,
+                        recorded=True,
+                        predicted=True,
+                        pre_tokens=meta.get("preTokens"),
+                        note="the user's /compact, replayed with the real summary",
+                    )
+                )
+            continue
+        if rec.get("isCompactSummary"):
             continue
         k = tr.reply_of_line.get(line)
         if k is not None and tr.replies[k].line == line:
@@ -188,15 +262,21 @@ def simulate_counterfactual(
             tokens = autocompact_tokens(history, profile)
             if th.auto_compact_enabled and tokens >= th.auto_compact:
                 real = _recorded_summary_before(tr, line, prev_line)
-                summ = (
-                    (lambda _m, _r=real: _r)
-                    if real is not None
-                    else (summarizer or offline_summary)
-                )
-                res = full_compact(history, profile, tokens, "auto", summ)
-                history = res.messages
-                cleared = frozenset()
                 at = next((b.line for b in tr.boundaries if prev_line < b.line < line), line)
+                if real is not None and at in compacted_at:
+                    # where the session compacted: its own boundary and summary (their fitted
+                    # costs hold what came back with them), then what followed the boundary
+                    tail = [m for m in history if (m.get(LINE_KEY) or 0) > at]
+                    history = [*compacted_at[at], *tail]
+                else:
+                    summ = (
+                        (lambda _m, _r=real: _r)
+                        if real is not None
+                        else (summarizer or offline_summary)
+                    )
+                    history = full_compact(history, profile, tokens, "auto", summ).messages
+                cleared = frozenset()
+                carried = 0
                 events.append(
                     Event(
                         "auto_compact",
@@ -235,11 +315,13 @@ def simulate_counterfactual(
                     )
                     names.append("text_prune")
                     sent = pruned
-            costs = [msg_cost(m) for m in sent]
+            factors = live(sent, line)
+            costs = [msg_cost(m) * f for m, f in zip(sent, factors, strict=True)]
+            base = cal.overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
             if clear_edit is not None:
-                view = clear_on_server(sent, costs, cal.overhead, clear_edit, estimate, clear_step)
+                view = clear_on_server(sent, costs, base, clear_edit, estimate, clear_step)
                 if view.cleared_tool_uses:
                     costs, on_server = view.costs, view.changed
                     server_cleared = view.cleared_tokens
@@ -254,8 +336,10 @@ def simulate_counterfactual(
                         )
                     )
                     names.append("server_clear")
-            prompt = round(cal.overhead + sum(costs))
-            sig: list[Hashable] = [(*sig_key(m), on_server.get(i, ())) for i, m in enumerate(sent)]
+            prompt = round(base + sum(costs))
+            sig: list[Hashable] = [
+                (*sig_key(m), on_server.get(i, ()), factors[i]) for i, m in enumerate(sent)
+            ]
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             blocks = [block_count(m) for m in sent]
             read = min(prompt, round(cache.read(sig, costs, blocks)))
