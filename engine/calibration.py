@@ -29,12 +29,13 @@ def full_estimate(m: Mapping[str, Any]) -> int:
 @dataclass(frozen=True)
 class Resume:
     """A new process of the same session (``--resume``/``--continue``): from the request at
-    ``line`` on, the records of the ended process (lines ``first`` .. ``line`` - 1) cost
-    ``factor`` of their fitted cost, because what Claude Code held for them in memory but never
-    wrote (attachments, up to 2.1.96) is not reloaded."""
+    ``line`` on, the records of the ended process (lines ``first`` .. ``last``) cost ``factor``
+    of their fitted cost, because what Claude Code held for them in memory but never wrote
+    (attachments, up to 2.1.96) is not reloaded."""
 
     line: int
     first: int
+    last: int
     factor: float
 
 
@@ -59,7 +60,7 @@ class Calibration:
         if line is None:
             return 1.0
         for r in self.resumes:
-            if r.first <= line < r.line <= at:
+            if r.first <= line <= r.last and r.line <= at:
                 return r.factor
         return 1.0
 
@@ -171,7 +172,8 @@ def _fit(
                     lost = delta - ratio * sum(full_estimate(m) for _, m in counted)
                     held = sum(cost[n] for n in process) - stripped
                     if lost < 0 and held > 0:
-                        resumes.append(Resume(line, process[0], max(0.0, 1 + lost / held)))
+                        f = max(0.0, 1 + lost / held)
+                        resumes.append(Resume(line, process[0], process[-1], f))
                         delta -= lost
                     process = []
             weights = [max(1, full_estimate(m)) for _, m in counted]
