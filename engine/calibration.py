@@ -107,9 +107,7 @@ def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
     return cal
 
 
-def _first_after_compaction(
-    tr: Transcript, records: Sequence[Mapping[str, Any]]
-) -> tuple[int, int, int] | None:
+def _first_after_compaction(tr: Transcript, records: Sequence[dict]) -> tuple[int, int, int] | None:
     """(prompt, chars/4 of its messages, cache read) of the first request after a boundary."""
     after = False
     estimate = 0
@@ -127,14 +125,12 @@ def _first_after_compaction(
     return None
 
 
-def _fit(
-    tr: Transcript, records: Sequence[Mapping[str, Any]], strip: bool, fixed: int | None
-) -> Calibration:
+def _fit(tr: Transcript, records: Sequence[dict], strip: bool, fixed: int | None) -> Calibration:
     """One pass of ``calibrate``; ``fixed``: the overhead after a compaction when the first
     prompt also carries history (else the first prompt's overhead throughout)."""
     cost: dict[int, float] = {}
     overhead: int | None = None
-    pending: list[Mapping[str, Any]] = []
+    pending: list[dict] = []
     prev_prompt: int | None = None
     fitted = est_total = 0.0
     live_thinking: list[int] = []  # thinking records counted in the prompt (``strip``)
@@ -160,6 +156,7 @@ def _fit(
                 live_thinking = []
                 never = {i for i, m in enumerate(pending[:last_turn]) if thinking_share(m) == 1.0}
             counted = [(i, m) for i, m in enumerate(pending) if i not in never]
+            delta: float
             if prev_prompt is None:
                 if overhead is None:
                     overhead = max(0, prompt - sum(full_estimate(m) for _, m in counted))

@@ -5,8 +5,10 @@ An unpatched replay with the recorded settings reproduces the recorded prompt si
 first compaction (its per-message costs are calibrated on the recorded usage). The differences
 it cannot avoid:
 
-* after a compaction the replay rebuilds the context (summary, re-read files, attachments) from
-  chars/4 estimates: its prompt sizes there are estimates, not the recorded usage;
+* after a compaction where the session did not compact, the replay rebuilds the context
+  (summary, re-read files, attachments) from chars/4 estimates: its prompt sizes there are
+  estimates, not the recorded usage (where the session compacted, the replay holds the file's
+  own boundary and summary with their fitted costs, and matches);
 * the recorded cache read can fall although no earlier message changed (something the
   transcript does not hold changed the prompt prefix, or the server dropped the cache): a replay
   cannot see that;

@@ -9,7 +9,13 @@ Scenarios (``SCENARIOS``)
 
 Prompt sizes come from per-message costs calibrated on the recorded usage
 (``engine.calibration``), so an unpatched replay with the recorded settings reproduces the
-recorded numbers. Each request's usage, which Claude Code's next auto-compact count follows, is
+recorded numbers. What a prompt leaves out is replayed from its cause: the thinking of turns
+before the last human prompt on models that keep only the turn in progress's
+(``engine.previous_thinking``), what a resumed process did not reload
+(``calibration.Resume``), history the file does not hold until the first compaction
+(``Calibration.carried``); where the session compacted, the file's own boundary and summary
+(their fitted costs hold what came back with them); a ``/compact`` the user typed, where it was
+typed. Each request's usage, which Claude Code's next auto-compact count follows, is
 the prompt as the server counts it: after its clearing, so clearing delays or avoids compaction
 while Claude Code keeps (and sends) its full history (2.1.284+ adds the cleared tokens back only
 for an edit it built itself, never for ctxpatch's: ``engine.count``). Each request is priced like the prompt

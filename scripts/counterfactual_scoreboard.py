@@ -33,7 +33,7 @@ def score(path: Path) -> dict:
     tr = _read(path)
     prof = profile_for(tr.version or "2.1.39")
     sim = simulate(tr, prof, "unpatched", calibration=calibrate(tr, prof))
-    real = {b.line: b.pre_tokens for b in tr.boundaries if b.trigger == "auto"}
+    real = {b.line: b.pre_tokens or 0 for b in tr.boundaries if b.trigger == "auto"}
     replayed = [(e.line, e.tokens) for e in sim.events if e.kind == "auto_compact"]
     hits = [
         (line, tokens)
