@@ -320,8 +320,10 @@ _SERVER_NOTE = (
     "the auto-compact count adds back what server-side clearing removed (2.1.330 YG/eCt): the "
     "sum of cleared_input_tokens over the clear_tool_uses_20250919 entries of "
     "message.context_management.applied_edits of the last assistant record (or "
-    "client_estimated_cleared_input_tokens when client_cut_tool_uses > 0); not yet modelled in "
-    "the count"
+    "client_estimated_cleared_input_tokens when client_cut_tool_uses > 0, not modelled); "
+    "engine.count adds the applied_edits sum. Claude Code keeps applied_edits in the message "
+    "only for an edit it built itself (xq): an edit added by a gateway (ctxpatch run) leaves "
+    "context_management null, so there the count follows the edited usage (measured)"
 )
 _MC_OFF_NOTE = "time-based MC is behind the remote flag tengu_slate_heron (off)"
 
