@@ -68,3 +68,37 @@ def sandbox_for(e2e_root: Path, e2e_node: str):
         return cache[key]
 
     return make
+
+
+NATIVE_VERSIONS = ("2.1.113", "2.1.330")
+
+
+@pytest.fixture(scope="session")
+def native_exe():
+    """``native_exe(version)``: the real linux-x64 ``claude`` of 2.1.113 or 2.1.330 from the
+    npm-pack cache. Fetched when the fixture is made (before a test moves ``HOME``, where the
+    cache lives); needs a network namespace (``unshare -rn``). Either missing: skip locally,
+    fail in CI."""
+    from patcher.e2e.netns import netns_available
+
+    why = netns_available()
+    if why is not None:
+        if IN_CI:
+            pytest.fail(f"the native e2e tests need a network namespace: {why}")
+        pytest.skip(why)
+    found: dict[str, Path | str] = {}
+    for version in NATIVE_VERSIONS:
+        try:
+            found[version] = npmcache.native_binary("cc", version)
+        except CtxpatchError as e:
+            if IN_CI:
+                raise
+            found[version] = f"cannot fetch claude-code-linux-x64@{version}: {e.what} ({e.why})"
+
+    def get(version: str) -> Path:
+        exe = found[version]
+        if isinstance(exe, str):
+            pytest.skip(exe)
+        return exe
+
+    return get

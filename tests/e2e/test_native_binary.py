@@ -21,14 +21,10 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI
 
-from patcher import npmcache
 from patcher.e2e.harness import Case, Outcome, run_case
-from patcher.e2e.netns import netns_available
 from patcher.e2e.sandbox import NativeSandbox
 from patcher.e2e.scenarios import rounds_session
-from patcher.errors import CtxpatchError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -37,23 +33,12 @@ WINDOW = "150000"  # CLAUDE_CODE_AUTO_COMPACT_WINDOW for 2.1.195+ (clamped to 10
 
 
 @pytest.fixture(scope="module")
-def native_for(e2e_root: Path):
-    why = netns_available()
-    if why is not None:
-        if IN_CI:
-            pytest.fail(f"the native e2e tests need a network namespace: {why}")
-        pytest.skip(why)
+def native_for(e2e_root: Path, native_exe):
     cache: dict[str, NativeSandbox] = {}
 
     def make(version: str) -> NativeSandbox:
         if version not in cache:
-            try:
-                exe = npmcache.native_binary("cc", version)
-            except CtxpatchError as e:
-                if IN_CI:
-                    raise
-                pytest.skip(f"cannot fetch claude-code-linux-x64@{version}: {e.what} ({e.why})")
-            cache[version] = NativeSandbox(e2e_root / f"native-{version}", exe)
+            cache[version] = NativeSandbox(e2e_root / f"native-{version}", native_exe(version))
         return cache[version]
 
     return make

@@ -41,14 +41,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI
 
 from engine.context_clear import ENV_DISABLE, knobs_from_env
 from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, to_json
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds
-from patcher import npmcache
 from patcher.e2e import netns
 from patcher.e2e.chain import THINK_ENV, Turns, run_turns, sign_session
 from patcher.e2e.harness import MODEL, REQUEST_TIME_ATTACHMENTS
@@ -57,32 +55,12 @@ from patcher.e2e.sandbox import GatewaySandbox, NativeSandbox
 from patcher.e2e.scenarios import thinking_session
 from patcher.e2e.server_edits import betas_of, prompt_tokens
 from patcher.e2e.verify_thinking import ARGS, CLEAR, run_thinking_proof
-from patcher.errors import CtxpatchError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
 VERSIONS = ("2.1.113", "2.1.330")
 WINDOW = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "150000"}  # 2.1.195+: the proactive compaction
 PROMPTS = ("First prompt: explain the module.", "Second prompt: go on.")
-
-
-@pytest.fixture(scope="module")
-def native_exe():
-    why = netns.netns_available()
-    if why is not None:
-        if IN_CI:
-            pytest.fail(f"the native e2e tests need a network namespace: {why}")
-        pytest.skip(why)
-
-    def get(version: str) -> Path:
-        try:
-            return npmcache.native_binary("cc", version)
-        except CtxpatchError as e:
-            if IN_CI:
-                raise
-            pytest.skip(f"cannot fetch claude-code-linux-x64@{version}: {e.what} ({e.why})")
-
-    return get
 
 
 def env_for(version: str) -> dict[str, str]:

@@ -9,13 +9,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from conftest import IN_CI
 from typer.testing import CliRunner
 
-from patcher import npmcache
 from patcher.cli.verifying import register
-from patcher.e2e.netns import netns_available
-from patcher.errors import CtxpatchError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -31,32 +27,6 @@ def _app() -> typer.Typer:
     return app
 
 
-@pytest.fixture(scope="module")
-def native():
-    why = netns_available()
-    if why is not None:
-        if IN_CI:
-            pytest.fail(f"the native e2e tests need a network namespace: {why}")
-        pytest.skip(why)
-
-    found: dict[str, Path | str] = {}
-    for version in ("2.1.113", "2.1.330"):  # now, before a test moves HOME (the npm cache's)
-        try:
-            found[version] = npmcache.native_binary("cc", version)
-        except CtxpatchError as e:
-            if IN_CI:
-                raise
-            found[version] = f"cannot fetch claude-code-linux-x64@{version}: {e.what} ({e.why})"
-
-    def get(version: str) -> Path:
-        exe = found[version]
-        if isinstance(exe, str):
-            pytest.skip(exe)
-        return exe
-
-    return get
-
-
 @pytest.fixture
 def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The caller's HOME and knobs: verify must leave the one untouched and ignore the others."""
@@ -68,8 +38,8 @@ def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def test_verify_passes_on_the_native_2_1_330(native, fake_home: Path) -> None:
-    exe = native("2.1.330")
+def test_verify_passes_on_the_native_2_1_330(native_exe, fake_home: Path) -> None:
+    exe = native_exe("2.1.330")
     res = CliRunner().invoke(_app(), ["verify", "--path", str(exe)])
     assert res.exit_code == 0, res.output
     out = res.output
@@ -82,8 +52,8 @@ def test_verify_passes_on_the_native_2_1_330(native, fake_home: Path) -> None:
     assert list(fake_home.iterdir()) == []  # the user's HOME (and ~/.claude) untouched
 
 
-def test_verify_json_on_the_native_2_1_113_package_folder(native, fake_home: Path) -> None:
-    folder = native("2.1.113").parent  # the platform package: package.json + claude
+def test_verify_json_on_the_native_2_1_113_package_folder(native_exe, fake_home: Path) -> None:
+    folder = native_exe("2.1.113").parent  # the platform package: package.json + claude
     res = CliRunner().invoke(_app(), ["verify", "--path", str(folder), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
@@ -106,13 +76,13 @@ def test_verify_json_on_the_native_2_1_113_package_folder(native, fake_home: Pat
 
 
 def test_verify_fails_when_the_gateway_adds_nothing(
-    native, fake_home: Path, monkeypatch: pytest.MonkeyPatch
+    native_exe, fake_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import patcher.e2e.verify_thinking as vt
 
     # CLAUDE_CTX_CLEAR_DISABLE=1 in the run's environment: `ctxpatch run` forwards untouched
     monkeypatch.setattr(vt, "CLEAR", {**vt.CLEAR, "CLAUDE_CTX_CLEAR_DISABLE": "1"})
-    res = CliRunner().invoke(_app(), ["verify", "--path", str(native("2.1.330")), "--json"])
+    res = CliRunner().invoke(_app(), ["verify", "--path", str(native_exe("2.1.330")), "--json"])
     assert res.exit_code == 1, res.output
     (r,) = json.loads(res.output)["results"]
     assert r["verdict"] == "FAIL"
