@@ -171,30 +171,23 @@ def check_file(given: Path) -> Result:
             backup=_backup_json(info, bpath),
         )
     bj = _backup_json(_check_backup(b, marks, bpath, snip_sha), bpath)
-    if marks.state is State.PATCHED:
+    if marks.state in (State.PATCHED, State.OUTDATED):
         hdr = marks.header
         assert hdr is not None
+        reason = ""
+        if marks.state is State.OUTDATED:
+            reason = f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet" + (
+                "" if hdr.clear is not None else " and without server-side clearing"
+            )
+        code = ExitCode.CHANGE_NEEDED if reason else ExitCode.OK
         return _base(
             b,
             "checked",
-            State.PATCHED,
-            ExitCode.OK,
+            marks.state,
+            code,
             shape=hdr.shape,
             clearing=hdr.clear,
-            backup=bj,
-        )
-    if marks.state is State.OUTDATED:
-        hdr = marks.header
-        assert hdr is not None
-        return _base(
-            b,
-            "checked",
-            State.OUTDATED,
-            ExitCode.CHANGE_NEEDED,
-            shape=hdr.shape,
-            clearing=hdr.clear,
-            reason=f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet"
-            + ("" if hdr.clear is not None else " and without server-side clearing"),
+            reason=reason,
             backup=bj,
         )
     from patcher import plan
