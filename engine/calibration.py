@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.javascript import js_json_stringify
-from engine.previous_thinking import starts_turn, strips_previous_thinking, thinking_share
+from engine.previous_thinking import (
+    main_model,
+    starts_turn,
+    strips_previous_thinking,
+    thinking_share,
+)
 from engine.profiles import Profile
 from engine.simulate import LINE_KEY, memory_records
 from engine.tokens import count_text, raw_message_tokens
@@ -49,9 +54,9 @@ class Calibration:
     # history the file does not hold (it starts mid-conversation): in the prompt until the
     # first compaction, measured as the first prompt's excess over the post-compaction one
     carried: int = 0
-    # the recorded prompts leave out the thinking of turns before the last human prompt
-    # (engine.previous_thinking); each thinking record's cost is the tokens it added while it
-    # counted
+    # the recorded prompts leave out the thinking of turns before the last human prompt (the
+    # session's main model's rule, engine.previous_thinking); each thinking record's cost is
+    # the tokens it added while it counted
     strips_thinking: bool = False
     resumes: tuple[Resume, ...] = ()
 
@@ -96,14 +101,13 @@ def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
     compaction, the fixed overhead can only be the latter's, less its own messages).
     """
     records = memory_records(tr, profile)
-    strip = strips_previous_thinking(tr.model or "", tr.version)
-    cal = _fit(tr, records, strip, None)
+    cal = _fit(tr, records, None)
     post = _first_after_compaction(tr, records)
     if post is not None and cal.overhead > post[0]:
         prompt, estimate, cache_read = post
         fixed = max(cache_read, round(prompt - cal.ratio * estimate))
         if fixed < cal.overhead:
-            cal = _fit(tr, records, strip, fixed)
+            cal = _fit(tr, records, fixed)
     return cal
 
 
@@ -125,15 +129,24 @@ def _first_after_compaction(tr: Transcript, records: Sequence[dict]) -> tuple[in
     return None
 
 
-def _fit(tr: Transcript, records: Sequence[dict], strip: bool, fixed: int | None) -> Calibration:
+def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibration:
     """One pass of ``calibrate``; ``fixed``: the overhead after a compaction when the first
-    prompt also carries history (else the first prompt's overhead throughout)."""
+    prompt also carries history (else the first prompt's overhead throughout).
+
+    The thinking records already fitted that request k counts add ``T_k`` to its prompt (on a
+    model that leaves out earlier turns' thinking, the current turn's only; the session's main
+    model decides, ``previous_thinking.main_model``), so the messages added since request k-1
+    cost ``prompt_k - prompt_k-1 - (T_k - T_k-1)``.
+    """
     cost: dict[int, float] = {}
     overhead: int | None = None
     pending: list[dict] = []
     prev_prompt: int | None = None
     fitted = est_total = 0.0
-    live_thinking: list[int] = []  # thinking records counted in the prompt (``strip``)
+    thinking: list[int] = []  # thinking records fitted in this segment
+    turn_from = 0  # line of the last human prompt fitted: thinking before it is an earlier turn's
+    counted_before = 0.0  # T of the previous request
+    strip = strips_previous_thinking(main_model(r.model for r in tr.replies), tr.version)
     process: list[int] = []  # records fitted since the process (or the segment) began
     resumes: list[Resume] = []
     by_line = {r[LINE_KEY]: r for r in records}
@@ -142,19 +155,30 @@ def _fit(tr: Transcript, records: Sequence[dict], strip: bool, fixed: int | None
         if is_compact_boundary(rec):
             for m in pending:
                 cost[m[LINE_KEY]] = float(full_estimate(m))
-            pending, prev_prompt, live_thinking, process = [rec], None, [], []
+            pending, prev_prompt, thinking, process = [rec], None, [], []
+            turn_from, counted_before = line, 0.0
             continue
         k = tr.reply_of_line.get(line)
         if k is not None and tr.replies[k].line == line:
             prompt = tr.replies[k].prompt_tokens
             ratio = fitted / est_total if est_total else 1.0
             last_turn = max((i for i, m in enumerate(pending) if starts_turn(m)), default=-1)
-            stripped = 0.0
-            never: set[int] = set()  # thinking ended before this prompt: never in any prompt
-            if strip and last_turn >= 0:
-                stripped = sum(cost[n] * thinking_share(by_line[n]) for n in live_thinking)
-                live_thinking = []
-                never = {i for i, m in enumerate(pending[:last_turn]) if thinking_share(m) == 1.0}
+            since = pending[last_turn][LINE_KEY] if last_turn >= 0 else turn_from
+
+            def left_out(n: int, since: int = since) -> float:
+                """The share of fitted thinking record ``n`` this request leaves out."""
+                return thinking_share(by_line[n]) if strip and n < since else 0.0
+
+            counted_now = sum(
+                cost[n] * (thinking_share(by_line[n]) - left_out(n)) for n in thinking
+            )
+            # thinking that ended before this prompt, on a model that leaves it out: not in
+            # this prompt, so its cost cannot be fitted here
+            never = (
+                {i for i, m in enumerate(pending[:last_turn]) if thinking_share(m) == 1.0}
+                if strip and last_turn >= 0
+                else set()
+            )
             counted = [(i, m) for i, m in enumerate(pending) if i not in never]
             delta: float
             if prev_prompt is None:
@@ -163,11 +187,12 @@ def _fit(tr: Transcript, records: Sequence[dict], strip: bool, fixed: int | None
                     delta = prompt - overhead
                 else:
                     delta = prompt - (fixed if fixed is not None else overhead)
+                delta -= counted_now
             else:
-                delta = prompt - prev_prompt + stripped
+                delta = prompt - prev_prompt - (counted_now - counted_before)
                 if process and any(is_resume_marker(m) for m in pending):
                     lost = delta - ratio * sum(full_estimate(m) for _, m in counted)
-                    held = sum(cost[n] for n in process) - stripped
+                    held = sum(cost[n] * (1 - left_out(n)) for n in process)
                     if lost < 0 and held > 0:
                         f = max(0.0, 1 + lost / held)
                         resumes.append(Resume(line, process[0], process[-1], f))
@@ -177,14 +202,18 @@ def _fit(tr: Transcript, records: Sequence[dict], strip: bool, fixed: int | None
             total_w = sum(weights)
             for i in never:
                 cost[pending[i][LINE_KEY]] = ratio * full_estimate(pending[i])
+            new_thinking = 0.0
             for (_, m), w in zip(counted, weights, strict=True):
                 c = delta * w / total_w if delta > 0 and total_w else float(full_estimate(m))
                 cost[m[LINE_KEY]] = c
                 fitted += c
                 est_total += full_estimate(m)
                 process.append(m[LINE_KEY])
-                if strip and thinking_share(m) > 0:
-                    live_thinking.append(m[LINE_KEY])
+                new_thinking += c * thinking_share(m)
+            thinking += [m[LINE_KEY] for m in pending if thinking_share(m) > 0]
+            counted_before = counted_now + new_thinking
+            if last_turn >= 0:
+                turn_from = since
             pending, prev_prompt = [], prompt
         pending.append(rec)
     for m in pending:

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.versions import parse_version
@@ -89,6 +90,19 @@ def strips_previous_thinking(model: str, version: str | None) -> bool:
     """Whether the prompt of a session (``model``, Claude Code ``version``) leaves out the
     thinking of the turns before the last human prompt."""
     return model_strips_by_default(model) and not sends_keep_all(version)
+
+
+def main_model(models: Iterable[str]) -> str:
+    """The model that answered most requests of a session (the last of those tied), by which a
+    session's replay is ruled. Not per request: across models the rule is not established (in
+    entireio/cli/4e836284, 152 opus-4-5 replies and one sonnet-4-5 reply, that sonnet request
+    did not drop the 1,426 tokens of earlier opus thinking the per-model rule would leave out)."""
+    counts: Counter[str] = Counter()
+    last: dict[str, int] = {}
+    for i, m in enumerate(models):
+        counts[m] += 1
+        last[m] = i
+    return max(counts, key=lambda m: (counts[m], last[m]), default="")
 
 
 # --- transcript records -------------------------------------------------------------------

@@ -34,7 +34,12 @@ from engine.context_clear import knobs_from_env, step_from_env
 from engine.context_management import to_json
 from engine.count import autocompact_tokens, last_usage_tokens
 from engine.microcompact import microcompact
-from engine.previous_thinking import starts_turn, strips_previous_thinking, thinking_share
+from engine.previous_thinking import (
+    main_model,
+    starts_turn,
+    strips_previous_thinking,
+    thinking_share,
+)
 from engine.profiles import Profile, parse_version
 from engine.prompt_cache import PromptCache, block_count
 from engine.server_clearing import BlockEstimates, clear_on_server
@@ -125,12 +130,16 @@ def simulate_counterfactual(
     ``offline_summary``).
     """
     env = dict(env or {})
+    asked_model = model
     model = model or tr.model or "claude-opus-4-6"
     th = compute_thresholds(profile, model, env)
     cal = calibration or calibrate(tr, profile)
-    # the API leaves out the thinking of turns before the last human prompt (per model and
-    # version, engine.previous_thinking); the session's own version when the profile holds it
-    strip = strips_previous_thinking(model, _version_in(profile, tr.version))
+    # the API leaves out the thinking of turns before the last human prompt on some models
+    # (engine.previous_thinking): ``model`` when asked for, else the session's main model; the
+    # session's own version when the profile holds it
+    strip = strips_previous_thinking(
+        asked_model or main_model(r.model for r in tr.replies), _version_in(profile, tr.version)
+    )
     if microcompact_on is None:
         rec_sim = simulate_recorded(tr, profile, model, env)
         microcompact_on = not any(

@@ -19,6 +19,7 @@ from shared_data import PUBLIC
 
 from engine.calibration import calibrate, full_estimate
 from engine.previous_thinking import (
+    main_model,
     model_strips_by_default,
     sends_keep_all,
     starts_turn,
@@ -209,6 +210,19 @@ def test_models_and_versions_that_keep_thinking_replay_it(model, version):
     assert 100_000 < max(_prompts(rec)) < 150_000
     assert _prompts(rep) == _prompts(rec)
     assert _auto(rep) == _auto(rec) == []
+
+
+def test_a_session_is_ruled_by_the_model_of_most_of_its_replies():
+    """An opus-4-5 session whose last reply came from sonnet-4-5 (entireio/cli/4e836284: 152
+    and 1) keeps its thinking: the rule is the main model's, not the last one's."""
+    s = _thinking_session(OPUS45, "2.1.4", strip=False, turns=6)
+    s.human("one more question")
+    s.reply([{"type": "text", "text": "answered by another model"}], model=SONNET)
+    tr, rec, rep = _replays(s)
+    assert tr.model == SONNET and main_model(r.model for r in tr.replies) == OPUS45
+    assert not calibrate(tr, profile_for("2.1.4")).strips_thinking
+    assert _prompts(rep) == _prompts(rec)
+    assert main_model([]) == "" and main_model(["a", "b", "b", "a"]) == "a"
 
 
 def test_the_per_model_rule():
