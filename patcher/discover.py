@@ -60,20 +60,125 @@ def _in_node_modules(node_modules: Path, scope: str) -> list[Install]:
 
 
 def npm_global_root(env: Mapping[str, str]) -> Path | None:
-    """``$(npm root -g)``; ``CTXPATCH_NPM_ROOT`` overrides it (empty: no global search)."""
+    """``$(npm root -g)``; ``CTXPATCH_NPM_ROOT`` overrides it (empty: no global search).
+
+    Asking npm costs ~150 ms (a node start), too much for a ``check`` at every start, so the
+    answer is remembered in the cache folder together with everything npm derives it from:
+    the npm and node executables found on PATH (resolved, with size and mtime), every
+    ``npm_config_*``/``PREFIX``/``DESTDIR`` variable, and the npmrc files it reads (user,
+    global beside node, npm's builtin). Any of them changed, or the remembered folder gone:
+    npm is asked again."""
     if "CTXPATCH_NPM_ROOT" in env:
         value = env["CTXPATCH_NPM_ROOT"]
         return Path(value) if value else None
+    key = _npm_root_key(env)
+    memo = _memo_path(env)
+    if key is not None and memo is not None:
+        hit = _read_memo(memo, key)
+        if hit is not None:
+            return hit
+    root = _ask_npm(env)
+    if root is not None and key is not None and memo is not None:
+        _write_memo(memo, key, root)
+    return root
+
+
+def _ask_npm(env: Mapping[str, str]) -> Path | None:
     import subprocess  # here: most runs never ask npm
 
     try:
         out = subprocess.run(
-            ["npm", "root", "-g"], capture_output=True, text=True, timeout=20, check=False
+            ["npm", "root", "-g"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+            env=dict(env),
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
     line = out.stdout.strip()
     return Path(line) if out.returncode == 0 and line else None
+
+
+def _which(name: str, env: Mapping[str, str]) -> Path | None:
+    for folder in (env.get("PATH") or "").split(os.pathsep):
+        candidate = Path(folder or ".") / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _stamp(path: Path) -> list:
+    try:
+        st = path.stat()
+    except OSError:
+        return [str(path), None]
+    return [str(path), st.st_size, st.st_mtime_ns]
+
+
+def _npm_root_key(env: Mapping[str, str]) -> str | None:
+    """What ``npm root -g`` depends on, as one string (None: no npm on PATH)."""
+    import json
+
+    npm = _which("npm", env)
+    if npm is None:
+        return None
+    npm_real = npm.resolve()
+    node = _which("node", env)
+    node_real = node.resolve() if node is not None else None
+    home = Path(env.get("HOME") or Path.home())
+    userconfig = env.get("npm_config_userconfig") or env.get("NPM_CONFIG_USERCONFIG")
+    files = [Path(userconfig) if userconfig else home / ".npmrc"]
+    if node_real is not None:
+        files.append(node_real.parent.parent / "etc" / "npmrc")
+    files.extend(parent / "npmrc" for parent in npm_real.parents[:3])  # npm's builtin npmrc
+    variables = sorted(
+        (k, v)
+        for k, v in env.items()
+        if k.lower().startswith("npm_config_") or k in ("PREFIX", "DESTDIR")
+    )
+    parts = [
+        _stamp(npm),
+        _stamp(npm_real),
+        _stamp(node_real) if node_real else None,
+        [_stamp(f) for f in files],
+        variables,
+    ]
+    return json.dumps(parts, sort_keys=True)
+
+
+def _memo_path(env: Mapping[str, str]) -> Path | None:
+    base = env.get("CTXPATCH_CACHE") or (
+        str(Path(env["HOME"]) / ".cache" / "ctxpatch") if env.get("HOME") else ""
+    )
+    return Path(base) / "npm-root-g.json" if base else None
+
+
+def _read_memo(memo: Path, key: str) -> Path | None:
+    import json
+
+    try:
+        data = json.loads(memo.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    root = data.get("root")
+    return Path(root) if isinstance(root, str) and Path(root).is_dir() else None
+
+
+def _write_memo(memo: Path, key: str, root: Path) -> None:
+    """Best effort: a folder we cannot write only costs the next run the npm call."""
+    import json
+
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"key": key, "root": str(root)}), encoding="utf-8")
+        os.replace(tmp, memo)
+    except OSError:
+        pass
 
 
 def targets(path: Path | None, env: Mapping[str, str], cwd: Path) -> tuple[list[Install], str]:
