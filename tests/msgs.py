@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from typing import Any
+
+from hypothesis import HealthCheck, settings
+
+MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
+
+
+def properties(
+    max_examples: int = MAX_EXAMPLES, *, health: Iterable[HealthCheck] = tuple(HealthCheck)
+) -> settings:
+    """The hypothesis settings of the text-prune property tests: the same examples on every run
+    (derandomized), ``CTXPATCH_MAX_EXAMPLES`` of them by default, no deadline, ``health``
+    checks suppressed (all by default)."""
+    return settings(
+        derandomize=True,
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=list(health),
+    )
 
 
 def user(content: Any, **extra: Any) -> dict[str, Any]:

@@ -27,9 +27,9 @@ from typing import Any
 import esprima
 import pytest
 from conftest import patched_fixture
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
-from msgs import EAGER, assistant, text, user
+from msgs import EAGER, assistant, properties, text, user
 
 from engine.javascript import js_json_stringify, js_truthy, utf16_len
 from engine.textprune import prune_detailed
@@ -41,7 +41,6 @@ SNIPPET_PATH = ROOT / "patcher" / "snippets" / "text_prune.js"
 HARNESS = Path(__file__).resolve().with_name("harness.mjs")
 NODE = shutil.which("node")
 NODE_MISSING = "node not on PATH: differential tests need it"
-MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
 ENV_PREFIX = "CLAUDE_TEXT_PRUNE_"
 
 BEGIN_MARKER = re.compile(r"/\*ctxpatch:begin\b.*?\*/", re.DOTALL)
@@ -853,12 +852,7 @@ def test_generated_cases_agree_with_node(node_server: NodeServer, tmp_path: Path
     checked_debug_lines = 0
     log = tmp_path / "prune.jsonl"
 
-    @settings(
-        derandomize=True,
-        max_examples=MAX_EXAMPLES,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @properties(health=(HealthCheck.too_slow, HealthCheck.data_too_large))
     @given(cases=cases_strategy, debug=st.booleans())
     def run(cases: list[dict[str, Any]], debug: bool) -> None:
         nonlocal checked_debug_lines

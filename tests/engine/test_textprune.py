@@ -9,9 +9,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
-from msgs import EAGER, assistant, text, user
+from msgs import EAGER, MAX_EXAMPLES, assistant, properties, text, user
 
 from engine.javascript import js_json_stringify, js_truthy, utf16_len
 from engine.textprune import PruneSettings, prune, prune_detailed
@@ -19,13 +19,7 @@ from engine.textprune_estimate import estimate_tokens, message_tokens
 from engine.textprune_shorten import MARKER, pruned_text
 from engine.textprune_turns import find_cutoff, is_turn_start, turn_starts
 
-MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
-PROPERTY_SETTINGS = settings(
-    derandomize=True,
-    max_examples=MAX_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+PROPERTY_SETTINGS = properties(health=(HealthCheck.too_slow, HealthCheck.data_too_large))
 
 # 40 units: at MAX_CHARS=10 its shortened form (10 units + MARKER, 35 units) is shorter
 LONG = "0123456789abcdefghij" * 2
@@ -686,12 +680,7 @@ def test_property_strategies_actually_prune() -> None:
     """Guard against vacuous properties: a good share of generated inputs must prune."""
     reasons: Counter[str] = Counter()
 
-    @settings(
-        derandomize=True,
-        max_examples=max(MAX_EXAMPLES, 100),
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @properties(max(MAX_EXAMPLES, 100))
     @given(messages_st, env_st)
     def run(msgs: list[Any], environ: dict[str, str]) -> None:
         reasons[prune_detailed(msgs, environ).reason] += 1
@@ -706,12 +695,7 @@ def test_property_texts_reach_both_sides_of_the_boundary() -> None:
     """Guard: generated texts over MAX_CHARS are both shortened and kept (not shorter)."""
     kinds: Counter[str] = Counter()
 
-    @settings(
-        derandomize=True,
-        max_examples=max(MAX_EXAMPLES, 100),
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @properties(max(MAX_EXAMPLES, 100))
     @given(texts, st.sampled_from([1, 2, 5, 10, 80]))
     def run(original: str, max_chars: int) -> None:
         if utf16_len(original) <= max_chars:

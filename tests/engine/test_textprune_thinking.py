@@ -4,20 +4,18 @@ binding check (engine.thinking_check), on sessions replayed the way Claude Code 
 from __future__ import annotations
 
 import copy
-import os
 from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from msgs import assistant, text, user
+from msgs import MAX_EXAMPLES, assistant, properties, text, user
 
 from engine.textprune import prune, prune_detailed
 from engine.textprune_shorten import MARKER
 from engine.thinking_check import Request, check, replay
 
-MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
 EAGER = {
     "CLAUDE_TEXT_PRUNE_KEEP": "1",
     "CLAUDE_TEXT_PRUNE_STEP": "1",
@@ -193,12 +191,7 @@ knobs = st.fixed_dictionaries(
 def test_property_no_request_is_rejected() -> None:
     seen: Counter[str] = Counter()
 
-    @settings(
-        derandomize=True,
-        max_examples=MAX_EXAMPLES,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @properties()
     @given(sessions(), knobs)
     def run(history: list[dict[str, Any]], env: dict[str, str]) -> None:
         report, requests = accepted(history, env)

@@ -5,19 +5,17 @@ starts from the full history, a tool round continues from what the previous requ
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from msgs import assistant, text, user
+from msgs import MAX_EXAMPLES, assistant, properties, text, user
 
 from engine.textprune import prune
 from engine.thinking_check import in_tool_round
 from patcher.e2e import thinking_binding as binding
 
-MAX_EXAMPLES = int(os.environ.get("CTXPATCH_MAX_EXAMPLES", "200"))
 LONG = "0123456789abcdefghij" * 2
 
 
@@ -109,12 +107,7 @@ knobs = st.fixed_dictionaries(
 def test_property_the_mock_never_rejects_a_request() -> None:
     seen: Counter[str] = Counter()
 
-    @settings(
-        derandomize=True,
-        max_examples=MAX_EXAMPLES,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @properties()
     @given(turns, knobs)
     def run(script: list[str], env: dict[str, str]) -> None:
         assert drive(script, env)[1] == 0, (script, env)
