@@ -11,8 +11,9 @@
 * :mod:`patcher.e2e.server_edits`: server-side context editing as the mock answers it (beta,
   400s, ``applied_edits``) around ``engine.context_editing``.
 * :mod:`patcher.e2e.session`: writes session transcripts that ``--resume`` loads.
-* :mod:`patcher.e2e.chain`: thinking-on sessions: signs a written session's thinking blocks
-  over what the CLI sends, runs several turns in one process or several resumes.
+* :mod:`patcher.e2e.signing`: signs a written session's thinking blocks over what the CLI sends.
+* :mod:`patcher.e2e.chain`: thinking-on sessions: several turns in one process or several
+  resumes, and what the preserved-thinking check saw.
 * :mod:`patcher.e2e.predict`: what the engine says the main-loop request must carry, and a
   byte-for-byte comparison that names the first differing message and block.
 * :mod:`patcher.e2e.verify`: ``ctxpatch verify`` (proof on the user's own install).

@@ -1,18 +1,8 @@
 """Thinking-on sessions against the mock's preserved-thinking check, over several real runs.
 
-Two pieces, both used by the e2e tests and meant for anyone who needs a thinking session:
-
-:func:`sign_session`
-    Gives the thinking blocks of a harness-written session valid signatures. A block's binding
-    covers what Claude Code *sends*, not what the transcript holds: the system prompt and the
-    tool list (never in the transcript), the ``<system-reminder>`` blocks the CLI puts into the
-    first user message, assistant lines merged back into one message, string contents turned
-    into blocks, ``cache_control``. So the signer asks the real ``cli.js``: it resumes the
-    session once against a mock that checks nothing, with every client-side edit off
-    (``DISABLE_MICROCOMPACT=1``, ``CLAUDE_TEXT_PRUNE_DISABLE=1``), takes the first main-loop
-    request, signs every thinking block in it over its prefix there (``thinking_binding.sign``:
-    exactly what the mock would have signed had it produced that block in that conversation),
-    and writes the signatures back into the session's records, found by thinking text.
+Runs of thinking-on sessions, used by the e2e tests and meant for anyone who needs one (the
+session's thinking blocks are first signed for what the CLI sends by
+:func:`patcher.e2e.signing.sign_session`):
 
 :func:`run_chain`
     Resumes the same session once per prompt (``-p PROMPT --resume ID``), the CLI appending to
@@ -51,7 +41,6 @@ from patcher.e2e.mock import Logged, MockConfig, MockServer
 from patcher.e2e.predict import tool_results
 from patcher.e2e.sandbox import RunResult, Sandbox, _kill_group
 from patcher.e2e.session import SessionWriter
-from patcher.e2e.thinking_binding import DEFAULT_SECRET, sign
 
 NO_CLIENT_EDITS = {"DISABLE_MICROCOMPACT": "1", "CLAUDE_TEXT_PRUNE_DISABLE": "1"}
 ARGS = ("--disallowedTools", "Skill")
@@ -59,17 +48,6 @@ THINK_ENV = {"MAX_THINKING_TOKENS": "4000"}
 """Makes every version think: 2.0.76 sends no ``thinking`` at all without it (its thinking is
 keyword-triggered: "think", "ultrathink"...); 2.1.x then sends ``{"type": "enabled",
 "budget_tokens": 4000}`` instead of its own default."""
-
-
-class SigningError(RuntimeError):
-    """The signer could not find a session's thinking block in what the CLI sent."""
-
-
-@dataclass
-class Signed:
-    signed: int
-    body: dict  # the request the signatures were computed on
-    run: RunResult
 
 
 def _thinking_blocks(obj: Any) -> list[dict]:
@@ -120,80 +98,6 @@ def write_fresh(sb: Sandbox, session: SessionWriter) -> None:
     """(Re)write the session file, with no leftovers of earlier runs of the same id."""
     shutil.rmtree(sb.projects_dir / session.session_id, ignore_errors=True)
     session.write(sb.projects_dir)
-
-
-def sign_session(
-    sb: Sandbox,
-    mock: MockServer,
-    session: SessionWriter,
-    *,
-    model: str = MODEL,
-    args: Sequence[str] = ARGS,
-    env: Mapping[str, str] | None = None,
-    prompt: str = "continue",
-    secret: bytes = DEFAULT_SECRET,
-    timeout: float = 120,
-    live: bool = False,
-) -> Signed:
-    """Sign every thinking block of ``session`` over the prefix the CLI sends (see the module
-    docstring); changes ``session.records`` in place and rewrites the file.
-
-    ``env`` must be the environment of the runs that follow (it decides ``thinking``, the tools
-    and the system prompt); the client-side edits are switched off for this one run only.
-    Raises :class:`SigningError` when a block of the session is not in the request.
-
-    ``live``: sign what a :func:`run_turns` process sends (``--input-format stream-json``)
-    instead of a ``-p PROMPT --resume`` run. The two differ on the native 2.1.330 (the Bash
-    tool's description, ``thinking.display``), so a session for :func:`run_turns` must be
-    signed live there.
-    """
-    write_fresh(sb, session)
-    if live:
-        t = run_turns(
-            sb,
-            mock,
-            session,
-            [prompt],
-            MockConfig(),
-            model=model,
-            args=args,
-            env={**(env or {}), **NO_CLIENT_EDITS},
-            timeout=timeout,
-        )
-        run, reqs = t.run, t.requests
-    else:
-        run, reqs = _resume(
-            sb,
-            mock,
-            session,
-            prompt,
-            MockConfig(),
-            model,
-            args,
-            {**(env or {}), **NO_CLIENT_EDITS},
-            timeout,
-        )
-    mains = [r for r in reqs if r.kind == "main" and isinstance(r.body, dict)]
-    if not mains:
-        raise SigningError(f"no main-loop request captured\n{run.describe()}")
-    body = mains[0].body
-    sigs: dict[str, str] = {}
-    for i, m in enumerate(body.get("messages") or []):
-        content = m.get("content") if isinstance(m, dict) else None
-        for j, b in enumerate(content if isinstance(content, list) else []):
-            if isinstance(b, dict) and b.get("type") == "thinking":
-                sigs[b.get("thinking") or ""] = sign(body, i, j, b.get("thinking") or "", secret)
-    blocks = _thinking_blocks(session.records)
-    missing = [b["thinking"] for b in blocks if b.get("thinking") not in sigs]
-    if missing:
-        raise SigningError(
-            f"{len(missing)} of {len(blocks)} thinking blocks were not sent by the CLI "
-            f"(first: {missing[0]!r}); request thinking param {body.get('thinking')!r}"
-        )
-    for b in blocks:
-        b["signature"] = sigs[b["thinking"]]
-    write_fresh(sb, session)
-    return Signed(len(blocks), body, run)
 
 
 class _CheckedRequests:

@@ -146,7 +146,7 @@ def newer_blocks_session(
 
 UNSIGNED = "unsigned"
 """The signature of a thinking block the harness has not signed yet (see
-:func:`patcher.e2e.chain.sign_session`); the mock's check rejects it unless binding is off."""
+:func:`patcher.e2e.signing.sign_session`); the mock's check rejects it unless binding is off."""
 
 
 def thinking_session(
@@ -163,7 +163,7 @@ def thinking_session(
     ``tool_use`` (one API reply) and its result, ``tools_per_turn - 1`` more replies of a
     thinking block and a Read with their results, then a thinking block and a long reply: what
     a thinking-on session looks like. Thinking texts are unique (the signer finds them by text);
-    signatures are :data:`UNSIGNED` until :func:`patcher.e2e.chain.sign_session` signs them."""
+    signatures are :data:`UNSIGNED` until :func:`patcher.e2e.signing.sign_session` signs them."""
     s = SessionWriter(cwd=cwd, seed=seed, version=version, model=model or DEFAULT_MODEL)
     for t in range(turns):
         prompt = LONG_PROMPT.format(t=t)

@@ -48,12 +48,13 @@ from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds
 from patcher.e2e import netns
-from patcher.e2e.chain import THINK_ENV, Turns, run_turns, sign_session
+from patcher.e2e.chain import THINK_ENV, Turns, run_turns
 from patcher.e2e.harness import MODEL, REQUEST_TIME_ATTACHMENTS
 from patcher.e2e.mock import MockConfig, Step
 from patcher.e2e.sandbox import GatewaySandbox, NativeSandbox
 from patcher.e2e.scenarios import thinking_session
 from patcher.e2e.server_edits import betas_of, prompt_tokens
+from patcher.e2e.signing import sign_session
 from patcher.e2e.verify_thinking import ARGS, CLEAR, run_thinking_proof
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]

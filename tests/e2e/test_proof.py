@@ -41,12 +41,13 @@ from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, par
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds
-from patcher.e2e.chain import THINK_ENV, Turns, run_turns, sign_session
+from patcher.e2e.chain import THINK_ENV, Turns, run_turns
 from patcher.e2e.harness import MODEL
 from patcher.e2e.mock import MockConfig, Step
 from patcher.e2e.predict import prompt_record
 from patcher.e2e.scenarios import thinking_session
 from patcher.e2e.server_edits import betas_of, prompt_tokens
+from patcher.e2e.signing import sign_session
 from patcher.e2e.thinking_binding import thinking_on
 
 from .test_thinking_where_we_stand import ARGS, PRUNE, TURNS, live_script, prompts
