@@ -47,3 +47,33 @@ EAGER = {
     # rule has its own tests
     "CLAUDE_TEXT_PRUNE_THINKING": "ignore",
 }
+
+
+# --- text-prune test builders (test_textprune, test_textprune_turns, test_textprune_estimate) ---
+
+# 40 units: at MAX_CHARS=10 its shortened form (10 units + MARKER, 35 units) is shorter
+LONG = "0123456789abcdefghij" * 2
+
+
+def env(**overrides: str) -> dict[str, str]:
+    out = dict(EAGER)
+    for key, value in overrides.items():
+        out["CLAUDE_TEXT_PRUNE_" + key.upper()] = value
+    return out
+
+
+def tool_result(content: Any, tool_use_id: str = "toolu_1") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+
+
+def conversation(turns: int, body: str = LONG) -> list[dict[str, Any]]:
+    """`turns` typed user messages, each answered by an assistant text block."""
+    out: list[dict[str, Any]] = []
+    for i in range(turns):
+        out.append(user(f"question {i}: {body}", uuid=f"u{i}"))
+        out.append(assistant([text(f"answer {i}: {body}")], uuid=f"a{i}"))
+    return out
+
+
+def changed_indices(before: list[Any], after: list[Any]) -> list[int]:
+    return [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]

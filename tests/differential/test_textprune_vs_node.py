@@ -8,6 +8,10 @@ unchanged message and block.
 
 One node process serves a whole hypothesis run (``harness.mjs --serve``: one JSON document
 per line), so shrinking still works and the run stays fast.
+
+(Over 500 lines on purpose: the node server, the comparison and the case generators are one
+instrument; a change of the snippet changes all three together, and the generated cases, one
+strategy per rule of the prune, are half of the file.)
 """
 
 from __future__ import annotations

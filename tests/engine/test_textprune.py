@@ -1,4 +1,7 @@
-"""Unit and property tests of engine.textprune (the Python twin of the injected snippet)."""
+"""Unit and property tests of engine.textprune (the Python twin of the injected snippet): the
+settings, the cut, pruning and the properties. Turns/cutoff/threshold are in
+test_textprune_turns.py, the estimate in test_textprune_estimate.py, the JavaScript helpers in
+test_javascript.py."""
 
 from __future__ import annotations
 
@@ -11,107 +14,24 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
-from msgs import EAGER, MAX_EXAMPLES, assistant, properties, text, user
+from msgs import (
+    EAGER,
+    MAX_EXAMPLES,
+    assistant,
+    changed_indices,
+    conversation,
+    env,
+    properties,
+    text,
+    tool_result,
+    user,
+)
 
-from engine.javascript import js_json_stringify, js_truthy, utf16_len
+from engine.javascript import js_truthy, utf16_len
 from engine.textprune import PruneSettings, prune, prune_detailed
-from engine.textprune_estimate import estimate_tokens, message_tokens
 from engine.textprune_shorten import MARKER, pruned_text
-from engine.textprune_turns import find_cutoff, is_turn_start, turn_starts
 
 PROPERTY_SETTINGS = properties(health=(HealthCheck.too_slow, HealthCheck.data_too_large))
-
-# 40 units: at MAX_CHARS=10 its shortened form (10 units + MARKER, 35 units) is shorter
-LONG = "0123456789abcdefghij" * 2
-
-
-def env(**overrides: str) -> dict[str, str]:
-    out = dict(EAGER)
-    for key, value in overrides.items():
-        out["CLAUDE_TEXT_PRUNE_" + key.upper()] = value
-    return out
-
-
-def tool_result(content: Any, tool_use_id: str = "toolu_1") -> dict[str, Any]:
-    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
-
-
-def conversation(turns: int, body: str = LONG) -> list[dict[str, Any]]:
-    """`turns` typed user messages, each answered by an assistant text block."""
-    out: list[dict[str, Any]] = []
-    for i in range(turns):
-        out.append(user(f"question {i}: {body}", uuid=f"u{i}"))
-        out.append(assistant([text(f"answer {i}: {body}")], uuid=f"a{i}"))
-    return out
-
-
-def changed_indices(before: list[Any], after: list[Any]) -> list[int]:
-    return [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
-
-
-# --------------------------------------------------------------------------- JS helpers
-
-
-@pytest.mark.parametrize(
-    ("s", "units"),
-    [("", 0), ("abc", 3), ("é", 1), ("😀", 2), ("\ud83d", 1), ("\ud83d\ude00", 2), ("a😀b", 4)],
-)
-def test_utf16_len(s: str, units: int) -> None:
-    assert utf16_len(s) == units
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (None, "null"),
-        (True, "true"),
-        (1, "1"),
-        (1.0, "1"),
-        (-0.0, "0"),
-        (1e21, "1e+21"),
-        (1e20, "100000000000000000000"),
-        (1.5e-7, "1.5e-7"),
-        (0.000001, "0.000001"),
-        (float("nan"), "null"),
-        (2**64, "18446744073709552000"),
-        ('a"\\\n\r\t\b\f\x00\x1f\x7f\u2028', '"a\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\x7f\u2028"'),
-        ("\ud800x\udfff", '"\\ud800x\\udfff"'),
-        ("😀\ud83d\ude00", '"😀😀"'),
-        ({"b": 1, "2": [], "a": {}, "10": None, "01": 0}, '{"2":[],"10":null,"b":1,"a":{},"01":0}'),
-        ([1, "x", [None]], '[1,"x",[null]]'),
-    ],
-)
-def test_js_json_stringify(value: Any, expected: str) -> None:
-    assert js_json_stringify(value) == expected
-
-
-def test_js_json_stringify_rejects_non_json() -> None:
-    with pytest.raises(TypeError):
-        js_json_stringify({1: 2})
-    with pytest.raises(TypeError):
-        js_json_stringify(object())
-
-
-@pytest.mark.parametrize(
-    ("value", "truthy"),
-    [
-        (None, False),
-        (False, False),
-        (0, False),
-        (0.0, False),
-        ("", False),
-        (float("nan"), False),
-        (True, True),
-        (1, True),
-        (-1, True),
-        ("0", True),
-        ("false", True),
-        ([], True),
-        ({}, True),
-    ],
-)
-def test_js_truthy(value: object, truthy: bool) -> None:
-    assert js_truthy(value) is truthy
 
 
 # --------------------------------------------------------------------------- settings
@@ -189,218 +109,6 @@ def test_debug_is_ignored(tmp_path: Any) -> None:
     log = tmp_path / "debug.jsonl"
     assert prune(msgs, {**EAGER, "CLAUDE_TEXT_PRUNE_DEBUG": str(log)}) == prune(msgs, EAGER)
     assert not log.exists()
-
-
-# --------------------------------------------------------------------------- turns
-
-
-@pytest.mark.parametrize(
-    ("msg", "starts"),
-    [
-        (user("hi"), True),
-        (user(""), True),
-        (user([text("hi")]), True),
-        (user([{"type": "image", "source": {}}]), True),
-        (user([tool_result("out"), text("and a remark")]), True),
-        (user([None]), True),  # a non-object block is not a tool_result
-        (user([]), False),
-        (user([tool_result("out")]), False),
-        (user([tool_result("out"), tool_result("more", "toolu_2")]), False),
-        (user(None), False),
-        (user(42), False),
-        ({"type": "user"}, False),
-        ({"type": "user", "message": None}, False),
-        ({"type": "user", "message": ["hi"]}, False),
-        (assistant("hi"), False),
-        (assistant([text("hi")]), False),
-        ({"type": "system", "message": {"content": "hi"}}, False),
-        (user("hi", isMeta=True), False),
-        (user("hi", isMeta=1), False),
-        (user("hi", isMeta="yes"), False),
-        (user("hi", isMeta=[]), False),  # truthy in JavaScript
-        (user("hi", isMeta={}), False),
-        (user("hi", isMeta=False), True),
-        (user("hi", isMeta=0), True),
-        (user("hi", isMeta=""), True),
-        (user("hi", isMeta=None), True),
-        (user("hi", isCompactSummary=True), False),
-        (user([text("summary")], isCompactSummary=True), False),
-        (user("hi", isCompactSummary=False), True),
-        ("not a message", False),
-        (None, False),
-    ],
-)
-def test_turn_start(msg: Any, starts: bool) -> None:
-    assert is_turn_start(msg) is starts
-
-
-def test_tool_result_carriers_do_not_start_turns() -> None:
-    msgs = [
-        user("do it"),  # 0: turn
-        assistant([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]),
-        user([tool_result("done")]),  # carrier
-        assistant([text("ok")]),
-        user("next", isMeta=True),  # meta
-        user("again"),  # 5: turn
-        user([]),  # empty
-        user("summary", isCompactSummary=True),
-        user([text("last")]),  # 8: turn
-    ]
-    assert turn_starts(msgs) == [0, 5, 8]
-
-
-# --------------------------------------------------------------------------- cutoff / STEP
-
-
-@pytest.mark.parametrize(
-    ("n", "keep", "step", "expected"),
-    [
-        (4, 4, 4, None),  # P = 0
-        (3, 4, 4, None),  # P < 0
-        (7, 4, 4, None),  # P = 3 -> P' = 0
-        (8, 4, 4, 4),  # P = 4 -> P' = 4
-        (11, 4, 4, 4),  # P = 7 -> P' = 4: 7 turns kept
-        (12, 4, 4, 8),  # P = 8 -> P' = 8: the cutoff jumps by STEP turns
-        (7, 2, 3, 3),  # P = 5 -> P' = 3
-        (5, 4, 1, 1),  # STEP=1: the KEEP-th last turn start
-        (10, 1, 1, 9),
-        (10, 1, 20, None),
-    ],
-)
-def test_find_cutoff(n: int, keep: int, step: int, expected: int | None) -> None:
-    starts = [10 * i + 3 for i in range(n)]  # turn start positions are not their ordinals
-    cutoff = find_cutoff(starts, keep, step)
-    assert cutoff == (None if expected is None else starts[expected])
-
-
-@pytest.mark.parametrize(
-    ("turns", "keep", "step", "pruned_turns"),
-    [(8, 4, 4, 4), (9, 4, 4, 4), (11, 4, 4, 4), (12, 4, 4, 8), (7, 4, 4, 0), (5, 2, 1, 3)],
-)
-def test_step_moves_the_cutoff(turns: int, keep: int, step: int, pruned_turns: int) -> None:
-    msgs = conversation(turns)
-    outcome = prune_detailed(msgs, env(keep=str(keep), step=str(step)))
-    # each turn is two messages and both are long enough to prune
-    assert changed_indices(msgs, outcome.messages) == list(range(2 * pruned_turns))
-    if pruned_turns:
-        assert outcome.reason == "pruned"
-        assert outcome.cutoff == 2 * pruned_turns
-        assert outcome.turns == turns
-        assert outcome.blocks_pruned == outcome.messages_changed == 2 * pruned_turns
-    else:
-        assert outcome.messages is msgs
-        assert outcome.reason == "step"
-
-
-def test_few_turns() -> None:
-    msgs = conversation(1)
-    assert prune_detailed(msgs, env()).reason == "few-turns"
-    assert prune(msgs, env()) is msgs
-    assert prune([], env()) == []
-
-
-# --------------------------------------------------------------------------- threshold
-
-
-def test_threshold_boundary() -> None:
-    msgs = conversation(3)
-    est = estimate_tokens(msgs)
-    assert est > 0
-    at = prune_detailed(msgs, env(threshold=str(est)))
-    assert at.reason == "pruned"
-    above = prune_detailed(msgs, env(threshold=str(est + 1)))
-    assert above.reason == "below-threshold"
-    assert above.messages is msgs
-    assert prune(msgs, env(threshold="0")) is not msgs
-
-
-def test_default_threshold_gates_small_conversations() -> None:
-    msgs = conversation(10)
-    assert estimate_tokens(msgs) < 20000
-    assert prune(msgs, {"CLAUDE_TEXT_PRUNE_KEEP": "1", "CLAUDE_TEXT_PRUNE_STEP": "1"}) is msgs
-    big = conversation(10, body="x" * 8000)
-    assert estimate_tokens(big) >= 20000
-    assert prune(big, {"CLAUDE_TEXT_PRUNE_KEEP": "1", "CLAUDE_TEXT_PRUNE_STEP": "1"}) is not big
-
-
-# --------------------------------------------------------------------------- estimate
-
-
-@pytest.mark.parametrize(
-    ("content", "rough"),
-    [
-        ("", 0),
-        ("a", 0),  # round(0.25)
-        ("ab", 1),  # round(0.5) rounds up
-        ("abcdef", 2),  # round(1.5)
-        ("abcdefghij", 3),  # round(2.5)
-        ("😀😀😀", 2),  # 6 UTF-16 units
-        ([text("ab"), text("ab")], 2),  # rounded per block
-        ([text("abcdef"), {"type": "text"}, {"type": "text", "text": 7}], 2),
-        ([{"type": "image", "source": {"data": "x" * 9999}}], 2000),
-        ([{"type": "document", "source": {}}], 2000),
-        ([{"type": "thinking", "thinking": "abcdefgh", "signature": "s" * 400}], 2),
-        ([{"type": "thinking"}], 0),
-        ([tool_result("abcdefgh")], 2),
-        (
-            [
-                tool_result(
-                    [text("abcdefgh"), {"type": "image"}, {"type": "mystery", "x": "y" * 99}]
-                )
-            ],
-            2002,
-        ),
-        ([tool_result(None)], 0),
-        ([tool_result({"text": "abcdefgh"})], 0),
-        ([{"type": "tool_result"}], 0),
-        # anything else: its JSON.stringify length
-        ([{"type": "tool_use", "id": "t", "name": "B", "input": {}}], 13),  # 50 chars
-        ([{"type": "redacted_thinking", "data": "abc"}], 10),  # 41 chars
-        ([{"type": "mystery"}], 5),  # 18 chars
-        ([None], 1),  # "null"
-        (["abcdef"], 2),  # '"abcdef"'
-        ([{"type": "tool_use", "input": {"k": "\ud800"}}], 11),  # 42: lone surrogate -> \ud800
-        (None, 0),
-        (7, 0),
-    ],
-)
-def test_message_tokens(content: Any, rough: int) -> None:
-    assert message_tokens(user(content)) == rough
-    assert message_tokens(assistant(content)) == rough
-
-
-def test_json_length_of_blocks() -> None:
-    block = {"type": "tool_use", "id": "t", "name": "B", "input": {}}
-    assert len(js_json_stringify(block)) == 50
-    assert len(js_json_stringify({"type": "redacted_thinking", "data": "abc"})) == 41
-    assert len(js_json_stringify({"type": "tool_use", "input": {"k": "\ud800"}})) == 42
-
-
-@pytest.mark.parametrize(
-    "msg",
-    [
-        {"type": "system", "message": {"content": "x" * 400}},
-        {"type": "attachment", "message": {"content": [text("x" * 400)]}},
-        {"type": "user", "message": None},
-        {"type": "user"},
-        {"type": "assistant", "message": "x" * 400},
-        None,
-        "x" * 400,
-    ],
-)
-def test_messages_that_count_nothing(msg: Any) -> None:
-    assert message_tokens(msg) == 0
-
-
-@pytest.mark.parametrize(("rough", "total"), [(0, 0), (1, 2), (3, 4), (6, 8), (4, 6)])
-def test_estimate_scaling(rough: int, total: int) -> None:
-    # 3 * 1.3333333333333333 == 3.9999999999999996 -> 4; 6 * ... == 8.0 exactly
-    assert estimate_tokens([user("x" * (4 * rough))]) == total
-
-
-def test_estimate_counts_meta_and_summaries() -> None:
-    msgs = [user("x" * 40, isMeta=True), user("x" * 40, isCompactSummary=True)]
-    assert estimate_tokens(msgs) == 27  # ceil(20 * 4/3)
 
 
 # --------------------------------------------------------------------------- the cut
