@@ -18,7 +18,6 @@ from patcher.errors import (
     FileAccess,
     NotABundle,
     RevertImpossible,
-    Unsupported,
     VerificationFailed,
 )
 from patcher.fsio import (
@@ -30,77 +29,13 @@ from patcher.fsio import (
     remove_stale_temps,
 )
 from patcher.markers import Marks, State
+from patcher.result import Result
 
 TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
 if TYPE_CHECKING:
     from typing import Any
 
     from patcher import plan  # imported where used: `check` of a patched file never plans
-
-
-class Result:
-    """One file's outcome. A plain class, not a dataclass: see ``patcher.markers`` for why the
-    records on ``check``'s path avoid dataclasses. The JSON keys are in this order."""
-
-    def __init__(
-        self,
-        path: str,
-        action: str,  # patched | repatched | already-patched | reverted | not-patched | checked
-        state: str,  # the state after the command
-        exit_code: int,
-        version: str | None = None,
-        package: str | None = None,
-        shape: str | None = None,
-        clearing: str | None = None,  # request-builder shape of the clearing injection, "none"
-        reason: str = "",
-        backup: dict[str, object] | None = None,
-        notes: list[str] | None = None,
-        error: dict[str, object] | None = None,  # CtxpatchError.to_json() when it failed
-        # a native build (patcher.native.state): only then are these set and in the JSON
-        kind: str | None = None,  # native installer | npm wrapper | agent-sdk | python sdk | binary
-        lever: str | None = None,  # gateway (no native build has a settings lever)
-        lever_state: str | None = None,  # nothing-to-write
-        binary: str | None = None,  # the executable, links resolved
-        lever_facts: dict[str, object] | None = None,  # what the binary does (native.levers)
-    ) -> None:
-        self.path = path
-        self.action = action
-        self.state = state
-        self.exit_code = exit_code
-        self.version = version
-        self.package = package
-        self.shape = shape
-        self.clearing = clearing
-        self.reason = reason
-        self.backup: dict[str, object] = {} if backup is None else backup
-        self.notes: list[str] = [] if notes is None else notes
-        self.error = error
-        self.kind = kind
-        self.lever = lever
-        self.lever_state = lever_state
-        self.binary = binary
-        self.lever_facts = lever_facts
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Result) and vars(self) == vars(other)
-
-    def __repr__(self) -> str:
-        return f"Result({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
-
-    def to_json(self) -> dict[str, object]:
-        """Every field in order (its lists and dicts copied); ``error`` and the native fields only
-        when set."""
-        doc = {
-            k: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
-            for k, v in vars(self).items()
-        }
-        for key in ("error", *_NATIVE_FIELDS):
-            if doc[key] is None:
-                del doc[key]
-        return doc
-
-
-_NATIVE_FIELDS = ("kind", "lever", "lever_state", "binary", "lever_facts")
 
 
 def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: Any) -> Result:
@@ -522,31 +457,4 @@ def _foreign_original(
         hint="reinstall the package (npm install) to get a clean cli.js"
         + (f", or restore {bpath} by hand if you trust it" if saved is not None else ""),
         version=b.version,
-    )
-
-
-def error_result(path: Path, err: CtxpatchError) -> Result:
-    """A failed command on one file, as a Result (so several files can all be reported)."""
-    if isinstance(err, Unsupported):
-        r = unsupported_result(path, err)
-        r.notes.append(err.hint)
-        return r
-    action = "error" if err.exit_code == ExitCode.INTERNAL else "refused"
-    return Result(
-        path=str(path),
-        action=action,
-        state="ERROR",
-        exit_code=int(err.exit_code),
-        reason=err.render(),
-        error=err.to_json(),
-    )
-
-
-def unsupported_result(path: Path, err: Unsupported) -> Result:
-    return Result(
-        path=str(path),
-        action="refused",
-        state=State.UNSUPPORTED.value,
-        exit_code=int(err.exit_code),
-        reason=f"{err.what}: {err.why}",
     )

@@ -17,7 +17,7 @@ from patcher.fsio import DEFAULT_LOCK_TIMEOUT
 
 TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
 if TYPE_CHECKING:
-    from patcher.ops import Result
+    from patcher.result import Result
 
 
 def lock_timeout(env: Mapping[str, str]) -> float:
@@ -94,8 +94,8 @@ def status(as_json: bool) -> int:
 def one(path: Path, action: Callable[[Path], Result], verb: str = "check") -> Result:
     """``action`` on one file (its native counterpart on a native build); a failure becomes a
     Result (so every file is reported)."""
-    from patcher import ops
     from patcher.discover import native_of
+    from patcher.result import error_result
 
     try:
         native = native_of(path)
@@ -108,7 +108,7 @@ def one(path: Path, action: Callable[[Path], Result], verb: str = "check") -> Re
     except KeyboardInterrupt:
         raise
     except Exception as exc:
-        return ops.error_result(path, error_of(exc))
+        return error_result(path, error_of(exc))
 
 
 def _line(r: Result) -> str:

@@ -42,6 +42,7 @@ from patcher.e2e.sandbox import Sandbox
 from patcher.e2e.scenarios import turns_session
 from patcher.e2e.verify_thinking import has_clearing, run_thinking_proof
 from patcher.errors import NodeMissing, NotPatched, Unsupported
+from patcher.result import Result
 
 KNOBS = {
     "CLAUDE_TEXT_PRUNE_KEEP": "2",
@@ -134,7 +135,7 @@ def find_node() -> str:
     return node
 
 
-def require_patched(cli_js: Path) -> ops.Result:
+def require_patched(cli_js: Path) -> Result:
     """The check result of a file patched with the current snippet; else a refusal."""
     result = ops.check_file(cli_js)
     if result.state == "PATCHED":
@@ -217,7 +218,7 @@ def verify_install(cli_js: Path, *, timeout: float = 120) -> VerifyReport:
     return report
 
 
-def _report(cli_js: Path, checked: ops.Result, o: Outcome, sandbox: Sandbox) -> VerifyReport:
+def _report(cli_js: Path, checked: Result, o: Outcome, sandbox: Sandbox) -> VerifyReport:
     rep = VerifyReport(str(cli_js), checked.version, checked.shape, False, 0.0)
     checks = rep.checks
     checks.append(

@@ -27,7 +27,7 @@ from patcher.errors import ExitCode
 from patcher.native.app import read_app
 from patcher.native.levers import Lever, LeverFacts, decide, extract
 from patcher.native.reader import NativeBinary
-from patcher.ops import Result
+from patcher.result import Result
 
 NATIVE = "NATIVE"  # the state of a native install (cli.js files have UNPATCHED, PATCHED, ...)
 NOTHING_TO_WRITE = "nothing-to-write"
