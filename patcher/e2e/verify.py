@@ -159,6 +159,17 @@ def require_patched(cli_js: Path) -> Result:
     )
 
 
+def require_profile(version: str, *, hint: str) -> None:
+    """Unsupported (with ``hint``) unless the engine has a profile for ``version``: verify
+    compares what Claude Code sends with what the engine predicts."""
+    try:
+        profile_for(version)
+    except ValueError as e:
+        raise Unsupported(
+            f"verify cannot predict what Claude Code {version} sends", why=str(e), hint=hint
+        ) from None
+
+
 def verify_install(cli_js: Path, *, timeout: float = 120) -> VerifyReport:
     """Run the proof on ``cli_js`` (see the module docstring); raises CtxpatchError on refusal."""
     cli_js = Path(cli_js)
@@ -173,15 +184,11 @@ def verify_install(cli_js: Path, *, timeout: float = 120) -> VerifyReport:
             why="the file has no version header",
             hint="verify needs a published cli.js (it picks the engine profile by version)",
         )
-    try:
-        profile_for(version)
-    except ValueError as e:
-        raise Unsupported(
-            f"verify cannot predict what Claude Code {version} sends",
-            why=str(e),
-            hint="the patch itself can still be checked with `ctxpatch check`; verify needs "
-            "Claude Code 1.0.80 or newer",
-        ) from None
+    require_profile(
+        version,
+        hint="the patch itself can still be checked with `ctxpatch check`; verify needs "
+        "Claude Code 1.0.80 or newer",
+    )
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="ctxpatch-verify-"))
     try:

@@ -33,10 +33,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.profiles import profile_for
 from patcher.e2e.mock import MockServer
-from patcher.e2e.verify import Check, VerifyReport
-from patcher.errors import NamespaceMissing, NotABundle, Unsupported
+from patcher.e2e.verify import Check, VerifyReport, require_profile
+from patcher.errors import NamespaceMissing, NotABundle
 
 NETNS_HINT = (
     "allow unprivileged user namespaces (sudo sysctl -w kernel.unprivileged_userns_clone=1; "
@@ -124,14 +123,9 @@ def verify_native(path: Path, *, timeout: float = 120) -> NativeVerifyReport:
             hint=NETNS_HINT,
         )
     version = native_version(exe)
-    try:
-        profile_for(version)
-    except ValueError as e:
-        raise Unsupported(
-            f"verify cannot predict what Claude Code {version} sends",
-            why=str(e),
-            hint="verify knows the native builds 2.1.113 and later that the engine models",
-        ) from None
+    require_profile(
+        version, hint="verify knows the native builds 2.1.113 and later that the engine models"
+    )
     t0 = time.monotonic()
     before = _Stat.of(exe)
     root = Path(tempfile.mkdtemp(prefix="ctxpatch-verify-"))

@@ -102,3 +102,18 @@ def native_exe():
         return exe
 
     return get
+
+
+def assert_proofs_pass(proofs: dict) -> None:
+    """The three proofs of a ``verify --json`` PASS (cli.js and native alike): every main-loop
+    request carried the clearing, the usage recorded is the edited prompt's (the next
+    auto-compact count lower by exactly what the server cleared), 0 HTTP 400 and 0 thinking
+    blocks dropped."""
+    p = proofs
+    assert set(p) == {"clearing_sent", "clearing_counted", "thinking_check"}, p
+    assert p["clearing_sent"]["carrying"] == p["clearing_sent"]["main_requests"] == 6, p
+    c = p["clearing_counted"]
+    assert 0 < c["input_tokens"] < c["unedited_tokens"], c
+    assert c["next_count_unedited"] - c["next_count"] == c["unedited_tokens"] - c["input_tokens"]
+    assert (p["thinking_check"]["http_400"], p["thinking_check"]["dropped"]) == (0, 0), p
+    assert all(x["ok"] for x in p.values()), p
