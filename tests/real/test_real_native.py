@@ -6,15 +6,12 @@ unpacked, at most 3 native versions kept). Nothing of them is committed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import IN_CI, need
 
-from patcher import npmcache
-from patcher.errors import CtxpatchError
 from patcher.native.app import read_app
 from patcher.native.reader import NativeBinary
+
+from .conftest import binary
 
 pytestmark = pytest.mark.real
 
@@ -24,16 +21,6 @@ EXPECT = {
     "2.1.217": ("single", 8, 20_000_000),
     "2.1.330": ("split", 3_700, 60_000_000),
 }
-
-
-def binary(version: str) -> Path:
-    need("npm", "native builds are downloaded with npm pack")
-    try:
-        return npmcache.native_binary("cc", version)
-    except CtxpatchError as e:
-        if IN_CI:
-            raise
-        pytest.skip(f"cannot fetch claude-code-linux-x64@{version}: {e.what}")
 
 
 @pytest.mark.parametrize("version", sorted(EXPECT))

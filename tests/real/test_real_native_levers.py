@@ -13,15 +13,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, need
 from typer.testing import CliRunner
 
-from patcher import npmcache
 from patcher.cli.app import app
-from patcher.errors import CtxpatchError
 from patcher.native.app import read_app
 from patcher.native.levers import decide, extract
 from patcher.native.reader import NativeBinary
+
+from .conftest import binary
 
 pytestmark = pytest.mark.real
 
@@ -43,16 +42,6 @@ FACTS = {
         "flag_overrides": "compiled-out",
     },
 }
-
-
-def binary(version: str) -> Path:
-    need("npm", "native builds are downloaded with npm pack")
-    try:
-        return npmcache.native_binary("cc", version)
-    except CtxpatchError as e:
-        if IN_CI:
-            raise
-        pytest.skip(f"cannot fetch claude-code-linux-x64@{version}: {e.what}")
 
 
 @pytest.mark.parametrize("version", sorted(FACTS))
