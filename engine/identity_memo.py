@@ -11,17 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
+T = TypeVar("T")
 V = TypeVar("V")
 A = TypeVar("A", bound=Hashable)
 
 SIZE = 1 << 16
 
 
-def by_identity(compute: Callable[[object], V]) -> Callable[[object], V]:
+def by_identity(compute: Callable[[T], V]) -> Callable[[T], V]:
     """``compute(obj)``, computed once per ``obj`` object."""
-    entries: dict[int, tuple[object, V]] = {}
+    entries: dict[int, tuple[T, V]] = {}
 
-    def memoised(obj: object) -> V:
+    def memoised(obj: T) -> V:
         hit = entries.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
@@ -35,11 +36,11 @@ def by_identity(compute: Callable[[object], V]) -> Callable[[object], V]:
     return memoised
 
 
-def by_identity_and(compute: Callable[[object, A], V]) -> Callable[[object, A], V]:
+def by_identity_and(compute: Callable[[T, A], V]) -> Callable[[T, A], V]:
     """``compute(obj, arg)``, computed once per ``obj`` object and ``arg`` value."""
-    entries: dict[tuple[int, A], tuple[object, V]] = {}
+    entries: dict[tuple[int, A], tuple[T, V]] = {}
 
-    def memoised(obj: object, arg: A) -> V:
+    def memoised(obj: T, arg: A) -> V:
         key = (id(obj), arg)
         hit = entries.get(key)
         if hit is not None and hit[0] is obj:

@@ -22,6 +22,7 @@ from typing import Any
 from engine.context_clear import edit_for_request
 from engine.context_editing import apply_edits
 from engine.context_management import ClearToolUses
+from engine.identity_memo import by_identity, by_identity_and
 from engine.tokens import block_tokens
 
 _IDX = "__record"
@@ -36,47 +37,33 @@ class ServerView:
 
 
 class BlockEstimates:
-    """Per-replay memo: ``block_tokens`` by block identity, and the after/before estimate ratio
+    """Per-replay memos (:mod:`engine.identity_memo`): a record's API message by (record
+    identity, index), ``block_tokens`` by block identity, and the after/before estimate ratio
     of an edited record by (its content's identity, the changed block indices); the replay's
-    records are never mutated and the edit is deterministic, so both stay valid."""
+    records are never mutated (``apply_edits`` works on copies) and the edit is deterministic,
+    so all stay valid."""
 
     def __init__(self) -> None:
-        self._blocks: dict[int, tuple[Any, int]] = {}
+        self.api_message = by_identity_and(_api_message)
+        self.tokens = by_identity(block_tokens)
+        # by hand: the ratio also reads the edited blocks ``new``, which the key leaves out
+        # (the same content and indices always come with the same edit)
         self._ratios: dict[tuple[int, tuple[int, ...]], tuple[Any, float]] = {}
-        self._api: dict[tuple[int, int], tuple[Any, dict[str, Any]]] = {}
-
-    def api_message(self, i: int, record: Mapping[str, Any]) -> dict[str, Any]:
-        """:func:`_api_message` memoised by (index, record identity); nothing mutates it
-        (``apply_edits`` works on copies)."""
-        key = (i, id(record))
-        hit = self._api.get(key)
-        if hit is not None and hit[0] is record:
-            return hit[1]
-        value = _api_message(i, record)
-        self._api[key] = (record, value)
-        return value
-
-    def __call__(self, block: Any) -> int:
-        hit = self._blocks.get(id(block))
-        if hit is not None and hit[0] is block:
-            return hit[1]
-        value = block_tokens(block)
-        self._blocks[id(block)] = (block, value)
-        return value
 
     def ratio(self, old: list, new: list, idx: tuple[int, ...]) -> float:
         key = (id(old), idx)
         hit = self._ratios.get(key)
         if hit is not None and hit[0] is old:
             return hit[1]
-        before = sum(self(b) for b in old)
-        after = before + sum(block_tokens(new[j]) - self(old[j]) for j in idx)
+        tokens = self.tokens
+        before = sum(tokens(b) for b in old)
+        after = before + sum(block_tokens(new[j]) - tokens(old[j]) for j in idx)
         value = after / before if before else 1.0
         self._ratios[key] = (old, value)
         return value
 
 
-def _api_message(i: int, record: Mapping[str, Any]) -> dict[str, Any]:
+def _api_message(record: Mapping[str, Any], i: int) -> dict[str, Any]:
     msg = record.get("message") if record.get("type") in ("user", "assistant") else None
     if not isinstance(msg, Mapping):
         return {"role": None, "content": None, _IDX: i}
@@ -95,25 +82,22 @@ def clear_on_server(
     base = overhead + sum(costs)
     if edit.trigger_type == "input_tokens" and round(base) < edit.trigger_value:
         return ServerView(list(costs), {}, 0, 0)  # what apply_edits does below the trigger
-    api = [estimate.api_message(i, r) for i, r in enumerate(sent)]
-    memo: dict[int, tuple[Any, float, tuple[int, ...]]] = {}
+    api = [estimate.api_message(r, i) for i, r in enumerate(sent)]
 
-    def edited(i: int, content: list) -> tuple[float, tuple[int, ...]]:
-        hit = memo.get(i)
-        if hit is not None and hit[0] is content:
-            return hit[1], hit[2]
+    @by_identity_and
+    def edited(content: list, i: int) -> tuple[float, tuple[int, ...]]:
+        """Record ``i``'s cost with ``content`` as edited, and the indices of the blocks the
+        edit changed."""
         old = api[i]["content"]
         idx = tuple(j for j, b in enumerate(content) if b is not old[j])
-        cost = costs[i] * estimate.ratio(old, content, idx)
-        memo[i] = (content, cost, idx)
-        return cost, idx
+        return costs[i] * estimate.ratio(old, content, idx), idx
 
     def count(messages: Sequence[Mapping[str, Any]]) -> int:
         total = base
         for m in messages:
             i = m[_IDX]
             if m["content"] is not api[i]["content"]:
-                total += edited(i, m["content"])[0] - costs[i]
+                total += edited(m["content"], i)[0] - costs[i]
         return round(total)
 
     out = apply_edits(api, [edit_for_request(edit, api, step)], count)
@@ -124,7 +108,7 @@ def clear_on_server(
     for m in out.messages:
         i = m[_IDX]
         if m["content"] is not api[i]["content"]:
-            new_costs[i], changed[i] = edited(i, m["content"])
+            new_costs[i], changed[i] = edited(m["content"], i)
     (applied,) = out.applied_edits
     return ServerView(
         new_costs, changed, applied["cleared_tool_uses"], applied["cleared_input_tokens"]
