@@ -20,8 +20,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
-    help="Patch Claude Code's cli.js so old conversation text is pruned after micro-compaction, "
-    "and model its compaction offline.",
+    help="Keep Claude Code's context clear: server-side tool-result clearing (injected into "
+    "cli.js, or added by a loopback gateway for native builds), a thinking-safe text prune, and "
+    "an offline model of its compaction.",
 )
 
 

@@ -57,8 +57,11 @@ def apply(
     as_json: JsonOpt = False,
     no_node_check: NoNodeOpt = False,
 ) -> None:
-    """Inject _aggressiveTextPrune right after the query loop's micro-compaction call.
+    """Inject server-side tool-result clearing and the thinking-safe text prune into cli.js.
 
+    The clearing goes where the query loop builds its API request (wherever the version can
+    carry it), _aggressiveTextPrune right after the micro-compaction call. A native build
+    (>= 2.1.113) is never written: apply says which lever it has (`ctxpatch run -- claude`).
     Writes cli.js.backup first, verifies the result (tree-sitter, esprima, node ESM check),
     then replaces cli.js atomically. Applying twice changes nothing. With --check or --revert
     it is `ctxpatch check` or `ctxpatch revert` (and exits as they do).
