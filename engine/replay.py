@@ -33,6 +33,7 @@ from engine.compact import Summarizer, full_compact, offline_summary
 from engine.context_clear import knobs_from_env, step_from_env
 from engine.context_management import to_json
 from engine.count import autocompact_tokens, last_usage_tokens
+from engine.identity_memo import by_identity
 from engine.microcompact import microcompact
 from engine.previous_thinking import (
     main_model,
@@ -185,18 +186,9 @@ def simulate_counterfactual(
             est_memo[id(c)] = (c, value)
         return value
 
-    cost_memo: dict[int, tuple[Any, float]] = {}
-
+    @by_identity
     def msg_cost(m: Mapping[str, Any]) -> float:
-        """``_msg_cost`` memoised by message identity (messages are never mutated)."""
-        hit = cost_memo.get(id(m))
-        if hit is not None and hit[0] is m:
-            return hit[1]
-        value = _msg_cost(m)
-        cost_memo[id(m)] = (m, value)
-        return value
-
-    def _msg_cost(m: Mapping[str, Any]) -> float:
+        """A message's cost in the prompt, memoised by identity (messages are never mutated)."""
         line = m.get(LINE_KEY)
         if line is None:
             return cal.ratio * full_estimate(m)
@@ -208,27 +200,12 @@ def simulate_counterfactual(
         before = pristine_est[line]
         return base * estimate_of(m) / before if before else base
 
-    sig_memo: dict[int, tuple[Any, tuple[Any, int]]] = {}
-
+    @by_identity
     def sig_key(m: Mapping[str, Any]) -> tuple[Any, int]:
         """A message's part of the prompt-cache signature, memoised by message identity."""
-        hit = sig_memo.get(id(m))
-        if hit is not None and hit[0] is m:
-            return hit[1]
-        value = (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1)
-        sig_memo[id(m)] = (m, value)
-        return value
+        return (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1)
 
-    share_memo: dict[int, tuple[Any, float]] = {}
-
-    def share(m: Mapping[str, Any]) -> float:
-        """``thinking_share`` memoised by message identity."""
-        hit = share_memo.get(id(m))
-        if hit is not None and hit[0] is m:
-            return hit[1]
-        value = thinking_share(m)
-        share_memo[id(m)] = (m, value)
-        return value
+    share = by_identity(thinking_share)  # memoised by message identity
 
     def live(sent: list[dict], at: int) -> list[float]:
         """Each sent message's share of its cost in the prompt of the request at ``at``:
