@@ -24,11 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from readme_block import markers, update_file
 from real_sessions import sessions
 
 from engine import context_clear as ce
 
-BEGIN, END = "<!-- clearing-table:begin -->", "<!-- clearing-table:end -->"
+BLOCK = "clearing-table"
+BEGIN, END = markers(BLOCK)
 PLAIN_API = {
     "CLAUDE_CTX_CLEAR_TRIGGER": "100000",
     "CLAUDE_CTX_CLEAR_KEEP": "3",
@@ -107,23 +109,15 @@ def table(log=print) -> str:
     return "\n".join([legend, "", *head, *rows, total])
 
 
-def replace_block(text: str, block: str) -> str:
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[:start] + "\n" + block + "\n" + text[end:]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--readme", type=Path, help="replace the block between the markers here")
     args = ap.parse_args(argv)
     block = table(log=lambda m: print(m, file=sys.stderr))
     print(block)
-    if args.readme:
-        text = args.readme.read_text(encoding="utf-8")
-        if BEGIN not in text or END not in text:
-            print(f"error: {args.readme} has no {BEGIN} ... {END} block", file=sys.stderr)
-            return 2
-        args.readme.write_text(replace_block(text, block), encoding="utf-8")
+    if args.readme and not update_file(args.readme, BLOCK, block):
+        print(f"error: {args.readme} has no {BEGIN} ... {END} block", file=sys.stderr)
+        return 2
     return 0
 
 

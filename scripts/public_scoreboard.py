@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from readme_block import markers, update_file  # noqa: E402 (after the sys.path insert)
 
 from engine.profiles import profile_for  # noqa: E402 (after the sys.path insert)
 from engine.simulate import simulate_recorded  # noqa: E402 (after the sys.path insert)
@@ -29,7 +31,8 @@ from engine.transcript import TranscriptError, load_transcript  # noqa: E402 (af
 
 SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))
 PUBLIC = SHARED / "transcripts" / "public"
-BEGIN, END = "<!-- public-scoreboard:begin -->", "<!-- public-scoreboard:end -->"
+BLOCK = "public-scoreboard"
+BEGIN, END = markers(BLOCK)
 
 
 def score(entry: dict) -> dict:
@@ -105,16 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [score(e) for e in json.loads(manifest.read_text())]
     text = table(rows)
     print(text)
-    if args.readme:
-        readme = args.readme.read_text()
-        block = f"{BEGIN}\n{text}\n{END}"
-        new, n = re.subn(
-            re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: block, readme, flags=re.S
-        )
-        if n != 1:
-            print(f"error: no {BEGIN} … {END} block in {args.readme}", file=sys.stderr)
-            return 2
-        args.readme.write_text(new)
+    if args.readme and not update_file(args.readme, BLOCK, text):
+        print(f"error: no {BEGIN} … {END} block in {args.readme}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,13 @@ from engine.profiles import parse_version
 from patcher.npmcache import SHORT
 from patcher.regress.selection import to_package
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readme_block import markers, update_file
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "support-matrix.md"
-BEGIN, END = "<!-- support-matrix:begin -->", "<!-- support-matrix:end -->"
+BLOCK = "support-matrix"
+BEGIN, END = markers(BLOCK)
 RESULT_WORDS = {
     "pass": "pass",
     "fail": "**FAIL**",
@@ -222,16 +225,6 @@ def render(doc: dict[str, Any], source: str) -> str:
     return "\n".join(out)
 
 
-def update_readme(path: Path, table: str) -> bool:
-    text = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(text):
-        return False
-    new = pattern.sub(lambda _m: f"{BEGIN}\n{table}\n{END}", text)
-    path.write_text(new, encoding="utf-8")
-    return True
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("json", type=Path, help="output of `ctxpatch regress --json FILE`")
@@ -256,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
-    if args.readme is not None and not update_readme(args.readme, folded_table(doc["results"])):
+    if args.readme is not None and not update_file(
+        args.readme, BLOCK, folded_table(doc["results"])
+    ):
         print(f"error: {args.readme} has no {BEGIN} ... {END} block", file=sys.stderr)
         return 3
     return 0
