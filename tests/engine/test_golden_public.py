@@ -1,4 +1,4 @@
-"""Golden tests on 31 real sessions of other people's projects (``shared/transcripts/public``).
+"""Golden tests on 39 real sessions of other people's projects (``shared/transcripts/public``).
 
 Read from ``../shared`` with ``lzma`` (never copied into the repo), parametrised over its
 ``MANIFEST.json``. For every session: each real auto-compaction usable for checking is predicted
@@ -36,7 +36,7 @@ def _replay(name: str):
 
 
 def test_manifest_is_read():
-    """Guards the parametrisation: with the shared folder present, 24 usable auto-compactions."""
+    """Guards the parametrisation: with the shared folder present, 35 usable auto-compactions."""
     need_shared(PUBLIC / "MANIFEST.json")
     usable = [
         b
@@ -44,7 +44,7 @@ def test_manifest_is_read():
         for b in s["boundaries"]
         if b["trigger"] == "auto" and b["usable_for_check"]
     ]
-    assert len(MANIFEST) == 31 and len(usable) == 24 and len(WITH_AUTO) == 22
+    assert len(MANIFEST) == 39 and len(usable) == 35 and len(WITH_AUTO) == 30
 
 
 # Known misses, each with its measured cause (strict: a fix turns the xfail into a failure).
@@ -62,6 +62,21 @@ KNOWN_MISSES = {
         "chars/4 x1.57 gives 63. Count 166596 vs preTokens 167091, under the 167000 threshold"
     ),
 }
+
+
+# Newly shared sessions (issue 14) the model does not yet predict: the measured gap, cause open.
+# Each is strict: the engine fix that explains one turns its xfail into a failure, to be removed.
+UNEXPLAINED = {
+    "FSM1__cipher-box__fcdd6c6f-e3f3-4f79-9cc3-98345b993339.jsonl.xz": "2.1.42, line 340: count 135491 vs preTokens 171539 (-21.0%)",
+    "Safecast__safecast-map-MCP__0852daa6-239f-424e-bdd6-79521b1cbc88.jsonl.xz": "2.1.42, line 1486: count 158289 vs preTokens 172369 (-8.2%)",
+    "entireio__cli__1284c080-f9cd-45f8-9942-ff58f5c517e5.jsonl.xz": "2.1.37: predicted at lines 876 (167906), 880 (167071), 1302 (167469) where the real program did not compact",
+    "entireio__cli__9d7a9d52-7eb4-427d-847d-ee5451884f3d.jsonl.xz": "2.1.25, lines 383 / 817: count 164865 / 166194 vs preTokens 167066 / 168934 (-1.3% / -1.6%)",
+    "entireio__cli__4b3ddf27-d7f7-4773-b4f2-b94b999c661d.jsonl.xz": "2.1.29, line 530: count 165384 vs preTokens 167369 (-1.2%)",
+    "entireio__cli__a0927dd5-61a3-4802-a716-4480286f16d4.jsonl.xz": "2.1.37, line 631: count 164697 vs preTokens 171656 (-4.1%)",
+    "FSM1__cipher-box__f585e6e9-7dc1-4135-a4dc-9021adb21c96.jsonl.xz": "2.1.49, line 753: count 166519 vs preTokens 167332 (-0.5%, under the 167000 threshold)",
+    "entireio__cli__ca8cc13b-d3df-4615-8f3f-f48a96b1a6f9.jsonl.xz": "2.1.38: predicted at line 363 (167465), 3 lines before the real one at 366 (count 166990 vs preTokens 167038)",
+}
+KNOWN_MISSES.update({n: f"not yet explained: {why}" for n, why in UNEXPLAINED.items()})
 
 
 def _params(names):
