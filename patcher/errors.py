@@ -187,6 +187,14 @@ class TranscriptError(CtxpatchError, code="bad_transcript"):
         self.line = line
 
 
+class SessionUnknown(CtxpatchError, code="session_unknown"):
+    """``recall``/``mcp``: no transcript is known for the current Claude Code session."""
+
+
+class UnknownToolUse(CtxpatchError, code="unknown_tool_use"):
+    """``recall get``: the session's transcript holds no tool call with that id."""
+
+
 # ----------------------------------------------------------------------- unsupported (4)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from patcher import __version__
-from patcher.cli import inspecting, modelling, patching, routing, verifying
+from patcher.cli import inspecting, modelling, patching, recalling, routing, verifying
 
 app = typer.Typer(
     name="ctxpatch",
@@ -49,3 +49,4 @@ verifying.register(app)
 modelling.register(app)
 inspecting.register(app)
 routing.register(app)
+recalling.register(app)

@@ -81,6 +81,12 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         3: "refused (unreadable or malformed transcript)",
         5: "internal error",
     },
+    "recall": {
+        0: "done (search: matches or none)",
+        2: "usage error",
+        3: "refused (unreadable transcript, unknown tool_use_id, no current session)",
+        5: "internal error",
+    },
 }
 
 

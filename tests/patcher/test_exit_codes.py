@@ -34,6 +34,7 @@ JSON_COMMANDS = {
     "inspect",
     "simulate",
     "thresholds",
+    "recall",
 }
 
 
@@ -189,6 +190,32 @@ CASES[("gateway", 3)] = lambda t, mp: ["gateway", "--port", _busy_port()]
 CASES[("gateway", 5)] = lambda t, mp: [
     mp.setattr("gateway.server.Gateway.start", boom),
     "gateway",
+][1:]
+SPOTTER_EXAMPLE = str(ROOT / "examples" / "spotter-session.jsonl")
+CASES[("recall", 0)] = lambda t, mp: [
+    mp.setenv("CTXPATCH_STATE_DIR", str(t / "state")),
+    "recall",
+    "search",
+    "pytest",
+    "--transcript",
+    SPOTTER_EXAMPLE,
+][1:]
+CASES[("recall", 2)] = lambda t, mp: ["recall", "search", "x", "--limit", "0"]
+CASES[("recall", 3)] = lambda t, mp: [
+    mp.setenv("CTXPATCH_STATE_DIR", str(t / "state")),
+    "recall",
+    "get",
+    "toolu_not_in_this_session",
+    "--transcript",
+    SPOTTER_EXAMPLE,
+][1:]
+CASES[("recall", 5)] = lambda t, mp: [
+    mp.setattr("recall.index.open_index", boom),
+    "recall",
+    "get",
+    "toolu_x",
+    "--transcript",
+    SPOTTER_EXAMPLE,
 ][1:]
 # verify and regress: their own e2e tests; gateway 0: tests/test_gateway_cli.py (SIGTERM)
 ELSEWHERE = {
