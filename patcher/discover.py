@@ -257,18 +257,25 @@ def native_installs(env: Mapping[str, str], cwd: Path) -> list[Install]:
     return out
 
 
-def python_sdk_binaries(cwd: Path) -> list[Path]:
-    """``claude_agent_sdk/_bundled/claude`` of the Python SDK: in this interpreter's import path
-    (found without importing it), and in ``.venv``/``venv`` from ``cwd`` upward."""
-    found: list[Path] = []
+def interpreter_sdk() -> Path | None:
+    """The folder of the ``claude_agent_sdk`` package this interpreter would import (found
+    without importing it), or None."""
     import importlib.util
 
     try:
         spec = importlib.util.find_spec("claude_agent_sdk")
     except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        found += [Path(spec.origin).parent / "_bundled" / exe for exe in _EXES]
+        return None
+    return Path(spec.origin).parent if spec is not None and spec.origin else None
+
+
+def python_sdk_binaries(cwd: Path) -> list[Path]:
+    """``claude_agent_sdk/_bundled/claude`` of the Python SDK: in this interpreter's import path
+    (found without importing it), and in ``.venv``/``venv`` from ``cwd`` upward."""
+    found: list[Path] = []
+    package = interpreter_sdk()
+    if package is not None:
+        found += [package / "_bundled" / exe for exe in _EXES]
     for folder in [cwd, *cwd.parents]:
         for venv in (".venv", "venv"):
             lib = folder / venv / "lib"

@@ -4,7 +4,8 @@ Real ``cli.js`` files are proprietary and 11-14 MB: they are never committed. Te
 ``ctxpatch regress`` fetch the versions they need into ``$CTXPATCH_CACHE`` (default
 ``~/.cache/ctxpatch``): ``npm pack`` writes ``npm/<package>-<version>.tgz``, ``package/`` is
 extracted beside it and trimmed to what is read (:data:`KEEP`, ripgrep for this platform), and
-the tarball is deleted. README "Cache" gives the sizes.
+the tarball is deleted. npm's own cache is a throwaway folder, deleted with the tarball: the
+cache keeps what is read and nothing else. README "Cache" gives the sizes.
 """
 
 from __future__ import annotations
@@ -103,7 +104,13 @@ def _npm_pack(package: str, version: str, base: Path, tgz: Path) -> None:
     work = Path(tempfile.mkdtemp(dir=base, prefix=".pack."))
     try:
         proc = subprocess.run(
-            [npm, "pack", f"{package}@{version}", "--silent", "--pack-destination", str(work)],
+            [
+                *(npm, "pack", f"{package}@{version}", "--silent"),
+                *("--pack-destination", str(work)),
+                # npm's own cache (~/.npm/_cacache) would keep a second copy of every tarball,
+                # 1.1 GB after a test run: a throwaway one, deleted with ``work`` below
+                *("--cache", str(work / ".npm-cache")),
+            ],
             capture_output=True,
             text=True,
             timeout=600,

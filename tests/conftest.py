@@ -39,6 +39,37 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"CI run refused: {shared_data.missing_message()}", returncode=1)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Every skip for want of the shared real sessions reported at one place with one reason,
+    so the short summary (``-ra``) folds them into ONE line: how many, and how to get the data."""
+    report = yield
+    if report.skipped and isinstance(report.longrepr, tuple) and shared_data.missing():
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        empty_set = reason.startswith("got empty parameter set") and _reads_shared(item)
+        if shared_data.is_shared_skip(reason) or empty_set:
+            report.longrepr = (shared_data.__file__, None, shared_data.skip_reason())
+    return report
+
+
+def _reads_shared(item: pytest.Item) -> bool:
+    """Whether the test's module reads the shared folder (its parameters come from it)."""
+    module = getattr(item, "module", None)
+    return module is not None and any(
+        getattr(module, name, None) is not None
+        for name in ("shared_data", "SPOTTER", "PUBLIC", "CCLOG", "spotter_sessions")
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_interpreter_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python Agent SDK this interpreter may have installed (site-packages) is the
+    machine's, not the test's: discovery sees only the installs a test builds."""
+    from patcher import discover
+
+    monkeypatch.setattr(discover, "interpreter_sdk", lambda: None)
+
+
 def need(tool: str, why: str) -> str:
     """The tool's path; skip with a reason when absent, but fail in CI (core checks)."""
     path = shutil.which(tool)

@@ -2,7 +2,8 @@
 
 ``CTXPATCH_SHARED`` names the folder; by default ``../shared`` next to the checkout. The real
 sessions are core test input: in CI (``CI`` set) a missing folder fails the whole run at start
-(``tests/conftest.py``); a local run without it skips the tests that read it, with the reason.
+(``tests/conftest.py``); a local run without it skips the tests that read it, and the short
+summary folds those skips into one line: how many, and how to get the data (:func:`skip_reason`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,25 @@ def missing() -> list[Path]:
     return [p for p in REQUIRED if not p.exists()]
 
 
-def missing_message() -> str:
+def skip_reason() -> str:
+    """The one reason every test reading the shared folder skips with when it is absent."""
     return (
-        f"shared test input not found: {', '.join(str(p) for p in missing())}. The real session "
+        f"{_SKIP_PREFIX} at {SHARED}: the real-session tests need it; to run them set "
+        "CTXPATCH_SHARED to the folder holding transcripts/spotter and transcripts/public"
+    )
+
+
+_SKIP_PREFIX = "shared test input not found"
+
+
+def is_shared_skip(reason: str) -> bool:
+    return reason.startswith(_SKIP_PREFIX)
+
+
+def missing_message(*paths: Path) -> str:
+    gone = [*missing(), *(p for p in paths if not p.exists() and p not in missing())]
+    return (
+        f"{_SKIP_PREFIX}: {', '.join(str(p) for p in gone)}. The real session "
         "transcripts are core test input (golden tests of the engine); set CTXPATCH_SHARED to the "
         "folder holding transcripts/spotter and transcripts/public, or check out ../shared next "
         "to the repository"

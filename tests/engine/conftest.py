@@ -14,7 +14,7 @@ def need_shared(path: Path) -> Path:
     """``path`` under the shared folder, or skip with the reason (CI never gets here without it:
     ``tests/conftest.py`` stops the run first)."""
     if not path.exists():
-        pytest.skip(missing_message())
+        pytest.skip(missing_message(path))
     return path
 
 

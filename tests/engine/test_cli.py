@@ -254,7 +254,7 @@ def test_newer_than_every_profile_warns_and_strict_fails(app):
     assert r.exit_code == 0 and json.loads(r.stdout)["warnings"] == []
 
 
-def test_simulate_warns_for_a_version_newer_than_every_profile(app):
+def test_simulate_warns_for_a_version_newer_than_every_profile(app, need_spotter):
     r = runner.invoke(app, ["simulate", str(LARGE), "-p", "9.9.9", "--json"])
     assert r.exit_code == 0, r.output
     assert "9.9.9 is newer than every engine profile" in json.loads(r.stdout)["warnings"][0]

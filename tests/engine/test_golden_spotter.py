@@ -7,6 +7,7 @@ with the program's own count within 1% of ``compactMetadata.preTokens``, and no 
 import json
 
 import pytest
+from shared_data import missing_message
 
 from engine.profiles import profile_for
 from engine.simulate import simulate, simulate_recorded
@@ -38,7 +39,7 @@ def test_measured_values_on_the_two_large_sessions():
             if e.kind == "auto_compact":
                 got[p.name[:8]] = (e.line, e.tokens, e.pre_tokens, e.threshold)
     if not got:
-        pytest.skip("no spotter sessions")
+        pytest.skip(missing_message())
     assert got["258c7280"] == (1256, 167093, 167094, 167000)
     assert got["4d5611e5"][0] == 754 and got["4d5611e5"][2] == 170251
 

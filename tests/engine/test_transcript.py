@@ -7,7 +7,7 @@ import pytest
 
 from engine.transcript import TranscriptError, build_transcript, load_transcript, parse_records
 
-from .conftest import CCLOG, SPOTTER
+from .conftest import CCLOG, SPOTTER, need_shared
 
 
 def test_reply_split_over_lines_shares_message_id(need_spotter):
@@ -54,9 +54,7 @@ def test_malformed_line_number():
 
 
 def test_claude_code_log_edge_cases_malformed_line_13_is_skipped():
-    p = CCLOG / "edge_cases.jsonl"
-    if not p.exists():
-        pytest.skip("claude-code-log fixtures not found")
+    p = need_shared(CCLOG / "edge_cases.jsonl")
     tr = load_transcript(p)
     assert [w.split(" skipped")[0] for w in tr.warnings] == ["line 13", "line 15", "line 16"]
     assert tr.records[12] == {} and any(tr.records[11]) and any(tr.records[13])
@@ -147,9 +145,7 @@ def test_placeholders_with_thinking_scale_by_the_ratio_of_replies_with_thinking(
     "name", ["representative_messages.jsonl", "session_b.jsonl", "todowrite_examples.jsonl"]
 )
 def test_claude_code_log_fixtures_load(name):
-    p = CCLOG / name
-    if not p.exists():
-        pytest.skip("claude-code-log fixtures not found")
+    p = need_shared(CCLOG / name)
     tr = load_transcript(p)
     assert sum(tr.type_counts.values()) >= 1
 

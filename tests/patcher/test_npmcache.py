@@ -3,6 +3,8 @@ ctxpatch and its tests read is kept, and the tarball goes once extracted."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from conftest import cached_tgz
@@ -44,3 +46,43 @@ def test_keeps_what_is_read_and_deletes_the_tarball(tmp_path: Path) -> None:
     )
     assert not tgz.exists()
     assert npmcache.package_dir("cc", "2.1.112", root=tmp_path) == folder  # cached, no npm
+
+
+FAKE_NPM = """#!/usr/bin/env python3
+import io, json, os, sys, tarfile
+args = sys.argv[1:]
+dest, cache = args[args.index("--pack-destination") + 1], args[args.index("--cache") + 1]
+os.makedirs(os.path.join(cache, "_cacache"), exist_ok=True)
+with open(os.path.join(cache, "_cacache", "blob"), "wb") as f:
+    f.write(b"x" * 1000)  # what npm keeps of every download
+with open(os.environ["FAKE_NPM_LOG"], "w") as f:
+    json.dump(args, f)
+with tarfile.open(os.path.join(dest, "pkg.tgz"), "w:gz") as tar:
+    for name, data in {"package/cli.js": b"// Version: 2.1.112\\n",
+                       "package/package.json": b"{}"}.items():
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+"""
+
+
+def test_npm_pack_keeps_nothing_in_npms_own_cache(tmp_path: Path, monkeypatch) -> None:
+    """npm pack's own cache (~/.npm/_cacache by default, 1.1 GB after a test run) is a
+    throwaway folder: after the fetch only the trimmed package is left, here and in HOME."""
+    bin_dir, home = tmp_path / "bin", tmp_path / "home"
+    bin_dir.mkdir()
+    home.mkdir()
+    npm = bin_dir / "npm"
+    npm.write_text(FAKE_NPM)
+    npm.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("FAKE_NPM_LOG", str(tmp_path / "args.json"))
+    root = tmp_path / "cache"
+    folder = npmcache.package_dir("cc", "2.1.112", root=root)
+    args = json.loads((tmp_path / "args.json").read_text())
+    assert args[:2] == ["pack", "@anthropic-ai/claude-code@2.1.112"]
+    assert Path(args[args.index("--cache") + 1]).is_relative_to(root)
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert left == [str((folder / n).relative_to(root)) for n in ("cli.js", "package.json")]
+    assert not any(home.iterdir())
