@@ -39,10 +39,13 @@ from engine.context_management import ClearToolUses
 from gateway.redact import redacted
 from gateway.rewrite import Decision, decide, refused_model
 from patcher.errors import GatewayFailure, UsageError
+from usage import ledger as usage_ledger
 
 log = logging.getLogger("ctxpatch.gateway")
 
 HOST = "127.0.0.1"
+# the request's usage.ledger.RequestRecord, kept on the aiohttp request
+_LEDGER = web.RequestKey("ctxpatch.ledger", usage_ledger.RequestRecord)
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 UPSTREAM_ENV = "CTXPATCH_UPSTREAM"
 MAX_BODY = 256 * 1024 * 1024  # the API's own limits are far below; ours must not refuse first
@@ -131,8 +134,11 @@ class Gateway:
         edit: ClearToolUses | str | None = "env",
         port: int = 0,
         env: Mapping[str, str] | None = None,
+        ledger: usage_ledger.Ledger | str | None = "env",
     ) -> None:
         env = os.environ if env is None else env
+        # usage.ledger: one line of numbers per /v1/messages request (CTXPATCH_LEDGER=0: none)
+        self.ledger = usage_ledger.default_ledger() if isinstance(ledger, str) else ledger
         self.state = GatewayState(
             upstream=(upstream or upstream_from_env(env)).rstrip("/"),
             edit=knobs_from_env(env) if edit == "env" else edit,  # type: ignore[arg-type]
@@ -184,6 +190,8 @@ class Gateway:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self.ledger is not None:
+            self.ledger.flush()
 
     # --- one request -------------------------------------------------------------------------
 
@@ -199,6 +207,10 @@ class Gateway:
             self.state.refused,
         )
         log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
+        if self.ledger is not None and decision.reason != "not POST /v1/messages":
+            request[_LEDGER] = usage_ledger.begin(
+                request.headers, body, decision.model, decision.added, decision.reason
+            )
         url = self.state.upstream + request.rel_url.raw_path_qs
         if not decision.added:
             return await self._forward(request, url, headers, body, decision)
@@ -233,6 +245,7 @@ class Gateway:
             )
         except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
             log.warning("%s %s: upstream unreachable (%s)", request.method, request.path, exc)
+            self._record(request, 502, decision, why="upstream unreachable", lost=True)
             message = (
                 f"ctxpatch gateway: the upstream {self.state.upstream} did not answer "
                 f"({type(exc).__name__}: {exc})"
@@ -274,6 +287,13 @@ class Gateway:
     ) -> web.Response:
         if log:
             self._line(request, up.status, decision)
+        rec = request.get(_LEDGER)
+        if rec is not None:
+            reader = rec.tap(up.headers)
+            if reader is not None:
+                reader.feed(payload)
+                rec.close_tap()
+            self._record(request, up.status, decision, up.headers)
         resp = web.Response(status=up.status, reason=up.reason, body=payload)
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
@@ -298,8 +318,13 @@ class Gateway:
         else:
             resp.enable_chunked_encoding()
         await resp.prepare(request)
+        rec = request.get(_LEDGER)
+        reader = rec.tap(up.headers) if rec is not None else None
+        tap = reader.feed if reader is not None else None
         try:
             async for chunk in up.content.iter_any():
+                if tap is not None:
+                    tap(chunk)
                 await resp.write(chunk)
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             # the upstream broke off mid-reply: the status is sent, so the client sees the
@@ -309,9 +334,34 @@ class Gateway:
             )
             if request.transport is not None:
                 request.transport.close()
+            self._record(request, up.status, decision, up.headers, cut=True)
             return resp
         await resp.write_eof()
+        if rec is not None:
+            rec.close_tap()
+        self._record(request, up.status, decision, up.headers)
         return resp
+
+    def _record(
+        self,
+        request: web.Request,
+        status: int,
+        decision: Decision,
+        headers: Mapping[str, str] | None = None,
+        why: str = "",
+        cut: bool = False,
+        lost: bool = False,
+    ) -> None:
+        """The request's ledger line (usage.ledger): queued, never blocking nor raising."""
+        rec = request.get(_LEDGER)
+        if rec is None or self.ledger is None:
+            return
+        try:
+            reason = why or decision.reason
+            usage_ledger.finish(rec, status, decision.added and not lost, reason, headers, cut)
+            self.ledger.record(rec)
+        except Exception:  # the ledger never fails a request
+            self.ledger.errors += 1
 
 
 class ThreadedGateway:

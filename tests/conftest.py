@@ -20,6 +20,9 @@ import typer
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "cli_js"
 IN_CI = bool(os.environ.get("CI"))
+# Gateways started by tests (and the processes they spawn) write their usage ledger
+# (usage.ledger, in the XDG state dir) into a throwaway folder, never the user's.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="ctxpatch-test-state-")
 # One synthetic bundle per call-site shape (fixtures/cli_js/README.md).
 SHAPE_FIXTURES = (
     "s0-1.0.60.js",

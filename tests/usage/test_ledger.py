@@ -1,0 +1,258 @@
+"""usage.ledger: the SSE tap, the file (mode, rotation, cut lines, off switch), the session id,
+and the gateway's lines through the project's mock of the Messages API."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import stat
+
+import pytest
+from gateway_bodies import EDIT, MODEL, body_of, compact
+
+from gateway.server import ThreadedGateway
+from patcher.e2e.mock import MockConfig, MockServer
+from usage import ledger as L
+
+SID = "0b5e0f43-1a2b-4c3d-8e9f-0123456789ab"
+
+
+def sse(*events: dict) -> bytes:
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+START = {
+    "type": "message_start",
+    "message": {
+        "usage": {
+            "input_tokens": 11,
+            "cache_creation_input_tokens": 300,
+            "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
+            "cache_read_input_tokens": 4000,
+            "output_tokens": 1,
+        }
+    },
+}
+BIG = {
+    "type": "content_block_delta",
+    "index": 0,
+    "delta": {"type": "text_delta", "text": "x" * 600_000},
+}
+DELTA = {
+    "type": "message_delta",
+    "usage": {"output_tokens": 77},
+    "context_management": {
+        "applied_edits": [
+            {
+                "type": "clear_tool_uses_20250919",
+                "cleared_tool_uses": 3,
+                "cleared_input_tokens": 999,
+            }
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 64, 4096, 10**7])
+def test_sse_tap_reads_usage_in_any_chunking_without_keeping_the_stream(size):
+    stream = sse(START, BIG, DELTA, {"type": "message_stop"})
+    out = L.ReplyUsage()
+    tap = L.SSETap(out)
+    most = 0
+    for i in range(0, len(stream), size):
+        tap.feed(stream[i : i + size])
+        most = max(most, len(tap._part))
+    assert out.usage == {
+        "input": 11,
+        "cache_write_5m": 100,
+        "cache_write_1h": 200,
+        "cache_read": 4000,
+        "output": 77,
+    }
+    assert (out.cleared_tool_uses, out.cleared_input_tokens, out.delta_seen) == (3, 999, True)
+    assert most < 2_000  # the 600 KB text line was never held
+
+
+def test_sse_tap_survives_garbage():
+    out = L.ReplyUsage()
+    tap = L.SSETap(out)
+    for junk in (
+        b"data: {not json\n",
+        b"\xff\xfe\n",
+        b"data: [1,2]\n",
+        b'data: {"type":"message_delta","usage":7}\n',
+    ):
+        tap.feed(junk)
+    assert out.usage == {} and out.delta_seen
+
+
+def test_session_id_from_header_then_metadata():
+    assert L.session_id({L.SESSION_HEADER: SID}, b"{}") == SID
+    new = json.dumps({"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": SID})}})
+    assert L.session_id({}, new.encode()) == SID
+    old = json.dumps({"metadata": {"user_id": f"user_abc_account_x_session_{SID}"}})
+    assert L.session_id({}, old.encode()) == SID
+    assert L.session_id({L.SESSION_HEADER: "bad id; rm -rf"}, b"{}") is None
+
+
+def rec(n: int = 1) -> L.RequestRecord:
+    r = L.RequestRecord(t=1700000000.0 + n, session=SID, model=MODEL, edit="added", status=200)
+    r.reply.take_usage({"input_tokens": n, "output_tokens": 2})
+    r.reply.delta_seen = True
+    return r
+
+
+def test_file_modes_lines_and_a_cut_last_line(tmp_path):
+    d = tmp_path / "state" / "ledger"
+    led = L.Ledger(d)
+    for n in range(3):
+        led.record(rec(n))
+    assert led.flush() and led.errors == 0
+    f = d / L.NAME
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    with open(f, "ab") as h:
+        h.write(b'{"t": 17000, "inp')  # a crash mid-line
+    got = L.read_ledger(d)
+    assert [e["input"] for e in got.entries] == [0, 1, 2] and got.skipped == 1
+    line = got.entries[1]
+    assert line["session"] == SID and line["edit"] == "added" and "cut" not in line
+    assert set(line) <= {
+        "t",
+        "src",
+        "session",
+        "model",
+        "status",
+        "request_id",
+        *L.USAGE_KEYS,
+        "cleared_tool_uses",
+        "cleared_input_tokens",
+        "edit",
+        "why",
+        "cut",
+    }
+
+
+def test_rotation_bounds_the_files(tmp_path):
+    led = L.Ledger(tmp_path, max_bytes=2_000)
+    for n in range(200):
+        led.record(rec(n))
+    assert led.flush()
+    files = L.ledger_files(tmp_path)
+    assert len(files) == L.KEEP + 1
+    assert all(p.stat().st_size <= 2_000 for p in files)
+    entries = L.read_ledger(tmp_path).entries
+    nums = [e["input"] for e in entries]
+    assert nums == sorted(nums) and nums[-1] == 199  # oldest first, the newest kept
+
+
+def test_errors_are_swallowed(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    led = L.Ledger(blocker / "ledger")  # a directory that cannot exist
+    led.record(rec())
+    assert led.flush() and led.errors == 1 and led.written == 0
+
+
+def test_switched_off(monkeypatch):
+    monkeypatch.setenv(L.ENV, "0")
+    assert L.default_ledger() is None
+    monkeypatch.setenv(L.ENV, "1")
+    assert L.enabled()
+
+
+def test_xdg_state_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert L.ledger_dir() == tmp_path / "ctxpatch" / "ledger"
+
+
+# --- through the gateway --------------------------------------------------------------------
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("POST", "/v1/messages", body=body, headers=headers)
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+HEADERS = {
+    "content-type": "application/json",
+    "x-api-key": "sk-ant-SECRET-KEY-123",
+    L.SESSION_HEADER: SID,
+}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_gateway_lines_hold_exactly_the_mock_numbers(tmp_path, stream):
+    usage = {
+        "input_tokens": 1234,
+        "cache_creation_input_tokens": 50,
+        "cache_read_input_tokens": 7000,
+        "output_tokens": 321,
+    }
+    led = L.Ledger(tmp_path)
+    with (
+        MockServer(MockConfig(usage=usage)) as mock,
+        ThreadedGateway(upstream=mock.base_url, edit=EDIT, ledger=led) as gw,
+    ):
+        tools = [{"name": n, "input_schema": {"type": "object"}} for n in ("Read", "Bash")]
+        status, reply = post(gw.url, compact(body_of(stream=stream, tools=tools)), HEADERS)
+        assert status == 200
+        (req,) = mock.requests()
+    assert led.flush()
+    (line,) = L.read_ledger(tmp_path).entries
+    applied = req.applied_edits[0]
+    assert applied["cleared_tool_uses"] > 0
+    assert line["session"] == SID and line["model"] == MODEL and line["status"] == 200
+    assert (line["input"], line["cache_write_5m"], line["cache_read"], line["output"]) == (
+        1234,
+        50,
+        7000,
+        321,
+    )
+    assert line["cleared_tool_uses"] == applied["cleared_tool_uses"]
+    assert line["cleared_input_tokens"] == applied["cleared_input_tokens"]
+    assert line["edit"] == "added" and "cut" not in line
+    raw = (tmp_path / L.NAME).read_bytes()
+    assert b"SECRET" not in raw and b"tool_result" not in raw and b"content" not in raw
+    assert reply  # the client got its reply, unchanged by the tap
+
+
+def test_gateway_refusal_is_lost_and_a_skip_says_why(tmp_path):
+    led = L.Ledger(tmp_path)
+    cfg = MockConfig(unsupported_models=("claude-opus-4-*",))
+    with (
+        MockServer(cfg) as mock,
+        ThreadedGateway(upstream=mock.base_url, edit=EDIT, ledger=led) as gw,
+    ):
+        post(gw.url, compact(body_of()), HEADERS)  # refused, sent again unchanged
+        post(gw.url, compact(body_of()), HEADERS)  # the model is remembered: not added
+        assert len(mock.requests()) == 3
+    assert led.flush()
+    first, second = L.read_ledger(tmp_path).entries
+    assert first["edit"] == "lost" and "refused" in first["why"] and first["status"] == 200
+    assert second["edit"] == "skipped" and second["why"]
+
+
+def test_gateway_unreachable_upstream_is_recorded(tmp_path):
+    led = L.Ledger(tmp_path)
+    with ThreadedGateway(upstream="http://127.0.0.1:9", edit=EDIT, ledger=led) as gw:
+        status, _ = post(gw.url, compact(body_of()), HEADERS)
+    assert status == 502 and led.flush()
+    (line,) = L.read_ledger(tmp_path).entries
+    assert (line["status"], line["edit"], line["why"]) == (502, "lost", "upstream unreachable")
+
+
+def test_ledger_off_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv(L.ENV, "0")
+    with MockServer(MockConfig()) as mock, ThreadedGateway(upstream=mock.base_url, edit=EDIT) as gw:
+        assert gw.gateway.ledger is None
+        post(gw.url, compact(body_of()), HEADERS)
+    assert not os.path.exists(tmp_path / "ctxpatch")

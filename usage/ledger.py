@@ -1,0 +1,499 @@
+"""The ledger: one JSON line per API request, numbers and ids only.
+
+The gateway (``gateway.server``) records every ``POST /v1/messages`` it forwards; each line
+holds:
+
+``t``             Unix time of the request (seconds, 3 decimals)
+``src``           who wrote it: ``gateway``
+``session``       Claude Code's session id: the ``X-Claude-Code-Session-Id`` request header
+                  (cli.js 2.1.x and the native builds send it), else the ``session_id`` inside
+                  the request's ``metadata.user_id`` (a JSON string in 2.1.x, the
+                  ``user_<hash>_account_<uuid>_session_<uuid>`` form in older builds), read from
+                  the last bytes of the body only; ``null`` when neither is there
+``model``         the request's model
+``status``        the HTTP status the client got
+``request_id``    the API's ``request-id`` response header
+``input`` ``cache_write_5m`` ``cache_write_1h`` ``cache_read`` ``output``
+                  the response's ``usage`` (streamed: ``message_start`` then ``message_delta``,
+                  read as the bytes pass, never buffered nor changed; a whole JSON reply: parsed)
+``cleared_tool_uses`` ``cleared_input_tokens``
+                  the response's ``context_management.applied_edits`` (summed over edits)
+``edit``          ``added`` (ctxpatch's edit went in), ``skipped`` (not added: ``why``) or
+                  ``lost`` (added, then not applied: the API refused the strategy for this model
+                  and the request went again unchanged, or the upstream failed: ``why``)
+``why``           the reason, one of the gateway's fixed texts (never request content)
+``cut``           true when the reply broke off before its ``message_delta`` (usage partial)
+
+Never content, never headers other than the two ids, never credentials.
+
+Where: ``<XDG state dir>/ctxpatch/ledger/ledger.jsonl`` (platformdirs; ``XDG_STATE_HOME``),
+directory mode 700, files mode 600. Bounded: past :data:`MAX_BYTES` the file is renamed
+``ledger.1.jsonl`` (older ones shift, :data:`KEEP` are kept). Crash-safe: each line is one
+``write`` on an ``O_APPEND`` descriptor, so lines of concurrent gateways never interleave, and a
+reader skips a line it cannot parse (a cut last line). ``CTXPATCH_LEDGER=0`` turns it off.
+
+Writing never slows nor fails a request: the gateway hands a finished line to a queue
+(microseconds), a daemon thread writes it; every error is swallowed into :attr:`Ledger.errors`
+and one debug log line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("ctxpatch.usage")
+
+ENV = "CTXPATCH_LEDGER"
+MAX_BYTES = 8 * 1024 * 1024
+KEEP = 4  # rotated files kept beside the current one (ledger.1.jsonl .. ledger.4.jsonl)
+NAME = "ledger.jsonl"
+USAGE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+SESSION_HEADER = "X-Claude-Code-Session-Id"
+_UUID = rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_USER_ID_SESSION = re.compile(
+    rb'"user_id"\s*:\s*"(?:[^"\\]|\\.){0,2000}?(?:session_|\\"session_id\\"\s*:\s*\\")('
+    + _UUID
+    + rb")"
+)
+_SESSION_TAIL = 16 * 1024
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+def enabled(env: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if env is None else env
+    return (env.get(ENV) or "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def ledger_dir() -> Path:
+    """``<XDG state>/ctxpatch/ledger`` (platformdirs: ``$XDG_STATE_HOME`` or ~/.local/state)."""
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("ctxpatch", appauthor=False)) / "ledger"
+
+
+def safe_id(value: Any) -> str | None:
+    """An id as it may go in the ledger (letters, digits, ``_.:-``), else ``None``."""
+    return value if isinstance(value, str) and _SAFE_ID.match(value) else None
+
+
+def session_id(headers: Mapping[str, str], body: bytes) -> str | None:
+    """Claude Code's session id of a request (see the module docstring for where)."""
+    sid = safe_id(headers.get(SESSION_HEADER))
+    if sid:
+        return sid
+    m = _USER_ID_SESSION.search(body, max(0, len(body) - _SESSION_TAIL))
+    return m.group(1).decode() if m else None
+
+
+# --- reading the usage off a reply as it passes ----------------------------------------------
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+@dataclass
+class ReplyUsage:
+    """What a reply said: usage and applied edits."""
+
+    usage: dict[str, int] = field(default_factory=dict)
+    cleared_tool_uses: int = 0
+    cleared_input_tokens: int = 0
+    delta_seen: bool = False
+
+    def take_usage(self, u: Any) -> None:
+        if not isinstance(u, Mapping):
+            return
+        for api, key in (
+            ("input_tokens", "input"),
+            ("cache_read_input_tokens", "cache_read"),
+            ("output_tokens", "output"),
+        ):
+            v = _int(u.get(api))
+            if v is not None:
+                self.usage[key] = v
+        split = u.get("cache_creation")
+        w5 = _int(split.get("ephemeral_5m_input_tokens")) if isinstance(split, Mapping) else None
+        w1 = _int(split.get("ephemeral_1h_input_tokens")) if isinstance(split, Mapping) else None
+        total = _int(u.get("cache_creation_input_tokens"))
+        if w5 is not None or w1 is not None:
+            self.usage["cache_write_5m"] = w5 or 0
+            self.usage["cache_write_1h"] = w1 or 0
+        elif total is not None:
+            self.usage["cache_write_5m"] = total
+            self.usage.setdefault("cache_write_1h", 0)
+
+    def take_edits(self, cm: Any) -> None:
+        edits = cm.get("applied_edits") if isinstance(cm, Mapping) else None
+        if not isinstance(edits, list):
+            return
+        self.cleared_tool_uses = sum(
+            _int(e.get("cleared_tool_uses")) or 0 for e in edits if isinstance(e, Mapping)
+        )
+        self.cleared_input_tokens = sum(
+            _int(e.get("cleared_input_tokens")) or 0 for e in edits if isinstance(e, Mapping)
+        )
+
+    def take_message(self, msg: Any) -> None:
+        if isinstance(msg, Mapping):
+            self.take_usage(msg.get("usage"))
+            self.take_edits(msg.get("context_management"))
+
+
+_MAX_LINE = 256 * 1024  # a message_start/message_delta line is far smaller; others are skipped
+
+
+class SSETap:
+    """Reads ``message_start`` / ``message_delta`` off an SSE stream, chunk by chunk, as it
+    passes: keeps at most one partial line of interest, never the stream."""
+
+    def __init__(self, out: ReplyUsage) -> None:
+        self.out = out
+        self._part = bytearray()
+        self._skip = False  # inside a line that is not one of ours (or too long)
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            self._feed(chunk)
+        except Exception:  # whatever the stream holds, the request goes on
+            self._skip, self._part = True, bytearray()
+
+    def _feed(self, chunk: bytes) -> None:
+        start = 0
+        n = len(chunk)
+        while start < n:
+            nl = chunk.find(b"\n", start)
+            end = n if nl < 0 else nl
+            if not self._skip:
+                self._part += chunk[start:end]
+                if (len(self._part) >= 24 and not self._wanted(self._part)) or len(
+                    self._part
+                ) > _MAX_LINE:
+                    self._skip = True
+                    self._part.clear()
+            if nl < 0:
+                return
+            if not self._skip and self._part:
+                self._line(bytes(self._part))
+            self._part.clear()
+            self._skip = False
+            start = nl + 1
+
+    @staticmethod
+    def _wanted(head: bytearray) -> bool:
+        return head.startswith(b"data:") and (
+            b'"message_start"' in head[:64] or b'"message_delta"' in head[:64] or len(head) < 64
+        )
+
+    def _line(self, line: bytes) -> None:
+        if not line.startswith(b"data:"):
+            return
+        try:
+            data = json.loads(line[5:])
+        except ValueError:
+            return
+        if not isinstance(data, Mapping):
+            return
+        kind = data.get("type")
+        if kind == "message_start":
+            self.out.take_message(data.get("message"))
+        elif kind == "message_delta":
+            self.out.delta_seen = True
+            self.out.take_usage(data.get("usage"))
+            self.out.take_edits(data.get("context_management"))
+
+
+_MAX_JSON = 8 * 1024 * 1024
+
+
+class JsonTap:
+    """A whole JSON reply streamed in chunks: kept up to :data:`_MAX_JSON`, read at the end."""
+
+    def __init__(self, out: ReplyUsage) -> None:
+        self.out = out
+        self._buf: bytearray | None = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        if self._buf is not None:
+            self._buf += chunk
+            if len(self._buf) > _MAX_JSON:
+                self._buf = None
+
+    def close(self) -> None:
+        if self._buf is not None:
+            read_json_reply(bytes(self._buf), self.out)
+            self._buf = None
+
+
+def read_json_reply(payload: bytes, out: ReplyUsage) -> None:
+    """A whole (non-streamed) JSON reply's usage and applied edits."""
+    if len(payload) > _MAX_JSON:
+        return
+    try:
+        data = json.loads(payload)
+        out.take_message(data)
+    except Exception:  # whatever the body is, the request goes on
+        return
+    out.delta_seen = True
+
+
+# --- one request ------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestRecord:
+    """The ledger line of one request, filled in as the request goes."""
+
+    t: float
+    session: str | None
+    model: str | None
+    edit: str  # added | skipped | lost
+    why: str = ""
+    status: int | None = None
+    request_id: str | None = None
+    reply: ReplyUsage = field(default_factory=ReplyUsage)
+    src: str = "gateway"
+    cut: bool = False
+    unread: bool = False
+    _tap: SSETap | JsonTap | None = None
+
+    def tap(self, headers: Mapping[str, str]) -> SSETap | JsonTap | None:
+        """What reads this reply as it passes: SSE events, a JSON body (bounded), or nothing
+        for a compressed body (its usage stays unread)."""
+        if (headers.get("Content-Encoding") or "identity").lower() != "identity":
+            self.unread = True
+            return None
+        if "json" in (headers.get("Content-Type") or "").lower():
+            self._tap = JsonTap(self.reply)
+        else:
+            self._tap = SSETap(self.reply)
+        return self._tap
+
+    def close_tap(self) -> None:
+        if isinstance(self._tap, JsonTap):
+            self._tap.close()
+
+    def line(self) -> dict[str, Any]:
+        r = self.reply
+        d: dict[str, Any] = {
+            "t": round(self.t, 3),
+            "src": self.src,
+            "session": self.session,
+            "model": self.model,
+            "status": self.status,
+            "request_id": self.request_id,
+            **{k: r.usage.get(k, 0) for k in USAGE_KEYS},
+            "cleared_tool_uses": r.cleared_tool_uses,
+            "cleared_input_tokens": r.cleared_input_tokens,
+            "edit": self.edit,
+        }
+        if self.why:
+            d["why"] = self.why
+        if self.unread:
+            d["unread"] = True
+        elif self.cut or (self.status == 200 and not r.delta_seen):
+            d["cut"] = True
+        return d
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+class Ledger:
+    """Appends lines to the ledger from a daemon thread; ``record`` never blocks nor raises."""
+
+    def __init__(self, directory: Path | None = None, max_bytes: int = MAX_BYTES) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.errors = 0
+        self.written = 0
+        self._q: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._idle = threading.Condition(self._lock)
+
+    def record(self, rec: RequestRecord) -> None:
+        try:
+            data = json.dumps(rec.line(), separators=(",", ":")).encode() + b"\n"
+            with self._lock:
+                self._pending += 1
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="ctxpatch-ledger", daemon=True
+                    )
+                    self._thread.start()
+            self._q.put(data)
+        except Exception as exc:  # never fail a request
+            self._failed(exc)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every recorded line is written (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
+
+    def _failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        if self.errors == 1:
+            log.debug("ledger: cannot write (%s); requests go on unrecorded", exc)
+
+    def _run(self) -> None:
+        while True:
+            data = self._q.get()
+            if data is None:
+                return
+            try:
+                self._write(data)
+                self.written += 1
+            except Exception as exc:
+                self._failed(exc)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _write(self, data: bytes) -> None:
+        d = self.directory or ledger_dir()
+        path = d / NAME
+        if self._fd is not None:
+            try:
+                now = os.stat(path)
+                mine = os.fstat(self._fd)
+                if (now.st_ino, now.st_dev) != (mine.st_ino, mine.st_dev):
+                    raise FileNotFoundError  # another gateway rotated it: reopen
+                if mine.st_size + len(data) > self.max_bytes:
+                    self._rotate(d)
+                    raise FileNotFoundError
+            except OSError:
+                os.close(self._fd)
+                self._fd = None
+        if self._fd is None:
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if os.fstat(self._fd).st_mode & 0o077:
+                os.fchmod(self._fd, 0o600)
+        os.write(self._fd, data)
+
+    def _rotate(self, d: Path) -> None:
+        for k in range(KEEP, 0, -1):
+            src = d / (NAME if k == 1 else f"ledger.{k - 1}.jsonl")
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(src, d / f"ledger.{k}.jsonl")
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerRead:
+    entries: list[dict[str, Any]]
+    skipped: int  # lines that were not a ledger entry (a cut last line, garbage)
+    files: list[Path]
+
+
+def ledger_files(directory: Path | None = None) -> list[Path]:
+    """Oldest first: ledger.KEEP.jsonl ... ledger.1.jsonl, ledger.jsonl."""
+    d = directory or ledger_dir()
+    rotated = [d / f"ledger.{k}.jsonl" for k in range(KEEP, 0, -1)]
+    return [p for p in [*rotated, d / NAME] if p.is_file()]
+
+
+def iter_lines(path: Path) -> Iterator[dict[str, Any] | None]:
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                d = json.loads(raw)
+            except ValueError:
+                yield None
+                continue
+            yield d if isinstance(d, dict) and isinstance(d.get("t"), int | float) else None
+
+
+def read_ledger(directory: Path | None = None) -> LedgerRead:
+    entries: list[dict[str, Any]] = []
+    skipped = 0
+    files = ledger_files(directory)
+    for p in files:
+        try:
+            for d in iter_lines(p):
+                if d is None:
+                    skipped += 1
+                else:
+                    entries.append(d)
+        except OSError:
+            skipped += 1
+    return LedgerRead(entries, skipped, files)
+
+
+_default: Ledger | None = None
+
+
+def default_ledger() -> Ledger | None:
+    """The process's ledger, or ``None`` when ``CTXPATCH_LEDGER=0``."""
+    global _default
+    if not enabled():
+        return None
+    if _default is None:
+        _default = Ledger()
+    return _default
+
+
+# --- the gateway's hook -----------------------------------------------------------------------
+
+
+def begin(
+    headers: Mapping[str, str], body: bytes, model: str | None, added: bool, why: str
+) -> RequestRecord:
+    """The record of a ``/v1/messages`` request as the gateway decided it."""
+    return RequestRecord(
+        t=time.time(),
+        session=session_id(headers, body),
+        model=safe_id(model),
+        edit="added" if added else "skipped",
+        why="" if added else why,
+    )
+
+
+def finish(
+    rec: RequestRecord,
+    status: int,
+    added: bool,
+    why: str,
+    headers: Mapping[str, str] | None = None,
+    cut: bool = False,
+) -> RequestRecord:
+    """Status and outcome: an edit added at :func:`begin` but not in the request that got this
+    reply (the API refused the strategy; the upstream failed) is ``lost``."""
+    rec.status = status
+    if rec.edit == "added" and not added:
+        rec.edit, rec.why = "lost", why
+    if headers is not None:
+        rec.request_id = safe_id(headers.get("request-id"))
+    rec.cut = cut
+    return rec
