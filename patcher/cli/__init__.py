@@ -48,6 +48,11 @@ def main(argv: list[str] | None = None) -> None:
 
         path, as_json = quick
         sys.exit(handle(lambda: files.run(path, as_json, "check"), as_json))
+    if args == ["mcp"]:  # Claude Code starts it at every session: no typer on its path
+        from patcher.cli.output import handle
+        from recall.mcp_server import serve
+
+        sys.exit(handle(serve, as_json=False))
     from patcher.cli.app import app
 
     app(args=args, prog_name="ctxpatch")

@@ -41,6 +41,7 @@ TranscriptOpt = Annotated[
 def register(app: typer.Typer) -> None:
     """Add the ``recall`` group to ``app``."""
     app.add_typer(recall_app)
+    app.command("mcp")(mcp)
 
 
 def _transcript(given: Path | None) -> Path:
@@ -169,3 +170,20 @@ def get(
         return 0
 
     raise typer.Exit(handle(body, as_json))
+
+
+def mcp(transcript: TranscriptOpt = None) -> None:
+    """Serve recall to the model: a stdio MCP server with the tools search and get over the current session's transcript (Claude Code starts it; `ctxpatch apply` registers it). Exits 0 when the client closes stdin.
+
+    Example: claude mcp add ctxpatch-recall -- ctxpatch mcp
+    """
+
+    def body() -> int:
+        from recall.mcp_server import serve
+
+        if transcript is not None:
+            fixed = transcript.absolute()
+            return serve(lambda: fixed)
+        return serve()
+
+    raise typer.Exit(handle(body, as_json=False))
