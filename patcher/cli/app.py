@@ -13,7 +13,15 @@ from typing import Annotated
 import typer
 
 from patcher import __version__
-from patcher.cli import inspecting, modelling, patching, recalling, routing, verifying
+from patcher.cli import (
+    inspecting,
+    modelling,
+    patching,
+    recalling,
+    reporting,
+    routing,
+    verifying,
+)
 
 app = typer.Typer(
     name="ctxpatch",
@@ -50,3 +58,4 @@ modelling.register(app)
 inspecting.register(app)
 routing.register(app)
 recalling.register(app)
+reporting.register(app)

@@ -87,6 +87,12 @@ EXIT_CODES: dict[str, dict[int, str]] = {
         3: "refused (unreadable transcript, unknown tool_use_id, no current session)",
         5: "internal error",
     },
+    "report": {
+        0: "done (unreadable sessions are listed and skipped)",
+        2: "usage error (bad option, bad price file, --plot folder missing)",
+        3: "refused (no projects folder)",
+        5: "internal error",
+    },
 }
 
 

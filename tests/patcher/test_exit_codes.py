@@ -168,6 +168,21 @@ CASES: dict[tuple[str, int], Setup] = {
         mp.setattr("engine.thresholds.compute_thresholds", boom),
         "thresholds",
     ][1:],
+    ("report", 0): lambda t, mp: [
+        (t / "projects").mkdir(),
+        "report",
+        "--projects",
+        str(t / "projects"),
+    ][1:],
+    ("report", 2): lambda t, mp: ["report", "--jobs", "0"],
+    ("report", 3): lambda t, mp: ["report", "--projects", str(t / "missing")],
+    ("report", 5): lambda t, mp: [
+        mp.setattr("usage.report.find_sessions", boom),
+        (t / "projects").mkdir(),
+        "report",
+        "--projects",
+        str(t / "projects"),
+    ][2:],
     ("simulate", 5): lambda t, mp: [
         mp.setattr("engine.simulate.simulate", boom),
         "simulate",

@@ -1,0 +1,173 @@
+"""ctxpatch report: every session of a projects folder, its replays equal to simulate --compare,
+dollars from the price table, the ledger beside it, corrupt files listed and skipped, the cache,
+the picture."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+
+from usage import ledger as L
+from usage.prices import Usage, builtin_table, cost_usd
+
+SESSION = ROOT / "examples" / "spotter-session.jsonl"
+pytestmark = pytest.mark.usefixtures("isolated_cli")
+
+
+@pytest.fixture
+def projects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for k in ("CTXPATCH_PRICES", "CTXPATCH_LEDGER"):
+        monkeypatch.delenv(k, raising=False)
+    d = tmp_path / "projects"
+    (d / "-home-me-app").mkdir(parents=True)
+    shutil.copy(SESSION, d / "-home-me-app" / "s1.jsonl")
+    (d / "-home-me-app" / "broken.jsonl").write_text("not json at all\n")
+    (d / "-home-me-other").mkdir()
+    (d / "-home-me-other" / "noreply.jsonl").write_text(
+        json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}}) + "\n"
+    )
+    return d
+
+
+def report_json(*args: str) -> dict:
+    code, out, err = run_cli("report", *args, "--json", "--jobs", "1")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_report_equals_simulate_compare_and_prices_it(projects: Path) -> None:
+    doc = report_json("--projects", str(projects))
+    (s,) = doc["results"]
+    code, out, _ = run_cli(
+        "simulate", str(projects / "-home-me-app" / "s1.jsonl"), "--compare", "--json"
+    )
+    assert code == 0
+    sim = {r["scenario"]: r["summary"] for r in json.loads(out)["results"]}
+    for name in ("unpatched", "patched"):
+        for key in ("auto_compactions", "tokens_sent", "cache_breaks", "cost"):
+            assert s["replay"][name][key] == sim[name][key], (name, key)
+    assert s["recorded"]["auto_compactions"] == sim["unpatched"]["recorded_auto_compactions"]
+    assert (
+        s["compactions_avoided"]
+        == sim["unpatched"]["auto_compactions"] - sim["patched"]["auto_compactions"]
+    )
+    table = builtin_table()
+    for name in ("unpatched", "patched"):
+        want = cost_usd(Usage(**s["replay"][name]["usage"]), s["model"], table)
+        assert s["replay"][name]["usd"] == pytest.approx(want, abs=1e-4)
+        u = s["replay"][name]["usage"]
+        assert (
+            u["input_tokens"] + u["cache_write_5m"] + u["cache_write_1h"] + u["cache_read"]
+            == sim[name]["tokens_sent"]
+        )
+    assert s["usd_saved"] == pytest.approx(
+        s["replay"]["unpatched"]["usd"] - s["replay"]["patched"]["usd"], abs=1e-3
+    )
+    assert s["version"] and s["model"].startswith("claude-") and s["requests"] > 100
+    t = doc["totals"]
+    assert t["sessions"] == 1 and t["usd_saved"] == s["usd_saved"]
+    assert doc["prices"]["date"] == table.date
+
+
+def test_corrupt_files_are_listed_and_skipped(projects: Path) -> None:
+    doc = report_json("--projects", str(projects))
+    skipped = {Path(x["file"]).name: x["why"] for x in doc["skipped"]}
+    assert set(skipped) == {"broken.jsonl", "noreply.jsonl"}
+    assert "JSON" in skipped["broken.jsonl"] and "no assistant reply" in skipped["noreply.jsonl"]
+    code, out, _ = run_cli("report", "--projects", str(projects), "--jobs", "1")
+    assert code == 0 and "skipped 2 file(s)" in out and "broken.jsonl" in out
+
+
+def test_the_ledger_beside_the_replay(projects: Path, tmp_path: Path) -> None:
+    from engine.transcript import load_transcript
+
+    sid = next(r["sessionId"] for r in load_transcript(SESSION).records if r.get("sessionId"))
+    led = L.Ledger()
+    rows = [(1000, 20, 5000, 300, 2, 700), (2000, 0, 9000, 100, 0, 0)]
+    for i, (inp, w, read, out, cleared, tokens) in enumerate(rows):
+        r = L.RequestRecord(
+            t=1.0 + i, session=sid, model="claude-opus-4-6", edit="added", status=200
+        )
+        r.reply.take_usage(
+            {
+                "input_tokens": inp,
+                "cache_creation_input_tokens": w,
+                "cache_read_input_tokens": read,
+                "output_tokens": out,
+            }
+        )
+        r.reply.take_edits(
+            {"applied_edits": [{"cleared_tool_uses": cleared, "cleared_input_tokens": tokens}]}
+        )
+        led.record(r)
+    other = L.RequestRecord(t=3.0, session="someone-else", model="claude-opus-4-6", edit="skipped")
+    led.record(other)
+    assert led.flush()
+    (s,) = report_json("--projects", str(projects))["results"]
+    got = s["ledger"]
+    assert got["requests"] == 2 and got["edits"] == {"added": 2}
+    assert (got["cleared_tool_uses"], got["cleared_input_tokens"]) == (2, 700)
+    assert got["usage"] == {
+        "input_tokens": 3000,
+        "cache_write_5m": 20,
+        "cache_write_1h": 0,
+        "cache_read": 14000,
+        "output_tokens": 400,
+    }
+    want = (3000 * 5 + 20 * 6.25 + 14000 * 0.5 + 400 * 25) / 1e6
+    assert got["usd"] == pytest.approx(want, abs=1e-4)
+
+
+def test_cached_replays_give_the_same_report(projects: Path) -> None:
+    first = report_json("--projects", str(projects))
+    second = report_json("--projects", str(projects))
+    assert first["replays"] == {"replayed": 3, "cached": 0}
+    assert second["replays"] == {"replayed": 2, "cached": 1}  # the broken ones are not cached
+    assert first["results"] == second["results"]
+    (projects / "-home-me-app" / "s1.jsonl").touch()  # a changed file is replayed again
+    assert report_json("--projects", str(projects))["replays"]["cached"] == 0
+
+
+def test_filters(projects: Path) -> None:
+    assert report_json("--projects", str(projects), "--project", "other")["results"] == []
+    assert len(report_json("--projects", str(projects), "--since", "1d")["results"]) == 1
+    assert (
+        report_json("--projects", str(projects), "--since", "2999-01-01")["totals"]["sessions"] == 0
+    )
+
+
+def test_refusals(projects: Path, tmp_path: Path) -> None:
+    code, _, err = run_cli("report", "--projects", str(tmp_path / "nope"))
+    assert code == 3 and "no projects folder" in err
+    code, _, err = run_cli(
+        "report", "--projects", str(projects), "--plot", str(tmp_path / "no" / "x.png")
+    )
+    assert code == 2 and "does not exist" in err
+    code, _, err = run_cli("report", "--projects", str(projects), "--since", "yesterday")
+    assert code == 2 and "--since" in err
+    bad = tmp_path / "p.toml"
+    bad.write_text("[models.x]\ninput = 1\n")
+    code, _, err = run_cli("report", "--projects", str(projects), "--prices", str(bad))
+    assert code == 2 and "price file" in err
+
+
+def test_plot_is_written(projects: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    png = tmp_path / "r.png"
+    code, _, err = run_cli("report", "--projects", str(projects), "--plot", str(png), "--jobs", "1")
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_human_axis_numbers() -> None:
+    from usage.plot import dollars, human
+
+    assert [human(x) for x in (900, 250_000, 1_500_000, 2_000_000)] == ["900", "250K", "1.5M", "2M"]
+    assert [dollars(x) for x in (0.5, 42, 1500)] == ["$0.50", "$42", "$1.5K"]
+    assert [dollars(x) for x in (0, 5, 2.5)] == ["$0", "$5", "$2.50"]

@@ -1,0 +1,74 @@
+"""Dollars of a session: what it really used (its transcript's usage) and what each replay would
+have used, priced with :mod:`usage.prices`.
+
+A replayed request (``engine.simulate.Request``) is billed as ``prompt - cache_read -
+cache_write`` uncached input, ``cache_write`` written, ``cache_read`` read and its recorded
+output. The engine does not model the cache's lifetime: a replay's writes are priced at the
+lifetime the real session wrote most (Claude Code uses the 1-hour cache for some accounts), so a
+scenario is never cheaper only because of a lifetime it would not have used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from engine.simulate import Simulation
+from engine.transcript import Transcript
+from usage.prices import PriceTable, Usage, cost_usd
+
+
+def recorded_usage(tr: Transcript) -> dict[str, Usage]:
+    """The main chain's real usage, per model (the transcript's replies)."""
+    out: dict[str, Usage] = {}
+    for r in tr.replies:
+        out[r.model] = out.get(r.model, Usage()) + Usage.from_api(r.usage)
+    return out
+
+
+def one_hour_cache(used: Iterable[Usage]) -> bool:
+    """Whether the session wrote more to the 1-hour cache than to the 5-minute one."""
+    total = sum(used, Usage())
+    return total.cache_write_1h > total.cache_write_5m
+
+
+def replay_usage(sim: Simulation, one_hour: bool = False) -> Usage:
+    """A replay's requests summed as the API would bill them."""
+    uncached = write = read = output = 0
+    for r in sim.requests:
+        uncached += r.prompt_tokens - r.cache_read - r.cache_write
+        write += r.cache_write
+        read += r.cache_read
+        output += r.output_tokens
+    if one_hour:
+        return Usage(uncached, 0, write, read, output)
+    return Usage(uncached, write, 0, read, output)
+
+
+@dataclass(frozen=True)
+class Priced:
+    usd: float | None  # None: some usage has no price (its model is not in the table)
+    unpriced: tuple[str, ...] = ()
+
+
+def price_by_model(usage: Mapping[str, Usage], table: PriceTable) -> Priced:
+    total = 0.0
+    missing: list[str] = []
+    for model, u in usage.items():
+        c = cost_usd(u, model, table)
+        if c is None:
+            missing.append(model or "(no model)")
+        else:
+            total += c
+    return Priced(None if missing else total, tuple(missing))
+
+
+def usd(value: float | None) -> float | None:
+    """Dollars as reports give them: to the cent's hundredth."""
+    return None if value is None else round(value, 4)
+
+
+def fmt_usd(value: float | None) -> str:
+    if value is None:
+        return "unpriced"
+    return f"${value:,.2f}" if abs(value) >= 0.995 or value == 0 else f"${value:.3f}"

@@ -1,0 +1,512 @@
+"""``ctxpatch report``: every session in a projects folder, what really happened and what the
+engine replays without and with ctxpatch, in tokens and dollars; beside it, where the ledger has
+the session, what the API really cleared and billed.
+
+Per session (:func:`replay_session`, a pure function of the file and the knobs, run in worker
+processes): the version and main model, the main chain's requests, the compactions the file
+records (auto / manual), and the engine's ``unpatched`` and ``patched`` replays exactly as
+``ctxpatch simulate --compare`` runs them (:func:`compare_replays` is that code path: the
+recorded replay decides micro-compaction, one calibration serves every scenario). What is kept
+of a replay is numbers only (:class:`SessionNumbers`), cached by file identity (path, size,
+mtime), the knobs and the engine's own files, in the XDG cache dir; prices are applied after, so
+a price file never invalidates the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from usage.money import fmt_usd, one_hour_cache, price_by_model, recorded_usage, replay_usage, usd
+from usage.prices import PriceTable, Usage, cost_usd
+
+DEFAULT_PROFILE = "2.1.39"
+REPLAYS = ("unpatched", "patched")
+SUFFIXES = (".jsonl", ".jsonl.xz")
+
+
+# --- one session --------------------------------------------------------------------------------
+
+
+def compare_replays(
+    tr: Any,
+    prof: Any,
+    names: Sequence[str],
+    model: str | None = None,
+    env: Mapping[str, str] | None = None,
+    prune_env: Mapping[str, str] | None = None,
+    clear_env: Mapping[str, str] | None = None,
+    microcompact_on: bool | None = None,
+) -> tuple[Any, list[Any]]:
+    """The recorded simulation and the ``names`` replays, as ``simulate --compare`` runs them."""
+    from engine.calibration import calibrate
+    from engine.simulate import simulate
+
+    kw: dict[str, Any] = {"model": model, "env": dict(env or {})}
+    recorded = simulate(tr, prof, "recorded", **kw)
+    mc = microcompact_on
+    if mc is None:
+        mc = not any(e.kind == "micro_compact" and e.recorded is False for e in recorded.events)
+    replay = dict(
+        kw,
+        prune_env=dict(prune_env or {}),
+        clear_env=dict(clear_env or {}),
+        microcompact_on=mc,
+        calibration=calibrate(tr, prof),
+    )
+    return recorded, [simulate(tr, prof, name, **replay) for name in names]
+
+
+@dataclass(frozen=True)
+class ReplayNumbers:
+    auto_compactions: int
+    tokens_sent: int
+    cache_breaks: int
+    cost: int  # engine units (base input tokens), as simulate --compare prints
+    usage: dict[str, int]  # usage.prices.Usage as the API would bill the replay
+
+
+@dataclass(frozen=True)
+class SessionNumbers:
+    """What a report keeps of one session (numbers and ids: cacheable, no content)."""
+
+    file: str
+    session: str
+    project: str
+    version: str | None
+    profile: str
+    model: str
+    requests: int
+    started: str | None
+    ended: str | None
+    recorded_auto: list[int]  # lines of the auto compactions the file records
+    recorded_manual: list[int]
+    recorded_usage: dict[str, dict[str, int]]  # model -> Usage
+    replays: dict[str, ReplayNumbers]
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SessionNumbers:
+        reps = {k: ReplayNumbers(**v) for k, v in d["replays"].items()}
+        return cls(**{**d, "replays": reps})
+
+
+def _stamp(tr: Any, last: bool) -> str | None:
+    recs = reversed(tr.records) if last else tr.records
+    for r in recs:
+        t = r.get("timestamp") if isinstance(r, dict) else None
+        if isinstance(t, str):
+            return t
+    return None
+
+
+def replay_session(
+    path: str, project: str, clear_env: Mapping[str, str], prune_env: Mapping[str, str]
+) -> SessionNumbers:
+    """Replay one session file (a worker process runs this)."""
+    from engine.previous_thinking import main_model
+    from engine.profiles import profile_for
+    from engine.transcript import load_transcript
+    from patcher.errors import TranscriptError
+
+    tr = load_transcript(path)
+    if not tr.replies:
+        raise TranscriptError(
+            f"transcript {path}", "it has no assistant reply with usage", "nothing to replay"
+        )
+    version = tr.version or DEFAULT_PROFILE
+    prof = profile_for(version)
+    recorded, sims = compare_replays(tr, prof, REPLAYS, clear_env=clear_env, prune_env=prune_env)
+    used = recorded_usage(tr)
+    hour = one_hour_cache(used.values())
+    sid = next(
+        (r["sessionId"] for r in tr.records if isinstance(r.get("sessionId"), str)),
+        Path(path).name.split(".")[0],
+    )
+    return SessionNumbers(
+        file=path,
+        session=sid,
+        project=project,
+        version=tr.version,
+        profile=prof.name,
+        model=main_model(r.model for r in tr.replies) or recorded.model,
+        requests=len(tr.replies),
+        started=_stamp(tr, False),
+        ended=_stamp(tr, True),
+        recorded_auto=[b.line for b in tr.boundaries if b.trigger == "auto"],
+        recorded_manual=[b.line for b in tr.boundaries if b.trigger != "auto"],
+        recorded_usage={m: u.as_dict() for m, u in used.items()},
+        replays={
+            s.scenario: ReplayNumbers(
+                auto_compactions=s.summary["auto_compactions"],
+                tokens_sent=s.summary["tokens_sent"],
+                cache_breaks=s.summary["cache_breaks"],
+                cost=s.summary["cost"],
+                usage=replay_usage(s, hour).as_dict(),
+            )
+            for s in sims
+        },
+        warnings=list(tr.warnings[:3]),
+    )
+
+
+# --- finding the sessions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionFile:
+    path: Path
+    project: str
+    size: int
+    mtime_ns: int
+
+
+def find_sessions(
+    projects: Path, since: datetime | None = None, project: str | None = None
+) -> list[SessionFile]:
+    """The session files of ``projects/<project>/<session>.jsonl`` (``.jsonl.xz`` too; the
+    subagents' files under ``<session>/`` are part of their session, not sessions), newest
+    last; ``since``: modified since; ``project``: the project folder's name contains it."""
+    out: list[SessionFile] = []
+    for d in sorted(p for p in projects.iterdir() if p.is_dir()):
+        if project and project.lower() not in d.name.lower():
+            continue
+        for f in sorted(d.iterdir()):
+            if not f.name.endswith(SUFFIXES) or not f.is_file():
+                continue
+            st = f.stat()
+            if since is not None and st.st_mtime < since.timestamp():
+                continue
+            out.append(SessionFile(f, d.name, st.st_size, st.st_mtime_ns))
+    return sorted(out, key=lambda s: s.mtime_ns)
+
+
+# --- the cache ------------------------------------------------------------------------------------
+
+
+def engine_fingerprint() -> str:
+    """The engine's and this package's source files (name, size, mtime): a changed model
+    invalidates every cached replay."""
+    import engine
+
+    h = hashlib.sha256()
+    for pkg in (Path(engine.__file__).parent, Path(__file__).parent):
+        for f in sorted(pkg.rglob("*.py")):
+            st = f.stat()
+            h.update(f"{f.relative_to(pkg.parent)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("ctxpatch", appauthor=False)) / "report"
+
+
+def cache_key(s: SessionFile, knobs: str, fingerprint: str) -> str:
+    raw = f"{s.path.resolve()}|{s.size}|{s.mtime_ns}|{knobs}|{fingerprint}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def cache_get(d: Path, key: str) -> SessionNumbers | None:
+    try:
+        return SessionNumbers.from_dict(json.loads((d / f"{key}.json").read_bytes()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def cache_put(d: Path, key: str, n: SessionNumbers) -> None:
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = d / f".{key}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(asdict(n), separators=(",", ":")).encode())
+        os.replace(tmp, d / f"{key}.json")
+    except OSError:
+        pass  # a cache that cannot be written costs time, never the report
+
+
+# --- the whole folder -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Skipped:
+    file: str
+    why: str
+
+
+def _work(args: tuple[str, str, dict, dict]) -> SessionNumbers | Skipped:
+    """A worker's job: the numbers, or why not (the reason as text: an exception need not
+    survive the trip back between processes)."""
+    try:
+        return replay_session(*args)
+    except Exception as exc:
+        return Skipped(args[0], _why(exc))
+
+
+def _why(exc: BaseException) -> str:
+    what = getattr(exc, "what", None)
+    why = getattr(exc, "why", None)
+    if what and why:
+        return f"{why}"
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def replay_all(
+    files: Sequence[SessionFile],
+    clear_env: Mapping[str, str],
+    prune_env: Mapping[str, str],
+    jobs: int,
+    use_cache: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[SessionNumbers], list[Skipped], dict[str, int]]:
+    """Every session's numbers (from the cache, else replayed in ``jobs`` processes), the files
+    skipped with their reason, and counts (replayed, cached)."""
+    knobs = json.dumps([sorted(clear_env.items()), sorted(prune_env.items())])
+    fp = engine_fingerprint()
+    cdir = cache_dir()
+    done: dict[int, SessionNumbers] = {}
+    skipped: list[Skipped] = []
+    todo: list[int] = []
+    keys = [cache_key(s, knobs, fp) for s in files]
+    for i in range(len(files)):
+        hit = cache_get(cdir, keys[i]) if use_cache else None
+        if hit is not None:
+            done[i] = hit
+            if progress:
+                progress(1)
+        else:
+            todo.append(i)
+
+    def finish(i: int, result: SessionNumbers | Skipped | BaseException) -> None:
+        if isinstance(result, BaseException):
+            skipped.append(Skipped(str(files[i].path), _why(result)))
+        elif isinstance(result, Skipped):
+            skipped.append(result)
+        else:
+            done[i] = result
+            if use_cache:
+                cache_put(cdir, keys[i], result)
+        if progress:
+            progress(1)
+
+    args = [(str(files[i].path), files[i].project, dict(clear_env), dict(prune_env)) for i in todo]
+    if jobs <= 1 or len(todo) <= 1:
+        for i, a in zip(todo, args, strict=True):
+            try:
+                finish(i, _work(a))
+            except Exception as exc:
+                finish(i, exc)
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futs = {pool.submit(_work, a): i for i, a in zip(todo, args, strict=True)}
+            for fut in as_completed(futs):
+                try:
+                    finish(futs[fut], fut.result())
+                except Exception as exc:
+                    finish(futs[fut], exc)
+    ordered = [done[i] for i in sorted(done)]
+    skipped.sort(key=lambda s: s.file)
+    return ordered, skipped, {"replayed": len(todo), "cached": len(files) - len(todo)}
+
+
+# --- joining the ledger and pricing ---------------------------------------------------------------
+
+
+@dataclass
+class LedgerSums:
+    requests: int = 0
+    usage: Usage = field(default_factory=Usage)
+    by_model: dict[str, Usage] = field(default_factory=dict)
+    cleared_tool_uses: int = 0
+    cleared_input_tokens: int = 0
+    edits: dict[str, int] = field(default_factory=dict)
+
+
+def ledger_by_session(entries: Iterable[Mapping[str, Any]]) -> dict[str, LedgerSums]:
+    out: dict[str, LedgerSums] = {}
+    for e in entries:
+        sid = e.get("session")
+        if not isinstance(sid, str):
+            continue
+        s = out.setdefault(sid, LedgerSums())
+        u = Usage(
+            *(
+                int(e.get(k) or 0)
+                for k in ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+            )
+        )
+        s.requests += 1
+        s.usage = s.usage + u
+        model = str(e.get("model") or "")
+        s.by_model[model] = s.by_model.get(model, Usage()) + u
+        s.cleared_tool_uses += int(e.get("cleared_tool_uses") or 0)
+        s.cleared_input_tokens += int(e.get("cleared_input_tokens") or 0)
+        edit = str(e.get("edit") or "")
+        s.edits[edit] = s.edits.get(edit, 0) + 1
+    return out
+
+
+def session_result(
+    n: SessionNumbers, table: PriceTable, ledger: LedgerSums | None
+) -> dict[str, Any]:
+    """One session of the report (the JSON ``results`` item)."""
+    real = price_by_model({m: Usage(**u) for m, u in n.recorded_usage.items()}, table)
+    replays: dict[str, Any] = {}
+    for name, r in n.replays.items():
+        replays[name] = {
+            "auto_compactions": r.auto_compactions,
+            "tokens_sent": r.tokens_sent,
+            "cache_breaks": r.cache_breaks,
+            "cost": r.cost,
+            "usage": r.usage,
+            "usd": usd(cost_usd(Usage(**r.usage), n.model, table)),
+        }
+    un, pa = replays.get("unpatched"), replays.get("patched")
+    d: dict[str, Any] = {
+        "session": n.session,
+        "project": n.project,
+        "file": n.file,
+        "version": n.version,
+        "profile": n.profile,
+        "model": n.model,
+        "requests": n.requests,
+        "started": n.started,
+        "ended": n.ended,
+        "recorded": {
+            "auto_compactions": len(n.recorded_auto),
+            "auto_compaction_lines": n.recorded_auto,
+            "manual_compactions": len(n.recorded_manual),
+            "usage": n.recorded_usage,
+            "usd": usd(real.usd),
+        },
+        "replay": replays,
+    }
+    if un and pa:
+        saved = None if un["usd"] is None or pa["usd"] is None else un["usd"] - pa["usd"]
+        d["compactions_avoided"] = un["auto_compactions"] - pa["auto_compactions"]
+        d["usd_saved"] = usd(saved)
+    if real.unpriced:
+        d["unpriced_models"] = list(real.unpriced)
+    if ledger is not None:
+        billed = price_by_model(ledger.by_model, table)
+        d["ledger"] = {
+            "requests": ledger.requests,
+            "usage": ledger.usage.as_dict(),
+            "cleared_tool_uses": ledger.cleared_tool_uses,
+            "cleared_input_tokens": ledger.cleared_input_tokens,
+            "edits": dict(ledger.edits),
+            "usd": usd(billed.usd),
+        }
+    if n.warnings:
+        d["warnings"] = n.warnings
+    return d
+
+
+def totals(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def add(values: Iterable[float | None]) -> float | None:
+        vals = list(values)
+        return None if any(v is None for v in vals) else usd(sum(v for v in vals if v is not None))
+
+    rep = [r["replay"] for r in results]
+    led = [r["ledger"] for r in results if "ledger" in r]
+    return {
+        "sessions": len(results),
+        "requests": sum(r["requests"] for r in results),
+        "recorded_auto_compactions": sum(r["recorded"]["auto_compactions"] for r in results),
+        "recorded_manual_compactions": sum(r["recorded"]["manual_compactions"] for r in results),
+        "recorded_usd": add(r["recorded"]["usd"] for r in results),
+        **{
+            f"{name}_{k}": (add if k == "usd" else sum)(x[name][k] for x in rep)
+            for name in REPLAYS
+            for k in ("auto_compactions", "tokens_sent", "usd")
+        },
+        "compactions_avoided": sum(r.get("compactions_avoided", 0) for r in results),
+        "usd_saved": add(r.get("usd_saved") for r in results),
+        "ledger_sessions": len(led),
+        "ledger_requests": sum(x["requests"] for x in led),
+        "ledger_cleared_tool_uses": sum(x["cleared_tool_uses"] for x in led),
+        "ledger_cleared_input_tokens": sum(x["cleared_input_tokens"] for x in led),
+        "ledger_usd": add(x["usd"] for x in led) if led else None,
+    }
+
+
+# --- text -----------------------------------------------------------------------------------------
+
+
+def render(
+    results: Sequence[Mapping[str, Any]],
+    tot: Mapping[str, Any],
+    skipped: Sequence[Skipped],
+    table: PriceTable,
+) -> str:
+    head = (
+        "session",
+        "version",
+        "model",
+        "req",
+        "compactions real/without/with",
+        "USD real",
+        "USD without",
+        "USD with",
+        "ledger cleared/billed",
+    )
+    rows = [head]
+    for r in results:
+        un, pa = r["replay"]["unpatched"], r["replay"]["patched"]
+        led = r.get("ledger")
+        rows.append(
+            (
+                r["session"][:8],
+                r["version"] or "?",
+                (r["model"] or "?").removeprefix("claude-"),
+                str(r["requests"]),
+                f"{r['recorded']['auto_compactions']}/{un['auto_compactions']}/{pa['auto_compactions']}",
+                fmt_usd(r["recorded"]["usd"]),
+                fmt_usd(un["usd"]),
+                fmt_usd(pa["usd"]),
+                f"{led['cleared_input_tokens']:,} tok / {fmt_usd(led['usd'])}" if led else "—",
+            )
+        )
+    widths = [max(len(x[i]) for x in rows) for i in range(len(head))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i < 3 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(x, widths, strict=True))
+        ).rstrip()
+        for x in rows
+    ]
+    lines.append("")
+    lines.append(
+        f"total: {tot['sessions']} sessions, {tot['requests']:,} requests; auto compactions "
+        f"real {tot['recorded_auto_compactions']}, replayed without ctxpatch "
+        f"{tot['unpatched_auto_compactions']}, with {tot['patched_auto_compactions']} "
+        f"({tot['compactions_avoided']} avoided)"
+    )
+    lines.append(
+        f"cost: real {fmt_usd(tot['recorded_usd'])}; replayed without ctxpatch "
+        f"{fmt_usd(tot['unpatched_usd'])}, with {fmt_usd(tot['patched_usd'])} "
+        f"(saves {fmt_usd(tot['usd_saved'])})"
+    )
+    if tot["ledger_sessions"]:
+        lines.append(
+            f"ledger: {tot['ledger_sessions']} sessions, {tot['ledger_requests']:,} requests, the "
+            f"API cleared {tot['ledger_cleared_tool_uses']:,} tool uses "
+            f"({tot['ledger_cleared_input_tokens']:,} input tokens), billed {fmt_usd(tot['ledger_usd'])}"
+        )
+    lines.append(
+        f"prices: {table.date} ({table.source}); main-chain requests; replays: engine model"
+    )
+    if skipped:
+        lines.append("")
+        lines.append(f"skipped {len(skipped)} file(s):")
+        lines += [f"  {s.file}: {s.why}" for s in skipped]
+    return "\n".join(lines)
