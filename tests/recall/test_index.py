@@ -139,6 +139,8 @@ def test_index_files_are_private(tmp_path: Path, state_dir: Path) -> None:
     db = index_path(path)
     assert db.is_relative_to(state_dir)
     assert db.stat().st_mode & 0o777 == 0o600
+    for f in db.parent.iterdir():  # the WAL and shared-memory files too
+        assert f.stat().st_mode & 0o777 == 0o600, f
     assert db.parent.stat().st_mode & 0o777 == 0o700
 
 

@@ -1,0 +1,463 @@
+"""Recall on the shared real sessions: correctness against the engine's clearing, and speed.
+
+1. For every shared session (spotter + public), the engine's replay with the default server-side
+   clearing (``server_clearing``, no knobs) says which tool results the server clears (the
+   record blocks ``engine.server_clearing.clear_on_server`` changes, collected over the whole
+   replay). For each: ``recall get`` (the CLI's ``result_json``) returns the transcript's own
+   ``content`` byte-exact (its JSON), and ``recall search`` with a distinctive phrase of the
+   result (the run of words whose rarest word is rarest in the session) ranks it in the top 5.
+2. Speed: indexing the largest session (target <= 1 s), appending one turn (<= 50 ms), search
+   and get p99 (<= 50 ms) on a x10 session made of it (tool ids made unique per copy), the MCP
+   server's first answer after its start (<= 300 ms), its peak memory on the x10 session
+   (<= 100 MB), and the tokens the two tool definitions add to every request (o200k_base as a
+   stand-in for Claude's tokenizer, and chars/4), with and without Claude Code's tool search.
+
+    python bench/bench_recall.py [--quick] [--skip-correctness] [--skip-speed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))
+WORD = re.compile(r"\w+")
+
+
+def session_paths() -> list[Path]:
+    t = SHARED / "transcripts"
+    return sorted((t / "spotter").glob("*.jsonl")) + sorted((t / "public").glob("*.jsonl.xz"))
+
+
+def read_bytes(path: Path) -> bytes:
+    return lzma.decompress(path.read_bytes()) if path.suffix == ".xz" else path.read_bytes()
+
+
+# ------------------------------------------------------------------ 1. correctness
+
+
+def cleared_ids(path: Path) -> set[str] | str:
+    """The tool_use_ids whose results the engine's default server-side clearing clears."""
+    from real_sessions import _read
+
+    import engine.replay as replay
+    from engine.profiles import profile_for
+    from engine.simulate import simulate
+
+    tr = _read(path)
+    try:
+        prof = profile_for(tr.version or "2.1.39")
+    except ValueError as e:
+        return f"no profile: {e}"
+    found: set[str] = set()
+    original = replay.clear_on_server
+
+    def spy(sent, costs, overhead, edit, estimate, step=1):  # type: ignore[no-untyped-def]
+        view = original(sent, costs, overhead, edit, estimate, step)
+        for i, idx in view.changed.items():
+            content = (sent[i].get("message") or {}).get("content")
+            for j in idx:
+                b = content[j]
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    found.add(str(b.get("tool_use_id")))
+        return view
+
+    replay.clear_on_server = spy
+    try:
+        simulate(tr, prof, "server_clearing", clear_env={})
+    finally:
+        replay.clear_on_server = original
+    return found
+
+
+def transcript_results(data: bytes) -> dict[str, object]:
+    """tool_use_id -> the content of its first tool_result, as the transcript holds it."""
+    from recall.extract import blocks_of, parse_line
+
+    out: dict[str, object] = {}
+    for raw in data.split(b"\n"):
+        if b'"tool_result"' not in raw:
+            continue
+        rec = parse_line(raw)
+        if rec is None or rec.get("type") != "user":
+            continue
+        for b in blocks_of(rec):
+            if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                out.setdefault(str(b["tool_use_id"]), b.get("content"))
+    return out
+
+
+def distinctive_phrase(
+    words: list[str], df: Counter[str], corpus: str, width: int = 6, tries: int = 24
+) -> tuple[str, bool] | None:
+    """A run of ``width`` words of a result and whether it is unique to it: candidates by
+    rarity (their rarest word rarest in the session, then the rarer sum), then spread over the
+    result; the first one that ``corpus`` (every result's words, lower case, one result a line)
+    holds only once wins."""
+    if not words:
+        return None
+    cands = sorted(
+        range(max(1, len(words) - width + 1)),
+        key=lambda i: (
+            min(df[w.lower()] for w in words[i : i + width]),
+            sum(df[w.lower()] for w in words[i : i + width]),
+            i,
+        ),
+    )
+    step = max(1, len(cands) // tries)
+    spread = [i for i in range(0, len(cands), step) if i not in cands[:tries]]
+    for i in cands[:tries] + spread[:tries]:
+        phrase = " ".join(words[i : i + width])
+        if corpus.count(" " + phrase.lower() + " ") <= 1:
+            return phrase, True
+    return " ".join(words[cands[0] : cands[0] + width]), False
+
+
+def correctness(quick: bool) -> None:
+    from patcher.cli.recalling import result_json
+    from recall.extract import content_text
+    from recall.index import open_index
+
+    paths = session_paths()[:4] if quick else session_paths()
+    total = exact = searched = top5 = no_words = sessions = shared = shared_top5 = 0
+    misses: list[str] = []
+    with tempfile.TemporaryDirectory() as state:
+        os.environ["CTXPATCH_STATE_DIR"] = state
+        for path in paths:
+            ids = cleared_ids(path)
+            if isinstance(ids, str):
+                print(f"  skip {path.name}: {ids}")
+                continue
+            sessions += 1
+            results = transcript_results(read_bytes(path))
+            words_of = {tid: WORD.findall(content_text(c)) for tid, c in results.items()}  # type: ignore[arg-type]
+            df: Counter[str] = Counter()
+            for ws in words_of.values():
+                df.update({w.lower() for w in ws})
+            corpus = "\n".join(" " + " ".join(ws).lower() + " " for ws in words_of.values())
+            with open_index(path) as ix:
+                for tid in sorted(ids):
+                    total += 1
+                    got = ix.get(tid)
+                    if got is not None and json.dumps(result_json(got)["content"]) == json.dumps(
+                        results.get(tid)
+                    ):
+                        exact += 1
+                    else:
+                        misses.append(f"get {path.name} {tid}")
+                    found = distinctive_phrase(words_of.get(tid, []), df, corpus)
+                    if found is None:
+                        no_words += 1
+                        continue
+                    phrase, unique = found
+                    hit = tid in [h.tool_use_id for h in ix.search(phrase, limit=5)]
+                    if not unique:  # its words are another result's too: no phrase tells it
+                        shared += 1
+                        shared_top5 += hit
+                        continue
+                    searched += 1
+                    if hit:
+                        top5 += 1
+                    else:
+                        misses.append(f"search {path.name} {tid} {phrase!r}")
+    print(f"sessions replayed: {sessions}; tool results the default clearing clears: {total}")
+    print(f"  recall get byte-exact: {exact}/{total} ({100 * exact / max(total, 1):.1f}%)")
+    print(
+        f"  recall search top-5 with a distinctive phrase: {top5}/{searched} "
+        f"({100 * top5 / max(searched, 1):.1f}%)"
+    )
+    print(
+        f"  not searchable by a phrase of their own: {no_words} hold no words (empty, images), "
+        f"{shared} have every 6-word run in another result too (mostly identical outputs: a "
+        f"file read again, 'has been updated successfully'), of which top-5 anyway: {shared_top5}"
+    )
+    for m in misses[:10]:
+        print("  miss:", m)
+
+
+# ------------------------------------------------------------------ 2. speed
+
+
+def largest() -> Path:
+    return max(session_paths(), key=lambda p: len(read_bytes(p)))
+
+
+def times10(data: bytes) -> bytes:
+    """Ten copies of a session, the tool ids of copy k suffixed _k (ids stay unique)."""
+    ids = sorted(set(re.findall(rb'"(toolu_[A-Za-z0-9]+|call_[A-Za-z0-9]+)"', data)))
+    pat = re.compile(b"|".join(re.escape(i) for i in ids)) if ids else None
+    out = [data]
+    for k in range(1, 10):
+        tag = b"_%d" % k
+        out.append(pat.sub(lambda m, tag=tag: m.group(0) + tag, data) if pat else data)
+    return b"".join(out)
+
+
+def p99(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * 0.99))]
+
+
+def speed(quick: bool) -> None:
+    from recall.extract import content_text
+    from recall.index import open_index
+
+    src = largest()
+    data = read_bytes(src)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["CTXPATCH_STATE_DIR"] = str(Path(tmp) / "state")
+        plain = Path(tmp) / "proj" / "session.jsonl"
+        plain.parent.mkdir()
+        plain.write_bytes(data)
+        builds = []
+        for _ in range(3):
+            t = time.perf_counter()
+            ix = open_index(plain)
+            builds.append(time.perf_counter() - t)
+            ix.close()
+            ix.db_path.unlink()
+        print(
+            f"index the largest session ({src.name}, {len(data) / 1e6:.1f} MB): "
+            f"best {min(builds) * 1000:.0f} ms, median {statistics.median(builds) * 1000:.0f} ms "
+            "(target <= 1000)"
+        )
+        # one turn: a call and its result shaped like the session's median result
+        ix = open_index(plain)
+        turn_ms = []
+        for n in range(20):
+            tid = f"toolu_bench{n:04d}"
+            use = {
+                "type": "assistant",
+                "message": {
+                    "id": f"m{n}",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": tid,
+                            "name": "Bash",
+                            "input": {"command": f"make test {n}"},
+                        }
+                    ],
+                },
+            }
+            res = {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": tid, "content": "ok line\n" * 400}
+                    ],
+                },
+            }
+            with plain.open("ab") as f:
+                f.write(json.dumps(use).encode() + b"\n" + json.dumps(res).encode() + b"\n")
+            t = time.perf_counter()
+            ix.refresh()
+            turn_ms.append((time.perf_counter() - t) * 1000)
+        ix.close()
+        print(
+            f"append one turn (a call + a 3.2 KB result): median {statistics.median(turn_ms):.1f} ms, "
+            f"max {max(turn_ms):.1f} ms (target <= 50)"
+        )
+
+        big = Path(tmp) / "proj" / "x10.jsonl"
+        big.write_bytes(times10(data))
+        t = time.perf_counter()
+        ix = open_index(big)
+        print(
+            f"x10 session ({big.stat().st_size / 1e6:.1f} MB): indexed in {time.perf_counter() - t:.2f} s"
+        )
+        results = transcript_results(big.read_bytes())
+        rng = random.Random(7)
+        ids = rng.sample(sorted(results), min(200 if not quick else 50, len(results)))
+        get_ms, search_ms = [], []
+        for tid in ids:
+            t = time.perf_counter()
+            ix.get(tid)
+            get_ms.append((time.perf_counter() - t) * 1000)
+            words = WORD.findall(content_text(results[tid]))  # type: ignore[arg-type]
+            if not words:
+                continue
+            start = rng.randrange(max(1, len(words) - 5))
+            q = " ".join(words[start : start + 5])
+            t = time.perf_counter()
+            ix.search(q, limit=5)
+            search_ms.append((time.perf_counter() - t) * 1000)
+        ix.close()
+        print(
+            f"  get: p50 {statistics.median(get_ms):.1f} ms, p99 {p99(get_ms):.1f} ms; "
+            f"search: p50 {statistics.median(search_ms):.1f} ms, p99 {p99(search_ms):.1f} ms "
+            f"(targets p99 <= 50; {len(get_ms)} gets, {len(search_ms)} searches)"
+        )
+        mcp_first_answer(big, ids[:20])
+    tool_tokens()
+
+
+def _rpc(proc: subprocess.Popen[bytes], msg: dict[str, object]) -> dict[str, object] | None:
+    assert proc.stdin and proc.stdout
+    proc.stdin.write(json.dumps(msg).encode() + b"\n")
+    proc.stdin.flush()
+    if "id" not in msg:
+        return None
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the server closed its output")
+        doc = json.loads(line)
+        if doc.get("id") == msg["id"]:
+            return doc
+
+
+def mcp_first_answer(transcript: Path, ids: list[str]) -> None:
+    """Spawn ``ctxpatch mcp`` as Claude Code does, time spawn -> the first tools/call answer
+    (initialize, initialized, tools/call search); then its peak memory after 20 gets."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CTXPATCH_RECALL_TRANSCRIPT": str(transcript)}
+    firsts, phases = [], []
+    for run in range(3):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "patcher", "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        init = _rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            },
+        )
+        t_init = time.perf_counter() - t0
+        assert init and "result" in init, init
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        ans = _rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "error"}},
+            },
+        )
+        first = time.perf_counter() - t0
+        assert ans and "result" in ans, ans
+        firsts.append(first * 1000)
+        phases.append(t_init * 1000)
+        if run == 2:
+            for k, tid in enumerate(ids):
+                _rpc(
+                    proc,
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 10 + k,
+                        "method": "tools/call",
+                        "params": {"name": "get", "arguments": {"tool_use_id": tid}},
+                    },
+                )
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+            rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+        assert proc.stdin
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    print(
+        f"MCP server (python -m patcher mcp): first tools/call answered {min(firsts):.0f} ms after "
+        f"spawn (median {statistics.median(firsts):.0f}; initialize answered at "
+        f"{statistics.median(phases):.0f}) (target <= 300)"
+    )
+    t = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", "import mcp.server.lowlevel, mcp.server.stdio"], check=True
+    )
+    sdk = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    bare = (time.perf_counter() - t) * 1000
+    ours = (
+        "import json, os; from pathlib import Path; from recall.mcp_server import Recall; "
+        "print(Recall(lambda: Path(os.environ['CTXPATCH_RECALL_TRANSCRIPT'])).call('search', "
+        "{'query': 'error'})[1])"
+    )
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", ours], check=True, env=env, capture_output=True)
+    own = (time.perf_counter() - t) * 1000
+    print(
+        f"  of which python start {bare:.0f} ms, importing the mcp SDK {sdk - bare:.0f} ms; "
+        f"python start + ctxpatch's own part (sessions, index open + refresh, search) without "
+        f"the SDK: {own:.0f} ms"
+    )
+    print(
+        f"  server memory on the x10 session: peak RSS {hwm:.0f} MB, now {rss:.0f} MB (target <= 100)"
+    )
+
+
+def tool_tokens() -> None:
+    """What the two definitions add to every request, as Claude Code sends MCP tools
+    (``mcp__<server>__<tool>``), and with tool search (deferred: only the names are listed)."""
+    from engine.tokens import count_text
+    from recall.mcp_server import NAME, TOOLS
+
+    sent = [
+        {
+            "name": f"mcp__{NAME}__{t['name']}",
+            "description": t["description"],
+            "input_schema": t["inputSchema"],
+        }
+        for t in TOOLS
+    ]
+    full = json.dumps(sent, separators=(",", ":"))
+    names = "\n".join(f"mcp__{NAME}__{t['name']}" for t in TOOLS)
+    try:
+        from engine.tokenizers import offline_encoding
+
+        enc = offline_encoding()
+        n_full, n_names = len(enc.encode(full)), len(enc.encode(names))
+        how = "o200k_base"
+    except Exception as e:  # the tiktoken extra absent
+        n_full, n_names, how = -1, -1, f"no tokenizer ({e})"
+    print(
+        f"tool definitions per request: {n_full} tokens ({how}), {count_text(full)} by chars/4, "
+        f"{len(full)} bytes; with tool search (deferred, names only): {n_names} tokens "
+        f"({how}), {count_text(names)} by chars/4"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="4 sessions, fewer samples")
+    ap.add_argument("--skip-correctness", action="store_true")
+    ap.add_argument("--skip-speed", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_correctness:
+        correctness(args.quick)
+    if not args.skip_speed:
+        speed(args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
