@@ -11,5 +11,9 @@ sends; messages are never touched). Modules:
   without parsing the large ones (what makes the splice exact and cheap);
 * :mod:`gateway.redact`: headers as they may be logged (credentials hidden);
 * :mod:`gateway.server`: the aiohttp server and client that stream requests and replies through;
-* :mod:`gateway.run`: ``ctxpatch run -- claude ...`` (a gateway for the lifetime of one command).
+* :mod:`gateway.run`: ``ctxpatch run -- claude ...`` (a gateway for the lifetime of one command);
+* :mod:`gateway.fallback`: ``run --fallback`` (the command without the gateway when it cannot
+  start: one warning line, then the plain command);
+* :mod:`gateway.shell_init`: ``ctxpatch shell-init bash|zsh|fish`` (``claude`` through ``run
+  --fallback`` in every interactive shell) and where its line is in the user's rc files.
 """

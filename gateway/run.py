@@ -65,8 +65,12 @@ def run_command(
     env: Mapping[str, str],
     upstream: str | None = None,
     log_file: Path | None = None,
+    fallback: bool = False,
 ) -> int:
-    """Run ``argv`` through a fresh gateway; the command's exit code."""
+    """Run ``argv`` through a fresh gateway; the command's exit code.
+
+    ``fallback``: when the gateway cannot start, say so in one line and run the command
+    without it (:mod:`gateway.fallback`) instead of failing with exit 3."""
     if not argv:
         raise UsageError(
             "no command to run",
@@ -82,8 +86,18 @@ def run_command(
     target = upstream or upstream_from_env(env)
     handler = _log_to(log_file)
     try:
-        with ThreadedGateway(upstream=target, env=env) as gw:
+        try:
+            gw = ThreadedGateway(upstream=target, env=env).start()
+        except Exception as exc:
+            if not fallback:
+                raise
+            from gateway.fallback import run_without_gateway
+
+            return run_without_gateway(argv, env, exc)
+        try:
             return exit_code(_run(argv, command_env(env, gw.url, target)))
+        finally:
+            gw.stop()
     finally:
         if handler is not None:
             logging.getLogger("ctxpatch.gateway").removeHandler(handler)

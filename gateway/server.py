@@ -382,7 +382,11 @@ class ThreadedGateway:
 
     def start(self) -> ThreadedGateway:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.gateway.start(), self._loop).result(timeout=30)
+        try:
+            asyncio.run_coroutine_threadsafe(self.gateway.start(), self._loop).result(timeout=30)
+        except BaseException:
+            self.stop()  # no loop thread left behind by a gateway that did not start
+            raise
         return self
 
     def stop(self) -> None:

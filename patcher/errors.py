@@ -113,13 +113,32 @@ class NotFound(CtxpatchError, code="not_found"):
 
     @classmethod
     def no_cli_js(cls, example: str) -> NotFound:
-        """The one "no cli.js found" error; ``example`` is the command line of the hint."""
+        """The one "no Claude Code found" error: what is there (nothing, or a ``claude`` on
+        PATH that is neither a cli.js nor a native build) and what to do; ``example`` is the
+        ``--path`` command line for a file the user has elsewhere."""
+        import shutil  # here: only this refusal looks at PATH
+
+        looked = (
+            "looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
+            "claude-code} from the current folder upward, the global npm install, "
+            "~/.local/bin/claude, claude on PATH and the Python SDK's bundled binary"
+        )
+        other = shutil.which("claude")
+        if other is not None:
+            return cls(
+                "no Claude Code build ctxpatch can read here",
+                why=f"`claude` on PATH ({other}) is neither a cli.js nor a native build "
+                f"(a wrapper script?); {looked}",
+                hint="the gateway works with any claude: `ctxpatch run -- claude`, or once "
+                'for every shell: eval "$(ctxpatch shell-init bash)" in ~/.bashrc; '
+                f"to act on a file: {example}",
+            )
         return cls(
-            "no Claude Code cli.js found",
-            why="looked in CTXPATCH_CLI_JS, node_modules/@anthropic-ai/{claude-agent-sdk,"
-            "claude-code} from the current folder upward, the global npm install, and for native "
-            "builds ~/.local/bin/claude, claude on PATH and the Python SDK's bundled binary",
-            hint=f"pass the file, e.g. {example}",
+            "no Claude Code installed here",
+            why=f"no cli.js and no native claude: {looked}",
+            hint="install Claude Code (curl -fsSL https://claude.ai/install.sh | bash), then "
+            'add eval "$(ctxpatch shell-init bash)" to ~/.bashrc (zsh/fish: ctxpatch '
+            f"shell-init --help); for a cli.js or binary elsewhere: {example}",
         )
 
 

@@ -2,7 +2,7 @@
 
 Command groups, one module each: ``patching`` (apply, check, revert, status), ``verifying``
 (verify), ``modelling`` (simulate, thresholds), ``inspecting`` (inspect, regress), ``routing`` (gateway,
-run). They all
+run), ``shellinit`` (shell-init). They all
 report through ``patcher.cli.output``.
 """
 
@@ -20,6 +20,7 @@ from patcher.cli import (
     recalling,
     reporting,
     routing,
+    shellinit,
     verifying,
 )
 
@@ -59,3 +60,4 @@ inspecting.register(app)
 routing.register(app)
 recalling.register(app)
 reporting.register(app)
+shellinit.register(app)

@@ -76,20 +76,26 @@ def run(
         Path | None,
         typer.Option("--log", help="Append the gateway's log to this file.", show_default=False),
     ] = None,
+    fallback: Annotated[
+        bool,
+        typer.Option(
+            "--fallback",
+            help="If the gateway cannot start, print one warning line and run the command "
+            "without it (what `ctxpatch shell-init` uses) instead of exiting 3.",
+        ),
+    ] = False,
 ) -> None:
     """Run a command (Claude Code) through a fresh loopback gateway, then stop the gateway.
 
-    The command gets ANTHROPIC_BASE_URL pointing at the gateway (the user's own base URL, if any, stays the upstream: CTXPATCH_UPSTREAM). See `ctxpatch gateway --help` for what the gateway changes. Exit code: the command's (128 + N if signal N ended it); 2 when ctxpatch's own options or the command are wrong; 3 when the gateway cannot start; 5 on an internal error. SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 are passed to the command; Ctrl-C reaches it from the terminal directly.
+    The command gets ANTHROPIC_BASE_URL pointing at the gateway (the user's own base URL, if any, stays the upstream: CTXPATCH_UPSTREAM). See `ctxpatch gateway --help` for what the gateway changes. Exit code: the command's (128 + N if signal N ended it); 2 when ctxpatch's own options or the command are wrong; 3 when the gateway cannot start (with --fallback: one warning line on stderr, then the command runs without the gateway and its exit code is returned); 5 on an internal error. SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 are passed to the command; Ctrl-C reaches it from the terminal directly.
 
     Example: ctxpatch run -- claude --continue
     """
 
     def body() -> int:
-        from gateway.run import run_command
-        from gateway.server import validate_upstream
+        from gateway.fallback import launch
 
-        target = validate_upstream(upstream) if upstream else None
-        return run_command(ctx.args, os.environ, upstream=target, log_file=log)
+        return launch(ctx.args, os.environ, upstream=upstream, log_file=log, fallback=fallback)
 
     code = handle(body, as_json=False)
     if code and not ctx.args:

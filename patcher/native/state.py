@@ -8,8 +8,11 @@ ctxpatch never writes into a native binary. What it can do for one is decided fr
   ``lever_state`` ``nothing-to-write``, and exits 4 (nothing ctxpatch can write for this build:
   0 would tell a ``ctxpatch check && …`` script that the install is handled, and it is not);
 * ``apply`` writes nothing, says exactly what to run instead, and exits 4 for the same reason
-  (``ctxpatch check || ctxpatch apply`` then prints the command to use once per start);
-* ``revert`` has nothing to undo and exits 0, as on an unpatched cli.js.
+  (``ctxpatch check || ctxpatch apply`` then prints the command to use once per start): for a
+  ``claude`` on PATH, the ``ctxpatch shell-init`` line to add to the rc file (or where it is);
+  elsewhere the command that exists here (:mod:`patcher.native.command`);
+* ``revert`` has nothing to undo in the binary and exits 0, as on an unpatched cli.js; it names
+  the ``shell-init`` line(s) to remove, by file and line number.
 
 The binary is memory-mapped and only Claude Code's JavaScript is read (0.03 s for 2.1.113,
 about 0.1-0.3 s of CPU for the 381 MB 2.1.330 on a loaded 2-core machine; nothing is cached on
@@ -66,9 +69,19 @@ def _result(st: NativeState, action: str, code: ExitCode, **kw: object) -> Resul
     )
 
 
+def hint(st: NativeState) -> str:
+    """What to do, naming the command that exists here (:mod:`patcher.native.command`)."""
+    if st.lever.name != "gateway":
+        return st.lever.hint
+    from patcher.discover import environ
+    from patcher.native.command import run_hint
+
+    return run_hint(st.install, environ(), Path.cwd())
+
+
 def check_native(ni: NativeInstall) -> Result:
     st = read_state(ni)
-    return _result(st, "checked", ExitCode.UNSUPPORTED, reason=st.lever.why, notes=[st.lever.hint])
+    return _result(st, "checked", ExitCode.UNSUPPORTED, reason=st.lever.why, notes=[hint(st)])
 
 
 def apply_native(ni: NativeInstall) -> Result:
@@ -78,17 +91,23 @@ def apply_native(ni: NativeInstall) -> Result:
         "nothing-to-write",
         ExitCode.UNSUPPORTED,
         reason=st.lever.why,
-        notes=[f"nothing written; {st.lever.hint}"],
+        notes=[f"nothing written; {hint(st)}"],
     )
 
 
 def revert_native(ni: NativeInstall) -> Result:
+    """Nothing in the binary to undo; what routes ``claude`` through the gateway is a line the
+    user added (``shell-init``): revert names it, exactly (ctxpatch never edits rc files)."""
+    from gateway.shell_init import undo_advice
+    from patcher.discover import environ
+
     st = read_state(ni)
     return _result(
         st,
         "not-patched",
         ExitCode.OK,
         reason="nothing to revert: ctxpatch writes nothing for this build",
+        notes=[undo_advice(environ())],
     )
 
 

@@ -139,11 +139,30 @@ def test_internal_error_exits_5_without_traceback(tmp_path: Path, monkeypatch) -
     assert code == ExitCode.INTERNAL and "internal error: RuntimeError: kaboom" in err
 
 
-def test_nothing_found_exits_3(tmp_path: Path) -> None:
-    code, _, err = run("apply")
-    assert code == 3 and "no Claude Code cli.js found" in err and "--path" in err
+def test_nothing_found_exits_3_and_says_what_to_do(tmp_path: Path, monkeypatch) -> None:
+    """An empty folder, HOME and PATH: every command says nothing is installed and how to
+    install and route it; a `claude` on PATH that is a script is named, with the gateway hint."""
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("CTXPATCH_NPM_ROOT", "")
+    monkeypatch.delenv("CTXPATCH_CLI_JS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for verb in ("apply", "check", "revert", "status", "inspect"):
+        code, _, err = run(verb)
+        assert code == 3, (verb, err)
+        assert "error: no Claude Code installed here" in err
+        assert "curl -fsSL https://claude.ai/install.sh | bash" in err
+        assert 'eval "$(ctxpatch shell-init bash)"' in err
+        assert "--path" in err or verb in ("status", "inspect")
     code, doc = js("check")
     assert code == 3 and doc["error"]["error"] == "not_found"
+    script = tmp_path / "bin" / "claude"
+    script.write_text('#!/bin/sh\nexec node /somewhere/cli.js "$@"\n')
+    script.chmod(0o755)
+    code, _, err = run("apply")
+    assert code == 3 and f"`claude` on PATH ({script}) is neither a cli.js nor a native" in err
+    assert "`ctxpatch run -- claude`" in err
 
 
 def test_discovery_local_upward_patches_every_local_copy(tmp_path: Path, monkeypatch) -> None:

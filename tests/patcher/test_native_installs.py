@@ -234,7 +234,8 @@ def test_check_apply_revert_on_a_native_install_write_nothing(home: Path, tmp_pa
     assert r["binary"] == str(link.resolve()) and r["path"] == str(link)
     assert r["lever_facts"]["idle_flag"] == "tengu_some_flag"
     assert r["lever_facts"]["flag_overrides"] == "compiled-out"
-    assert "ctxpatch run -- claude" in r["notes"][0]
+    # not on PATH here (PATH is tmp/bin): the hint names the path that exists
+    assert "`claude` on PATH is none: run `ctxpatch run -- ~/.local/bin/claude …`" in r["notes"][0]
 
     out = runner.invoke(app, ["check", "-p", str(link)])
     assert out.exit_code == 4
@@ -246,12 +247,68 @@ def test_check_apply_revert_on_a_native_install_write_nothing(home: Path, tmp_pa
     out = runner.invoke(app, ["apply", "-p", str(link)])
     assert out.exit_code == 4
     assert "nothing written (native build)" in out.stderr
-    assert "ctxpatch run -- claude" in out.stderr
+    assert "ctxpatch run -- ~/.local/bin/claude" in out.stderr
 
     code, doc = js("revert", "-p", str(link))
     assert code == 0 and doc["results"][0]["action"] == "not-patched"
     assert "nothing to revert" in doc["results"][0]["reason"]
     assert snapshot(tmp_path) == before  # the install and settings.json, byte for byte
+
+
+def test_claude_on_path_apply_gives_the_shell_init_line_revert_names_it(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = installer(home)
+    (tmp_path / "bin" / "claude").symlink_to(link)
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    out = runner.invoke(app, ["apply"])
+    assert out.exit_code == 4
+    assert (
+        "nothing written; to make `claude` go through the gateway in every new bash, add this "
+        'line to ~/.bashrc: eval "$(ctxpatch shell-init bash)"; or run `ctxpatch run -- claude …`'
+    ) in out.stderr
+    rc = home / ".bashrc"
+    rc.write_bytes(b'alias ll="ls -l"\neval "$(ctxpatch shell-init bash)"\n')
+    before = snapshot(tmp_path)
+    code, doc = js("apply")
+    assert code == 4
+    assert (
+        "already goes through the gateway in new shells (line 2 of ~/.bashrc"
+        in (doc["results"][0]["notes"][0])
+    )
+    out = runner.invoke(app, ["revert"])
+    assert out.exit_code == 0
+    assert (
+        'to stop `claude` going through the gateway, remove line 2 of ~/.bashrc: `eval "$('
+        'ctxpatch shell-init bash)"` (ctxpatch never edits rc files)'
+    ) in out.stderr
+    assert snapshot(tmp_path) == before  # the rc file too: revert names the line, never edits
+
+
+def test_npm_local_hint_names_the_bin_that_exists(home: Path, tmp_path: Path) -> None:
+    wrapper = npm_wrapper(Path.cwd() / "node_modules")
+    bin_link = Path.cwd() / "node_modules" / ".bin" / "claude"
+    bin_link.parent.mkdir()
+    bin_link.symlink_to(wrapper / "bin" / "claude.exe")
+    code, doc = js("check")
+    assert code == 4
+    note = doc["results"][0]["notes"][0]
+    assert "ctxpatch run -- ./node_modules/.bin/claude …" in note
+    assert "ctxpatch run -- claude" not in note  # rc 2 here: no claude on PATH
+    out = runner.invoke(app, ["status"])
+    assert "ctxpatch run -- ./node_modules/.bin/claude" in out.stderr
+    sub = Path.cwd() / "src"
+    sub.mkdir()
+    os.chdir(sub)
+    code, doc = js("check")
+    assert "ctxpatch run -- ../node_modules/.bin/claude …" in doc["results"][0]["notes"][0]
+
+
+def test_python_sdk_hint_is_the_one_liner(home: Path) -> None:
+    python_sdk(Path.cwd())
+    code, doc = js("check")
+    assert code == 4
+    assert "import ctxpatch.agent_sdk; ctxpatch.agent_sdk.enable()" in doc["results"][0]["notes"][0]
 
 
 def test_check_without_path_uses_the_native_installs(home: Path) -> None:
