@@ -161,3 +161,19 @@ def test_advice_without_a_line(tmp_path: Path) -> None:
         "to make `claude` go through the gateway in every new zsh, add this line to "
         '~/.zshrc: eval "$(ctxpatch shell-init zsh)"'
     )
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_fast_path_prints_what_the_typer_command_prints(shell: str) -> None:
+    from typer.testing import CliRunner
+
+    from patcher.cli.app import app
+
+    fast = subprocess.run(
+        [*CTXPATCH, "shell-init", shell], capture_output=True, text=True, check=True
+    ).stdout
+    typed = CliRunner().invoke(app, ["shell-init", shell])
+    assert typed.exit_code == 0
+    # the same code but for how ctxpatch is called (this process vs the child's argv[0])
+    assert fast.count("\n") == typed.stdout.count("\n") > 5
+    assert fast.splitlines()[:3] == typed.stdout.splitlines()[:3]

@@ -1,8 +1,9 @@
 """The ``ctxpatch`` command line (console script ``ctxpatch = patcher.cli:main``).
 
-``main`` answers ``ctxpatch check [--path P] [--json]`` and ``ctxpatch run --fallback -- CMD``
-(``shell-init``'s function, before every ``claude``) without importing typer: both run at every
-start of Claude Code and must stay fast (bench/bench_patcher.py). Every other
+``main`` answers ``ctxpatch check [--path P] [--json]``, ``ctxpatch run --fallback -- CMD``
+(``shell-init``'s function, before every ``claude``) and ``ctxpatch shell-init SHELL`` (at every
+shell start) without importing typer: they run at every start of Claude Code or of a shell and
+must stay fast (bench/bench_patcher.py). Every other
 command line, and any ``check`` with other arguments (``--help``, a typo), goes to the typer
 app in ``patcher.cli.app``; both paths print and exit through ``patcher.cli.output``.
 """
@@ -50,6 +51,11 @@ def quick_run_args(argv: list[str]) -> list[str] | None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (typer handles usage errors with exit 2)."""
     args = sys.argv[1:] if argv is None else argv
+    if len(args) == 2 and args[0] == "shell-init" and args[1] in ("bash", "zsh", "fish"):
+        from gateway.shell_init import ctxpatch_command, script  # at every shell start: no typer
+
+        sys.stdout.write(script(args[1], ctxpatch_command()))
+        return
     command = quick_run_args(args)
     if command is not None:
         import os
