@@ -135,7 +135,7 @@ PROGRAM = textwrap.dedent(
                 gw.stop()
         else:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "patcher", "gateway", "--port", "0", "--upstream", upstream,
+                sys.executable, "-m", "ctxpatch", "gateway", "--port", "0", "--upstream", upstream,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             line = await proc.stdout.readline()
             port = int(line.decode().rsplit(":", 1)[1])

@@ -13,7 +13,7 @@ the patched file as a subprocess, Python start-up and imports included, two ways
   this tree in a throwaway venv, ``$CTXPATCH_CACHE/bench-venv`` (its dependencies installed by
   pip on the first run; the project reinstalled whenever its sources change), next to that
   venv's `python -c pass`;
-* in this checkout: `python3 -m patcher check` with the interpreter running the bench (here an
+* in this checkout: `python3 -m ctxpatch check` with the interpreter running the bench (here an
   editable install, whose site start-up costs more), next to its `python3 -c pass`.
 
 Targets (issue #2): check <= 3x the I/O floor; apply (with its node validation) <= 2x the node
@@ -99,8 +99,14 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float
     return wall, cpu
 
 
-# What a regular install of this tree is built from (pip copies these into site-packages).
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "patcher", "engine", "gateway")
+# What a regular install of this tree is built from (pip copies these into site-packages): the
+# metadata and every top-level package.
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    *sorted(p.parent.name for p in ROOT.glob("*/__init__.py")),
+)
 
 
 def sources_digest() -> str:
@@ -199,7 +205,7 @@ def operations(src: Path, cli: Path, args: argparse.Namespace) -> None:
     nodes = []
     unpatched: list[tuple[float, float]] = []
     pycache = cli.parent / "pycache"
-    check_cmd = ["-m", "patcher", "check", "--path", str(cli)]
+    check_cmd = ["-m", "ctxpatch", "check", "--path", str(cli)]
     for _ in range(args.runs):
         shutil.copy2(src, cli)
         rows["floor"].append(run_child("floor", cli))
@@ -238,7 +244,7 @@ def operations(src: Path, cli: Path, args: argparse.Namespace) -> None:
     wall = statistics.median(w for w, _ in unpatched)
     cpu = statistics.median(c for _, c in unpatched)
     print(
-        f"the whole `python3 -m patcher check` of the UNPATCHED file (a windowed search for the "
+        f"the whole `python3 -m ctxpatch check` of the UNPATCHED file (a windowed search for the "
         f"call site): wall {wall:.3f} s, CPU {cpu:.3f} s (medians, no target)\n"
     )
 
@@ -257,13 +263,13 @@ def commands(cli: Path, pycache: Path, args: argparse.Namespace) -> None:
         for k, v in os.environ.items()
         if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPATH")
     }
-    here = [sys.executable, "-m", "patcher", "check", "--path", str(cli)]
+    here = [sys.executable, "-m", "ctxpatch", "check", "--path", str(cli)]
     here_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     here_env["PYTHONPYCACHEPREFIX"] = str(pycache)
     runs: dict[str, tuple[list[str], dict[str, str]]] = {
         "ctxpatch check (regular install)": ([str(script), "check", "--path", str(cli)], user_env),
         "its python -c pass": ([str(venv_python), "-c", "pass"], user_env),
-        "python3 -m patcher check (this checkout)": (here, here_env),
+        "python3 -m ctxpatch check (this checkout)": (here, here_env),
         "python3 -c pass (this interpreter)": ([sys.executable, "-c", "pass"], here_env),
     }
     for argv, env in runs.values():  # warm: bytecode written, file in the page cache
@@ -301,7 +307,7 @@ def commands(cli: Path, pycache: Path, args: argparse.Namespace) -> None:
             else ")"
         )
     )
-    wall_here = ms["python3 -m patcher check (this checkout)"][0]
+    wall_here = ms["python3 -m ctxpatch check (this checkout)"][0]
     print(
         f"this checkout's interpreter: {wall_here:.0f} ms "
         f"({'within' if wall_here <= TARGET_MS else 'over'} the target; its start-up alone is "

@@ -129,7 +129,7 @@ def distinctive_phrase(
 
 
 def correctness(quick: bool) -> None:
-    from patcher.cli.recalling import result_json
+    from ctxpatch.cli.recalling import result_json
     from recall.extract import content_text
     from recall.index import open_index
 
@@ -332,7 +332,7 @@ def mcp_first_answer(transcript: Path, ids: list[str]) -> None:
     for run in range(3):
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "patcher", "mcp"],
+            [sys.executable, "-m", "ctxpatch", "mcp"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

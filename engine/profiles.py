@@ -75,7 +75,7 @@ profiles were split there (versions.md had bisected only a sample):
   file recorded (seen to the token in real 2.1.17 and 2.1.29 sessions). 2.1.30 replaces the last
   block's usage on ``message_delta`` (2.1.112: every block's). The 2.1.7 era is split at 2.1.8.
 * the request as sent (``user_string_blocks``, ``merge_seam_newline``,
-  ``compaction_through_loop``; ``engine.flatten``, ``patcher.e2e.predict``): seen in real
+  ``compaction_through_loop``; ``engine.flatten``, ``lab.predict``): seen in real
   requests. A user message's string content is sent as a text block up to 2.1.29 (1.0.128,
   2.0.30, 2.0.76, 2.1.7, 2.1.9, 2.1.14, 2.1.20, 2.1.25, 2.1.29) and as the string from 2.1.30
   (2.1.30, 2.1.50, 2.1.68, 2.1.112). Consecutive user messages are joined with a ``"\\n"`` seam
@@ -208,7 +208,7 @@ class Profile:
     restore_max_files: int = 5
     restore_total_tokens: int = 50_000
     restore_file_tokens: int = 5_000
-    # --- the request as sent (engine.flatten, patcher.e2e.predict) ----------------------------
+    # --- the request as sent (engine.flatten, lab.predict) ----------------------------
     # a user message's string content sent as [text block], up to 2.1.29 (2.1.30: as the string)
     user_string_blocks: bool = True
     # consecutive user messages merged with a "\n" seam between their text, 2.1.78+ (engine.flatten)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ctxpatch.errors import PlotUnavailable  # the one error module (README "Layout")
 from engine.simulate import Simulation
 from engine.thresholds import Thresholds
-from patcher.errors import PlotUnavailable  # the one error module (README "Layout")
 
 
 def _n(v) -> str:

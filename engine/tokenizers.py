@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from patcher.errors import TokenizerUnavailable  # the one error module (README "Layout")
+from ctxpatch.errors import TokenizerUnavailable  # the one error module (README "Layout")
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 

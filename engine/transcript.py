@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ctxpatch.errors import TranscriptError  # the one error module (README "Layout")
 from engine.tokens import output_content_tokens, signed_output_tokens, usage_prompt
-from patcher.errors import TranscriptError  # the one error module (README "Layout")
 
 KNOWN_TYPES = frozenset(
     {

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ctxpatch.errors import UsageError
 from gateway.server import UPSTREAM_ENV, ThreadedGateway, upstream_from_env
-from patcher.errors import UsageError
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 IGNORED = (signal.SIGINT, signal.SIGQUIT)

@@ -37,9 +37,9 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ctxpatch.errors import CtxpatchError, MissingExtra
 from gateway.run import TOOL_SEARCH_ENV, is_first_party
 from gateway.server import UPSTREAM_ENV, ThreadedGateway, upstream_from_env, validate_upstream
-from patcher.errors import CtxpatchError, MissingExtra
 
 TESTED = "0.2.189"  # the claude-agent-sdk version whose transport this was read from and tested
 _TRANSPORT = "claude_agent_sdk._internal.transport.subprocess_cli"

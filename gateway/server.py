@@ -34,11 +34,11 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict
 
+from ctxpatch.errors import GatewayFailure, UsageError
 from engine.context_clear import knobs_from_env
 from engine.context_management import ClearToolUses
 from gateway.redact import redacted
 from gateway.rewrite import Decision, decide, refused_model
-from patcher.errors import GatewayFailure, UsageError
 from usage import ledger as usage_ledger
 
 log = logging.getLogger("ctxpatch.gateway")

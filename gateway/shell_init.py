@@ -69,7 +69,7 @@ def ctxpatch_command(argv0: str | None = None, env: Mapping[str, str] | None = N
     found = shutil.which("ctxpatch", path=(env or os.environ).get("PATH"))
     if found:
         return [os.path.abspath(found)]
-    return [sys.executable, "-m", "patcher"]
+    return [sys.executable, "-m", "ctxpatch"]
 
 
 def script(shell: str, command: list[str]) -> str:

@@ -1,3 +1,2 @@
-"""ctxpatch: patch Claude Code's cli.js to prune old conversation text after micro-compaction."""
-
-__version__ = "0.2.0"  # the one place the version is set (pyproject.toml reads it; CHANGELOG.md)
+"""The cli.js patcher: locate Claude Code's cli.js, plan the edits, verify them, write them
+atomically with a byte-exact backup, and read what a cli.js or native build does (``inspect``)."""

@@ -9,9 +9,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
+from ctxpatch.errors import FileAccess, NotABundle, Unsupported, from_exception
 from patcher import markers
 from patcher.backup import SUFFIX as BACKUP_SUFFIX
-from patcher.errors import FileAccess, NotABundle, Unsupported, from_exception
 from patcher.versions import version_of
 
 PACKAGES = ("@anthropic-ai/claude-code", "@anthropic-ai/claude-agent-sdk")

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from patcher.errors import FileAccess, FileBusy
+from ctxpatch.errors import FileAccess, FileBusy
 
 DEFAULT_LOCK_TIMEOUT = 30.0  # seconds
 TEMP_SUFFIX = ".ctxpatch"  # temp files are ".<name>.<8 random chars>.ctxpatch" (mkstemp)

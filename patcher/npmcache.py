@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from patcher.errors import FetchFailed
+from ctxpatch.errors import FetchFailed
 
 SHORT = {"cc": "@anthropic-ai/claude-code", "sdk": "@anthropic-ai/claude-agent-sdk"}
 
@@ -59,7 +59,7 @@ def package_dir(package: str, version: str, root: Path | None = None) -> Path:
 
 
 # What ctxpatch and its tests read of a package: the bundle, its package.json, and what an
-# e2e sandbox copies to run it (patcher.e2e.sandbox.copy_install): ripgrep for this platform,
+# e2e sandbox copies to run it (lab.sandbox.copy_install): ripgrep for this platform,
 # yoga.wasm (<= 2.0.0). The rest (ripgrep and audio-capture for five other platforms, seccomp,
 # type declarations, the SDK's other entry points) is deleted on extraction.
 KEEP = frozenset({"cli.js", "package.json", "yoga.wasm"})
@@ -68,7 +68,7 @@ KEEP = frozenset({"cli.js", "package.json", "yoga.wasm"})
 def trim(package: Path, platform: str | None = None) -> None:
     """Delete from an extracted ``package/`` everything :data:`KEEP` and ripgrep for
     ``platform`` (default: this machine's, as node names it) do not hold."""
-    from patcher.e2e.sandbox import node_platform
+    from lab.sandbox import node_platform
 
     keep_rg = platform or node_platform()
     for p in package.iterdir():

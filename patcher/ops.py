@@ -8,10 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from patcher import backup, markers, snippet
-from patcher.backup import BackupInfo, BackupStatus
-from patcher.bundle import Bundle, load, resolve_target, writable_problem
-from patcher.errors import (
+from ctxpatch.errors import (
     BackupMismatch,
     CtxpatchError,
     ExitCode,
@@ -20,6 +17,9 @@ from patcher.errors import (
     RevertImpossible,
     VerificationFailed,
 )
+from patcher import backup, markers, snippet
+from patcher.backup import BackupInfo, BackupStatus
+from patcher.bundle import Bundle, load, resolve_target, writable_problem
 from patcher.fsio import (
     DEFAULT_LOCK_TIMEOUT,
     atomic_replace,

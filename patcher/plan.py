@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from patcher import __version__, markers
-from patcher.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
+from ctxpatch import __version__
+from ctxpatch.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
+from patcher import markers
 from patcher.markers import Marks
 from patcher.versions import FIRST_WITH_MICROCOMPACT, is_supported_version
 

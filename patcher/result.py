@@ -5,7 +5,7 @@ so a native install (``patcher.native.state``) builds one without the cli.js ope
 
 from __future__ import annotations
 
-from patcher.errors import CtxpatchError, ExitCode, Unsupported
+from ctxpatch.errors import CtxpatchError, ExitCode, Unsupported
 from patcher.markers import State
 
 TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start

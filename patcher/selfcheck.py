@@ -17,8 +17,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import NoReturn
 
+from ctxpatch.errors import NodeMissing, VerificationFailed
 from patcher import clearsite, jsparse, markers
-from patcher.errors import NodeMissing, VerificationFailed
 from patcher.markers import State
 from patcher.plan import Patch
 

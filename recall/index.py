@@ -33,7 +33,7 @@ from pathlib import Path
 
 import orjson
 
-from patcher.errors import TranscriptError
+from ctxpatch.errors import TranscriptError
 from recall import extract
 from recall.extract import Content, JsonValue
 from recall.store import index_path, private_file

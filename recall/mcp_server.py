@@ -6,7 +6,7 @@ hand-written (the SDK's decorator would add pydantic titles): ``TOOLS`` is the w
 the model sees; ``bench/bench_recall.py`` counts its tokens. Every call resolves the current
 session again, as ``/clear`` and ``/resume`` change it under a running server; indexes stay
 open per transcript. The tools answer in text; a failure (no session known, a bad transcript)
-is a tool result with ``isError`` and the what/why/hint of ``patcher.errors``, never a crash.
+is a tool result with ``isError`` and the what/why/hint of ``ctxpatch.errors``, never a crash.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from patcher.errors import CtxpatchError, UsageError, from_exception
+from ctxpatch.errors import CtxpatchError, UsageError, from_exception
 from recall.sessions import current_transcript
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.errors import SessionUnknown, UsageError
+from ctxpatch.errors import SessionUnknown, UsageError
 from recall.store import private_dir, state_dir
 
 TRANSCRIPT_ENV = "CTXPATCH_RECALL_TRANSCRIPT"  # an explicit transcript wins (scripts, tests)

@@ -186,7 +186,7 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     """``ctxpatch ARGS`` in-process: (exit code, stdout, stderr)."""
     from typer.testing import CliRunner
 
-    from patcher.cli.app import app
+    from ctxpatch.cli.app import app
 
     r = CliRunner().invoke(app, list(args))
     return r.exit_code, r.stdout, r.stderr

@@ -1,4 +1,4 @@
-"""A client of the e2e mock (:mod:`patcher.e2e.mock`) for the tests: one POST, the SSE events
+"""A client of the e2e mock (:mod:`lab.mock`) for the tests: one POST, the SSE events
 of a streamed reply, and the reply's content blocks rebuilt from them as a client does."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pytest
 
 import ctxpatch.agent_sdk as agent_sdk
+from ctxpatch.errors import MissingExtra, UsageError
 from gateway import sdk
-from patcher.e2e.mock import MockServer
-from patcher.errors import MissingExtra, UsageError
+from lab.mock import MockServer
 
 MODULE = "claude_agent_sdk._internal.transport.subprocess_cli"
 

@@ -1,11 +1,11 @@
-"""``patcher.e2e.firstparty``'s pure half: a run's requests reduced to what a base URL changes."""
+"""``lab.firstparty``'s pure half: a run's requests reduced to what a base URL changes."""
 
 from __future__ import annotations
 
 import pytest
 
-from patcher.e2e.firstparty import API_HOST, billing_fields, difference, traits
-from patcher.e2e.mock import Logged
+from lab.firstparty import API_HOST, billing_fields, difference, traits
+from lab.mock import Logged
 
 GW_BILLING = "x-anthropic-billing-header: cc_version=9.9.9.abc; cc_entrypoint=sdk-cli;"
 FP_BILLING = GW_BILLING + " cch=0f3a9; cc_prev_req=req_1;"

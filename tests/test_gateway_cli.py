@@ -11,9 +11,9 @@ import time
 import urllib.request
 
 from engine.context_management import BETA, CLEAR_TOOL_USES
-from patcher.e2e.mock import MockServer
+from lab.mock import MockServer
 
-CTXPATCH = [sys.executable, "-m", "patcher"]
+CTXPATCH = [sys.executable, "-m", "ctxpatch"]
 BODY = {
     "model": "claude-opus-4-6",
     "max_tokens": 5,

@@ -1,5 +1,5 @@
 """``ctxpatch gateway`` over HTTP: through the project's mock of the Messages API
-(:mod:`patcher.e2e.mock`) and a tiny aiohttp upstream defined here, all on loopback: auth passed,
+(:mod:`lab.mock`) and a tiny aiohttp upstream defined here, all on loopback: auth passed,
 other paths byte for byte, the refusal fallback, streaming as it arrives, 100 concurrent streams,
 disconnects both ways, compressed replies, loopback-only binding, no cookie jar.
 """
@@ -29,7 +29,7 @@ from engine.context_management import (
 )
 from gateway.redact import REDACTED
 from gateway.server import HOST, ThreadedGateway
-from patcher.e2e.mock import MockConfig, MockServer
+from lab.mock import MockConfig, MockServer
 
 # --- through the project's mock ------------------------------------------------------------------
 

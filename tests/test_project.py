@@ -7,23 +7,23 @@ import tomllib
 import warnings
 from pathlib import Path
 
-import patcher
+import ctxpatch
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_version_is_set_in_one_place() -> None:
-    """pyproject has no version of its own: setuptools reads patcher.__version__."""
+    """pyproject has no version of its own: setuptools reads ctxpatch.__version__."""
     from setuptools.config.pyprojecttoml import read_configuration
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in meta["project"] and "version" in meta["project"]["dynamic"]
-    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "patcher.__version__"}
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "ctxpatch.__version__"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # setuptools' "beta" note on [tool.setuptools]
         built = read_configuration(ROOT / "pyproject.toml")["project"]["version"]
-    assert built == patcher.__version__
-    assert re.fullmatch(r"\d+\.\d+\.\d+", patcher.__version__)
+    assert built == ctxpatch.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", ctxpatch.__version__)
 
 
 def test_license_is_the_mit_text_pyproject_names() -> None:
@@ -38,20 +38,40 @@ def test_changelog_has_an_unreleased_section_and_the_current_version() -> None:
     heads = re.findall(r"^## \[([^\]]+)\]", log, re.M)
     assert heads[0] == "Unreleased"
     unreleased = log.split("\n## [", 2)[1]
-    assert patcher.__version__ in heads or f"released as {patcher.__version__}" in unreleased
+    assert ctxpatch.__version__ in heads or f"released as {ctxpatch.__version__}" in unreleased
+
+
+def top_level_packages() -> list[str]:
+    """Every package at the checkout's top level (a folder with ``__init__.py``)."""
+    return sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
+
+
+def test_every_package_is_shipped_and_type_checked() -> None:
+    """The floor plan (README "Layout"): the product shell ``ctxpatch`` and the halves beside it.
+    Each top-level package is in the wheel and under mypy; none is left out of either."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = top_level_packages()
+    assert {"ctxpatch", "patcher", "engine", "gateway", "lab"} <= set(packages), packages
+    include = meta["tool"]["setuptools"]["packages"]["find"]["include"]
+    checked = meta["tool"]["mypy"]["files"]
+    for name in packages:
+        assert name in include and f"{name}.*" in include, (name, include)
+        assert name in checked, (name, checked)
+    assert meta["project"]["scripts"] == {"ctxpatch": "ctxpatch.cli:main"}
+    assert (ROOT / "ctxpatch" / "cli" / "__init__.py").is_file()
+    assert (ROOT / "ctxpatch" / "errors.py").is_file()
 
 
 def test_top_level_import_names_are_this_project() -> None:
-    """``engine`` and ``patcher`` are generic top-level names (README "Import names"): another
-    installed distribution providing either would shadow or be shadowed by ours. Detected here:
-    both import from this checkout, and no other installed distribution claims them."""
+    """``engine``, ``patcher``, ``lab`` and the other top-level names are generic (README "Import
+    names"): another installed distribution providing one would shadow or be shadowed by ours.
+    Detected here: each imports from this checkout, and no other installed distribution claims it."""
+    import importlib
     import importlib.metadata as md
 
-    import engine
-
-    for mod in (engine, patcher):
+    owners = md.packages_distributions()
+    for name in top_level_packages():
+        mod = importlib.import_module(name)
         assert mod.__file__ is not None
         assert Path(mod.__file__).resolve().is_relative_to(ROOT), mod.__file__
-    owners = md.packages_distributions()
-    for name in ("engine", "patcher"):
         assert set(owners.get(name, ["ctxpatch"])) == {"ctxpatch"}, (name, owners.get(name))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import need
 
+from ctxpatch.cli import quick_run_args
 from gateway.shell_init import (
     find_lines,
     init_line,
@@ -18,10 +19,9 @@ from gateway.shell_init import (
     setup_advice,
     undo_advice,
 )
-from patcher.cli import quick_run_args
 
 ROOT = Path(__file__).resolve().parents[1]
-CTXPATCH = [sys.executable, "-m", "patcher"]
+CTXPATCH = [sys.executable, "-m", "ctxpatch"]
 ODD = ["/opt/it's here/ctxpatch"]  # a quote and a space in the path
 CHILD = "import os, sys; print(os.environ.get('ANTHROPIC_BASE_URL', 'none')); sys.exit(7)"
 
@@ -167,7 +167,7 @@ def test_advice_without_a_line(tmp_path: Path) -> None:
 def test_fast_path_prints_what_the_typer_command_prints(shell: str) -> None:
     from typer.testing import CliRunner
 
-    from patcher.cli.app import app
+    from ctxpatch.cli.app import app
 
     fast = subprocess.run(
         [*CTXPATCH, "shell-init", shell], capture_output=True, text=True, check=True

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from patcher.errors import PlotUnavailable
+from ctxpatch.errors import PlotUnavailable
 from usage.prices import PriceTable
 
 TOP = 25

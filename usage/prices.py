@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from patcher.errors import UsageError
+from ctxpatch.errors import UsageError
 
 PRICES_DATE = "2026-11-25"
 PRICES_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing"

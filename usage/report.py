@@ -111,10 +111,10 @@ def replay_session(
     path: str, project: str, clear_env: Mapping[str, str], prune_env: Mapping[str, str]
 ) -> SessionNumbers:
     """Replay one session file (a worker process runs this)."""
+    from ctxpatch.errors import TranscriptError
     from engine.previous_thinking import main_model
     from engine.profiles import profile_for
     from engine.transcript import load_transcript
-    from patcher.errors import TranscriptError
 
     tr = load_transcript(path)
     if not tr.replies:

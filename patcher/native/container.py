@@ -25,7 +25,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from patcher.errors import NotABundle
+from ctxpatch.errors import NotABundle
 
 TRAILER = b"\n---- Bun! ----\n"
 OFFSETS_SIZE = 32  # u64 byte_count, {u32,u32} modules, u32 entry, {u32,u32} argv, u32 flags

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patcher.errors import CtxpatchError, NotABundle, NotFound
+from ctxpatch.errors import CtxpatchError, NotABundle, NotFound
 from patcher.native.app import App, read_app
 from patcher.native.levels import Levels, extract
 from patcher.native.reader import NativeBinary

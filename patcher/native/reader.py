@@ -20,7 +20,7 @@ from types import TracebackType
 
 import zstandard
 
-from patcher.errors import FileAccess
+from ctxpatch.errors import FileAccess
 from patcher.native.container import BadBinary, Location, locate
 from patcher.native.graph import Entry, Graph, parse
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
+from ctxpatch.errors import CtxpatchError
 from patcher import npmcache, regress
-from patcher.errors import CtxpatchError
 from patcher.native.app import read_app
 from patcher.native.inspect import inspect_app, new_report
 from patcher.native.reader import NativeBinary

@@ -25,8 +25,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxpatch.errors import ExitCode
 from patcher.discover import NativeInstall
-from patcher.errors import ExitCode
 from patcher.native.app import read_app
 from patcher.native.levers import Lever, LeverFacts, decide, extract
 from patcher.native.reader import NativeBinary

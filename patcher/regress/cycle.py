@@ -16,8 +16,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ctxpatch.errors import CtxpatchError, Unsupported
 from patcher import clearsite, npmcache, ops, plan, selfcheck
-from patcher.errors import CtxpatchError, Unsupported
 from patcher.markers import sha256
 from patcher.regress.drift import read_drift
 from patcher.regress.outcome import Job, Outcome

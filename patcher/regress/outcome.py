@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patcher import __version__, snippet
+from ctxpatch import __version__
+from patcher import snippet
 from patcher.versions import parse_version
 
 OK_RESULTS = frozenset({"pass", "unsupported", "native"})  # not a failure
@@ -81,7 +82,7 @@ class Run:
             self.outcomes.values(), key=lambda o: (o.package, parse_version(o.version))
         )
         summary = self.summary()
-        return {  # the envelope of every --json (patcher.cli.output), with the run's context
+        return {  # the envelope of every --json (ctxpatch.cli.output), with the run's context
             "ctxpatch": __version__,
             "exit_code": 0 if summary["ok"] else 1,
             "snippet_sha256": snippet.sha(),

@@ -11,8 +11,8 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 
+from ctxpatch.errors import FetchFailed, UsageError
 from patcher import npmcache
-from patcher.errors import FetchFailed, UsageError
 from patcher.regress.outcome import Job
 from patcher.versions import parse_version
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI, need
 
+from ctxpatch.errors import CtxpatchError
+from lab.mock import MockServer
+from lab.sandbox import Sandbox
 from patcher import npmcache, ops
-from patcher.e2e.mock import MockServer
-from patcher.e2e.sandbox import Sandbox
-from patcher.errors import CtxpatchError
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +79,7 @@ def native_exe():
     npm-pack cache. Fetched when the fixture is made (before a test moves ``HOME``, where the
     cache lives); needs a network namespace (``unshare -rn``). Either missing: skip locally,
     fail in CI."""
-    from patcher.e2e.netns import netns_available
+    from lab.netns import netns_available
 
     why = netns_available()
     if why is not None:

@@ -1,7 +1,7 @@
 """The Agent SDK one-liner with the real ``claude-agent-sdk`` from PyPI and its bundled binary.
 
 A Python program, run inside a loopback-only network namespace (as the native e2e tests run
-the binary: :mod:`patcher.e2e.netns`), does ``import ctxpatch.agent_sdk;
+the binary: :mod:`lab.netns`), does ``import ctxpatch.agent_sdk;
 ctxpatch.agent_sdk.enable()`` and runs three one-turn ``query()`` sessions of the SDK's own
 bundled Claude Code against the mock (reached through the bridge):
 
@@ -35,10 +35,10 @@ import pytest
 from conftest import IN_CI
 
 from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES
+from lab import netns
+from lab.mock import MockServer
+from lab.sandbox import SANDBOX_ENV
 from patcher import npmcache
-from patcher.e2e import netns
-from patcher.e2e.mock import MockServer
-from patcher.e2e.sandbox import SANDBOX_ENV
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 

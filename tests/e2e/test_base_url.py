@@ -1,6 +1,6 @@
 """What a non-Anthropic base URL turns off, measured in the real native binaries, offline.
 
-The same resumed session is run twice per version (``patcher.e2e.firstparty``): once with
+The same resumed session is run twice per version (``lab.firstparty``): once with
 ``ANTHROPIC_BASE_URL`` = the mock at ``127.0.0.1`` (what ``ctxpatch gateway`` is), once with no
 base URL while ``api.anthropic.com`` resolves to ``127.0.0.1`` and serves TLS from a throwaway
 CA the binary trusts (first-party, as a user talking to Anthropic sees it). In both runs
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI
 
-from patcher import npmcache
-from patcher.e2e.firstparty import (
+from ctxpatch.errors import CtxpatchError
+from lab.firstparty import (
     API_HOST,
     FirstPartySandbox,
     Traits,
@@ -27,10 +27,10 @@ from patcher.e2e.firstparty import (
     tls_forwarded,
     traits,
 )
-from patcher.e2e.harness import Case, run_case
-from patcher.e2e.netns import netns_available
-from patcher.e2e.scenarios import rounds_session
-from patcher.errors import CtxpatchError
+from lab.harness import Case, run_case
+from lab.netns import netns_available
+from lab.scenarios import rounds_session
+from patcher import npmcache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from mock_http import events, post
 
-from patcher.e2e.mock import MockConfig, MockServer, Step, classify, make_usage
-from patcher.e2e.predict import first_difference, strip_volatile
-from patcher.e2e.sandbox import Sandbox, project_dir_name
-from patcher.e2e.session import SessionWriter, filler, usage_of
+from lab.mock import MockConfig, MockServer, Step, classify, make_usage
+from lab.predict import first_difference, strip_volatile
+from lab.sandbox import Sandbox, project_dir_name
+from lab.session import SessionWriter, filler, usage_of
 
 TOOLS = [{"name": "Read"}, {"name": "Bash"}]
 
@@ -245,9 +245,9 @@ def test_strip_volatile() -> None:
 
 
 def test_chain_helpers_read_what_was_sent() -> None:
-    from patcher.e2e.chain import Turns, _pruned_upto, stream_json_prompts
-    from patcher.e2e.mock import Logged
-    from patcher.e2e.sandbox import RunResult
+    from lab.chain import Turns, _pruned_upto, stream_json_prompts
+    from lab.mock import Logged
+    from lab.sandbox import RunResult
 
     lines = stream_json_prompts(["a", 'b "q"']).splitlines()
     assert [json.loads(x)["message"]["content"] for x in lines] == ["a", 'b "q"']

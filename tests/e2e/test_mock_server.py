@@ -12,9 +12,9 @@ import pytest
 from mock_http import assemble, events, post
 
 from engine.context_editing import PLACEHOLDER
-from patcher.e2e.mock import MockConfig, MockServer, Step
-from patcher.e2e.server_edits import CONTEXT_BETA, prompt_tokens
-from patcher.e2e.thinking_binding import check
+from lab.mock import MockConfig, MockServer, Step
+from lab.server_edits import CONTEXT_BETA, prompt_tokens
+from lab.thinking_binding import check
 
 TOOLS = [{"name": "Read", "input_schema": {}}, {"name": "Bash", "input_schema": {}}]
 CLEAR = {

@@ -2,7 +2,7 @@
 
 2.1.113 (the first native build, single module) and 2.1.330 (code-split, the newest profile)
 from the linux-x64 platform package (``patcher.npmcache.native_binary``), each run where it lies
-in a loopback-only network namespace (``patcher.e2e.netns``: a Bun binary takes no node
+in a loopback-only network namespace (``lab.netns``: a Bun binary takes no node
 preload, so the namespace is the guard). Checked here:
 
 * offline by construction: the namespace has ``lo`` only and every connection the binary made
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher.e2e.harness import Case, Outcome, run_case
-from patcher.e2e.sandbox import NativeSandbox
-from patcher.e2e.scenarios import rounds_session
+from lab.harness import Case, Outcome, run_case
+from lab.sandbox import NativeSandbox
+from lab.scenarios import rounds_session
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 

@@ -1,7 +1,7 @@
 """The real native 2.1.113 and 2.1.330 through ``ctxpatch run``, offline (issue 9, part 3).
 
-Each run is the real command line: ``python -m patcher run --log LOG -- claude ...`` inside the
-binary's loopback-only network namespace (:class:`patcher.e2e.sandbox.GatewaySandbox`): the
+Each run is the real command line: ``python -m ctxpatch run --log LOG -- claude ...`` inside the
+binary's loopback-only network namespace (:class:`lab.sandbox.GatewaySandbox`): the
 gateway listens on the namespace's 127.0.0.1, the binary's ``ANTHROPIC_BASE_URL`` points at it,
 and its upstream is the mock (the sandbox's own ``ANTHROPIC_BASE_URL``, reached through the
 bridge). The gateway runs inside so that ``ctxpatch run`` itself is what is tested (its choice
@@ -47,15 +47,15 @@ from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, to_
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds
-from patcher.e2e import netns
-from patcher.e2e.chain import THINK_ENV, Turns, run_turns
-from patcher.e2e.harness import MODEL, REQUEST_TIME_ATTACHMENTS
-from patcher.e2e.mock import MockConfig, Step
-from patcher.e2e.sandbox import GatewaySandbox, NativeSandbox
-from patcher.e2e.scenarios import thinking_session
-from patcher.e2e.server_edits import betas_of, prompt_tokens
-from patcher.e2e.signing import sign_session
-from patcher.e2e.verify_thinking import ARGS, CLEAR, run_thinking_proof
+from lab import netns
+from lab.chain import THINK_ENV, Turns, run_turns
+from lab.harness import MODEL, REQUEST_TIME_ATTACHMENTS
+from lab.mock import MockConfig, Step
+from lab.sandbox import GatewaySandbox, NativeSandbox
+from lab.scenarios import thinking_session
+from lab.server_edits import betas_of, prompt_tokens
+from lab.signing import sign_session
+from lab.verify_thinking import ARGS, CLEAR, run_thinking_proof
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -216,7 +216,7 @@ def test_count_tokens_and_other_paths_pass_unchanged(native_exe, mock, e2e_root)
     and ``GET /v1/models`` reach the mock exactly as sent."""
     sb = GatewaySandbox(e2e_root / "gateway-paths", native_exe("2.1.330"))
     mock.reset(MockConfig(count_tokens=4321))
-    cmd = [sys.executable, "-m", "patcher", "run", "--", sys.executable, "-c", COUNT_TOKENS_CLIENT]
+    cmd = [sys.executable, "-m", "ctxpatch", "run", "--", sys.executable, "-c", COUNT_TOKENS_CLIENT]
     wrapped = netns.wrap(cmd, mock.port, sb.socket)
     with netns.UnixBridge(sb.socket, mock.port):
         res = subprocess.run(
@@ -263,7 +263,7 @@ def _compacted(t: Turns) -> bool:
 def predicted_next_count(version: str, transcript: list[dict]) -> int:
     """The engine's count before the second prompt's request: :func:`autocompact_tokens` over
     the CLI's own transcript up to the second prompt and the attachments it came with (up to
-    the first request-time one, as :func:`patcher.e2e.harness.appended_records`)."""
+    the first request-time one, as :func:`lab.harness.appended_records`)."""
     k = next(
         i
         for i, r in enumerate(transcript)

@@ -41,14 +41,14 @@ from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, par
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
 from engine.thresholds import compute_thresholds
-from patcher.e2e.chain import THINK_ENV, Turns, run_turns
-from patcher.e2e.harness import MODEL
-from patcher.e2e.mock import MockConfig, Step
-from patcher.e2e.predict import prompt_record
-from patcher.e2e.scenarios import thinking_session
-from patcher.e2e.server_edits import betas_of, prompt_tokens
-from patcher.e2e.signing import sign_session
-from patcher.e2e.thinking_binding import thinking_on
+from lab.chain import THINK_ENV, Turns, run_turns
+from lab.harness import MODEL
+from lab.mock import MockConfig, Step
+from lab.predict import prompt_record
+from lab.scenarios import thinking_session
+from lab.server_edits import betas_of, prompt_tokens
+from lab.signing import sign_session
+from lab.thinking_binding import thinking_on
 
 from .test_thinking_where_we_stand import ARGS, PRUNE, TURNS, live_script, prompts
 

@@ -1,4 +1,4 @@
-"""The preserved-thinking check (patcher.e2e.thinking_binding): one test per rule.
+"""The preserved-thinking check (lab.thinking_binding): one test per rule.
 
 Each ignored difference must pass, each counted difference must fail (and name where the prefix
 first differs), and thinking blocks may be removed only as a front or a trailing run.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from patcher.e2e.thinking_binding import (
+from lab.thinking_binding import (
     BINDING_BETA,
     BindingError,
     apply_binding,

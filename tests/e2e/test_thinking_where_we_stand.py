@@ -1,7 +1,7 @@
 """Where we stand under the preserved-thinking check, on the real 2.0.76, 2.1.50 and 2.1.112.
 
 A thinking-on session (two turns in the file, every thinking block signed by the mock's
-function over what the CLI sends, :func:`patcher.e2e.signing.sign_session`), then seven live turns
+function over what the CLI sends, :func:`lab.signing.sign_session`), then seven live turns
 in ONE process (``--input-format stream-json``): each turn a thinking + Read ``tool_use`` reply,
 the tool result, then a thinking + text reply, every thinking block signed by the mock over the
 request as sent. The mock enforces the check (``error``, an account created on or after
@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import pytest
 
-from patcher.e2e.chain import THINK_ENV, run_chain, run_turns
-from patcher.e2e.harness import MODEL, engine_boundaries
-from patcher.e2e.mock import MockConfig, Step
-from patcher.e2e.scenarios import thinking_session
-from patcher.e2e.signing import sign_session
+from lab.chain import THINK_ENV, run_chain, run_turns
+from lab.harness import MODEL, engine_boundaries
+from lab.mock import MockConfig, Step
+from lab.scenarios import thinking_session
+from lab.signing import sign_session
 
 pytestmark = pytest.mark.e2e
 

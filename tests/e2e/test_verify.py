@@ -11,8 +11,8 @@ import typer
 from conftest import app_with
 from typer.testing import CliRunner
 
+from ctxpatch.cli.verifying import register
 from patcher import ops
-from patcher.cli.verifying import register
 
 from .conftest import assert_proofs_pass, fetch_cli
 
@@ -75,7 +75,7 @@ def test_verify_json(patched_install: Path, fake_home: Path) -> None:
 def test_verify_fails_when_the_clearing_edit_is_not_sent(
     patched_install: Path, fake_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import patcher.e2e.verify_thinking as vt
+    import lab.verify_thinking as vt
 
     monkeypatch.setattr(vt, "CLEAR", {**vt.CLEAR, "CLAUDE_CTX_CLEAR_DISABLE": "1"})
     res = CliRunner().invoke(_app(), ["verify", "--path", str(patched_install), "--json"])

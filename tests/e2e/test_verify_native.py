@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from patcher.cli.verifying import register
+from ctxpatch.cli.verifying import register
 
 from .conftest import assert_proofs_pass
 
@@ -74,7 +74,7 @@ def test_verify_json_on_the_native_2_1_113_package_folder(native_exe, fake_home:
 def test_verify_fails_when_the_gateway_adds_nothing(
     native_exe, fake_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import patcher.e2e.verify_thinking as vt
+    import lab.verify_thinking as vt
 
     # CLAUDE_CTX_CLEAR_DISABLE=1 in the run's environment: `ctxpatch run` forwards untouched
     monkeypatch.setattr(vt, "CLEAR", {**vt.CLEAR, "CLAUDE_CTX_CLEAR_DISABLE": "1"})

@@ -6,7 +6,7 @@ import pytest
 from conftest import app_with
 from typer.testing import CliRunner
 
-from patcher.cli.modelling import register
+from ctxpatch.cli.modelling import register
 
 from .conftest import SPOTTER, spotter_sessions
 
@@ -85,7 +85,7 @@ def test_simulate_refuses_a_non_claude_model(app):
 
 
 def test_docstrings_end_with_example(app):
-    from patcher.cli.modelling import simulate_cmd, thresholds_cmd
+    from ctxpatch.cli.modelling import simulate_cmd, thresholds_cmd
 
     for f in (simulate_cmd, thresholds_cmd):
         assert f.__doc__.strip().splitlines()[-1].strip().startswith("Example: ctxpatch ")

@@ -9,11 +9,11 @@ import pytest
 from conftest import app_with
 from typer.testing import CliRunner
 
+from ctxpatch.cli.modelling import register
 from engine.divergence import vs_recorded
 from engine.profiles import profile_for
 from engine.simulate import EVENT_KINDS, simulate, simulate_recorded
 from engine.transcript import load_transcript
-from patcher.cli.modelling import register
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "spotter-session.jsonl"

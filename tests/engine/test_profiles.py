@@ -274,7 +274,7 @@ def test_request_format_switches_are_profile_fields_at_their_first_version():
     """User strings as blocks up to 2.1.29, the merge seam from 2.1.78, the summary through the
     query loop from 2.1.86: read off the profile, at the versions seen in real requests."""
     from engine.flatten import api_style
-    from patcher.e2e.predict import compaction_runs_the_loop
+    from lab.predict import compaction_runs_the_loop
 
     assert profile_for("2.1.29").user_string_blocks and not profile_for("2.1.30").user_string_blocks
     assert not profile_for("2.1.77").merge_seam_newline and profile_for("2.1.78").merge_seam_newline

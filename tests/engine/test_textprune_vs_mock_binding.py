@@ -1,5 +1,5 @@
 """The twin's output through the e2e mock's own preserved-thinking check
-(patcher/e2e/thinking_binding.py): signatures made by the mock over what was really sent, then every
+(lab/thinking_binding.py): signatures made by the mock over what was really sent, then every
 later request checked by it. Sessions are driven the way Claude Code drives them: a typed prompt
 starts from the full history, a tool round continues from what the previous request sent."""
 
@@ -14,7 +14,7 @@ from msgs import MAX_EXAMPLES, assistant, properties, text, user
 
 from engine.textprune import prune
 from engine.thinking_check import in_tool_round
-from patcher.e2e import thinking_binding as binding
+from lab import thinking_binding as binding
 
 LONG = "0123456789abcdefghij" * 2
 

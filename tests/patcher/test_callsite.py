@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
+from ctxpatch.errors import AmbiguousTarget, TargetNotFound, Unsupported
 from patcher import callsite, plan
-from patcher.errors import AmbiguousTarget, TargetNotFound, Unsupported
 
 CASES = [
     # fixture, shape, messages variable, the exact expression that gets wrapped

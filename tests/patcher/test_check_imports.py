@@ -41,7 +41,7 @@ NOT_ON_CHECKS_PATH = (
 
 _RUN = """
 import sys
-from patcher.cli import main
+from ctxpatch.cli import main
 sys.argv = ["ctxpatch", *sys.argv[1:]]
 try:
     main()

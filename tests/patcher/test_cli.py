@@ -14,9 +14,9 @@ from conftest import FIXTURES, ROOT, copy_fixture
 from conftest import run_cli as run
 from typer.testing import CliRunner
 
+from ctxpatch.cli.app import app
+from ctxpatch.errors import ExitCode
 from patcher import snippet
-from patcher.cli.app import app
-from patcher.errors import ExitCode
 
 runner = CliRunner()
 
@@ -211,7 +211,7 @@ def test_concurrent_applies_patch_exactly_once(tmp_path: Path) -> None:
     cli = copy_fixture("s1pp-2.1.30.js", tmp_path / "p")
     original = cli.read_bytes()
     env = {**os.environ, "CTXPATCH_NPM_ROOT": ""}
-    cmd = [sys.executable, "-m", "patcher", "apply", "--json", "-p", str(cli)]
+    cmd = [sys.executable, "-m", "ctxpatch", "apply", "--json", "-p", str(cli)]
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
         for _ in range(4)
@@ -227,7 +227,7 @@ def test_concurrent_applies_patch_exactly_once(tmp_path: Path) -> None:
 
 def test_version_and_help() -> None:
     code, out, _ = run("--version")
-    assert code == 0 and out.strip() == f"ctxpatch {__import__('patcher').__version__}"
+    assert code == 0 and out.strip() == f"ctxpatch {__import__('ctxpatch').__version__}"
     for cmd in ("apply", "check", "revert", "status"):
         code, out, _ = run(cmd, "--help")
         assert code == 0 and "Example:" in out
@@ -238,7 +238,7 @@ def test_the_fast_check_prints_what_the_app_prints(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]
 ) -> None:
     """``ctxpatch check`` skips typer (bench: it runs at every start); same output, same code."""
-    from patcher.cli import main
+    from ctxpatch.cli import main
 
     for name in ("s6-2.1.112.js", "ruflo-patched-2.0.76.js"):
         cli = copy_fixture(name, tmp_path / name)
@@ -250,7 +250,7 @@ def test_the_fast_check_prints_what_the_app_prints(
 
 
 def test_quick_check_args_only_take_plain_check_lines() -> None:
-    from patcher.cli import quick_check_args
+    from ctxpatch.cli import quick_check_args
 
     assert quick_check_args(["check"]) == (None, False)
     assert quick_check_args(["check", "--path=x", "--json"]) == (Path("x"), True)
@@ -264,7 +264,7 @@ def test_check_of_a_patched_file_imports_no_parser(tmp_path: Path) -> None:
     cli = copy_fixture("s6-2.1.112.js", tmp_path / "p")
     assert run("apply", "-p", str(cli), "--no-node-check")[0] == 0
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "patcher", "check", "--path", str(cli)],
+        [sys.executable, "-X", "importtime", "-m", "ctxpatch", "check", "--path", str(cli)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -1,7 +1,7 @@
 """Every exit code of every command family, as README "Exit codes" and each --help state them.
 
 One case per (command family, code), like black's ``--check`` tests: the README table and the
---help texts come from ``patcher.cli.output.EXIT_CODES``, and each code is produced for real
+--help texts come from ``ctxpatch.cli.output.EXIT_CODES``, and each code is produced for real
 (an injected bug for 5). With --json the envelope's ``exit_code`` is the process's exit code.
 Codes whose cases need the real cli.js and node sandbox (verify 0/1) or npm (regress 0/1) are
 in tests/e2e/test_verify.py and tests/patcher/test_regress.py.
@@ -20,9 +20,9 @@ import pytest
 from conftest import FIXTURES, ROOT, copy_fixture, need
 from typer.testing import CliRunner
 
+from ctxpatch.cli.app import app
+from ctxpatch.cli.output import EXIT_CODES, help_codes
 from patcher import snippet
-from patcher.cli.app import app
-from patcher.cli.output import EXIT_CODES, help_codes
 
 runner = CliRunner()
 JSON_COMMANDS = {
@@ -116,7 +116,9 @@ CASES: dict[tuple[str, int], Setup] = {
     ],
     ("status", 2): lambda t, mp: ["status", "--path", "x"],
     ("status", 3): lambda t, mp: ["status"],
-    ("status", 5): lambda t, mp: [mp.setattr("patcher.cli.files.all_installs", boom), "status"][1:],
+    ("status", 5): lambda t, mp: [mp.setattr("ctxpatch.cli.files.all_installs", boom), "status"][
+        1:
+    ],
     ("verify", 2): lambda t, mp: ["verify", "--timeout", "soon"],
     ("verify", 3): lambda t, mp: [need("node", "verify"), "verify", "-p", fx("s1-2.0.76.js", t)][
         1:
@@ -128,7 +130,7 @@ CASES: dict[tuple[str, int], Setup] = {
         patched("s0-1.0.60.js", t),
     ][1:],
     ("verify", 5): lambda t, mp: [
-        mp.setattr("patcher.e2e.verify.verify_install", boom),
+        mp.setattr("lab.verify.verify_install", boom),
         "verify",
         "-p",
         fx("s1-2.0.76.js", t),

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, copy_fixture, run_node
 
+from ctxpatch.errors import FileAccess, FileBusy
 from patcher import backup, bundle, fsio, markers, ops, selfcheck
-from patcher.errors import FileAccess, FileBusy
 
 BOM = b"\xef\xbb\xbf"
 IS_ROOT = os.geteuid() == 0

@@ -11,10 +11,10 @@ import pytest
 from conftest import FIXTURES, IN_CI, app_with, need
 from typer.testing import CliRunner
 
+from ctxpatch.cli.inspecting import register
+from ctxpatch.errors import CtxpatchError
 from patcher import inspect as ib
 from patcher import npmcache, ops
-from patcher.cli.inspecting import register
-from patcher.errors import CtxpatchError
 
 LEGACY_8 = ["Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"]
 

@@ -9,7 +9,7 @@ import native_builder as nbld
 import pytest
 import zstandard
 
-from patcher.errors import FileAccess
+from ctxpatch.errors import FileAccess
 from patcher.native import container, graph
 from patcher.native.app import read_app
 from patcher.native.container import TRAILER, BadBinary

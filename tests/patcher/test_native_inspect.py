@@ -10,8 +10,8 @@ import native_builder as nbld
 import pytest
 from typer.testing import CliRunner
 
-from patcher.cli.app import app
-from patcher.errors import NotABundle, NotFound
+from ctxpatch.cli.app import app
+from ctxpatch.errors import NotABundle, NotFound
 from patcher.native import inspect as native
 from patcher.native.app import Source
 from patcher.native.levels import extract

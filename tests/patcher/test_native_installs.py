@@ -14,9 +14,9 @@ import native_builder as nbld
 import pytest
 from typer.testing import CliRunner
 
-from patcher.cli.app import app
+from ctxpatch.cli.app import app
+from ctxpatch.errors import ExitCode
 from patcher.discover import KINDS, kind_of, native_installs, native_of, targets
-from patcher.errors import ExitCode
 from patcher.native.inspect import platform_tag
 
 runner = CliRunner()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from conftest import cached_tgz
 
+from lab.sandbox import node_platform
 from patcher import npmcache
-from patcher.e2e.sandbox import node_platform
 
 
 def _tgz(root: Path, version: str) -> Path:

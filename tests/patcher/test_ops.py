@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, SHAPE_FIXTURES, copy_fixture, snippet_010
 
-from patcher import backup, fsio, markers, ops, selfcheck, snippet
-from patcher.errors import (
+from ctxpatch.errors import (
     AmbiguousTarget,
     BackupMismatch,
     FileAccess,
@@ -23,6 +22,7 @@ from patcher.errors import (
     Unsupported,
     VerificationFailed,
 )
+from patcher import backup, fsio, markers, ops, selfcheck, snippet
 
 SHAPES = SHAPE_FIXTURES
 

@@ -10,9 +10,9 @@ import pytest
 from conftest import FIXTURES, IN_CI, app_with, need
 from typer.testing import CliRunner
 
+from ctxpatch.cli.inspecting import register
+from ctxpatch.errors import UsageError
 from patcher import npmcache, regress
-from patcher.cli.inspecting import register
-from patcher.errors import UsageError
 from patcher.regress import Job, Outcome
 
 CC = [

@@ -13,7 +13,8 @@ import shutil
 import pytest
 from conftest import FIXTURES, SNIPPET_010_SHA256, snippet_010
 
-from patcher import __version__, markers, ops, plan, snippet
+from ctxpatch import __version__
+from patcher import markers, ops, plan, snippet
 from patcher.versions import version_of
 
 # sha256 of what ctxpatch 0.1.0 (commit 2177146) wrote into each fixture

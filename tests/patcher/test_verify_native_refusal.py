@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from patcher.cli.app import app
-from patcher.e2e import netns
+from ctxpatch.cli.app import app
+from lab import netns
 
 WHY = "unshare -rn failed (unshare: write failed /proc/self/uid_map: Operation not permitted)"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI, need
 
+from ctxpatch.errors import CtxpatchError
 from patcher import npmcache
-from patcher.errors import CtxpatchError
 
 
 def binary(version: str) -> Path:

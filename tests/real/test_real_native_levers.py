@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from patcher.cli.app import app
+from ctxpatch.cli.app import app
 from patcher.native.app import read_app
 from patcher.native.levers import decide, extract
 from patcher.native.reader import NativeBinary

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI, need
 
+from ctxpatch.errors import CtxpatchError, Unsupported
 from patcher import backup, markers, npmcache, ops, selfcheck, snippet
-from patcher.errors import CtxpatchError, Unsupported
 
 pytestmark = pytest.mark.real
 

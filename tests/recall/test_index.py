@@ -12,7 +12,7 @@ import pytest
 from shared_data import PUBLIC, SPOTTER, missing
 from transcript_lines import append, call, prompt_line, result_line, use_line, write
 
-from patcher.errors import TranscriptError
+from ctxpatch.errors import TranscriptError
 from recall import index as recall_index
 from recall.extract import parse_line
 from recall.index import open_index

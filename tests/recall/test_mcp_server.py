@@ -27,7 +27,7 @@ def session(tmp_path: Path) -> Path:
 
 
 async def _talk(env: dict[str, str], args: list[str]) -> dict[str, object]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "patcher", *args], env=env)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ctxpatch", *args], env=env)
     out: dict[str, object] = {}
     async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
         await s.initialize()
@@ -77,7 +77,7 @@ def test_without_a_session_the_tools_say_so(tmp_path: Path, state_dir: Path) -> 
 
     async def talk() -> tuple[str, bool]:
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "patcher", "mcp"], env=env
+            command=sys.executable, args=["-m", "ctxpatch", "mcp"], env=env
         )
         async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
             await s.initialize()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.errors import SessionUnknown, UsageError
+from ctxpatch.errors import SessionUnknown, UsageError
 from recall import sessions
 
 ROOT = Path(__file__).resolve().parents[2]

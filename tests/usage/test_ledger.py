@@ -12,7 +12,7 @@ import pytest
 from gateway_bodies import EDIT, MODEL, body_of, compact
 
 from gateway.server import ThreadedGateway
-from patcher.e2e.mock import MockConfig, MockServer
+from lab.mock import MockConfig, MockServer
 from usage import ledger as L
 
 SID = "0b5e0f43-1a2b-4c3d-8e9f-0123456789ab"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from patcher.errors import UsageError
+from ctxpatch.errors import UsageError
 from usage import prices
 from usage.prices import Price, Usage, cost_usd, load_table
 

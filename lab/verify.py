@@ -11,10 +11,10 @@
    usage at the engine's micro-compaction boundary, so both mechanisms fire.
 4. The captured main-loop ``messages`` are compared with the engine's prediction (micro-compaction,
    then ``engine.textprune``, then ``engine.flatten``) byte for byte, except the fields
-   ``patcher.e2e.predict`` documents as volatile.
+   ``lab.predict`` documents as volatile.
 
 5. Where ``apply`` installed server-side clearing, a second run in the same sandbox
-   (:mod:`patcher.e2e.verify_thinking`): a thinking-on session under the enforced
+   (:mod:`lab.verify_thinking`): a thinking-on session under the enforced
    preserved-thinking check, usage following the edited prompt. Three proofs: the clearing edit
    is sent with its beta (``clearing_sent``), the mock's clearing shows up in Claude Code's next
    token count (``clearing_counted``), and 0 HTTP 400 / 0 dropped thinking blocks
@@ -33,15 +33,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ctxpatch.errors import NodeMissing, NotPatched, Unsupported
 from engine.profiles import profile_for
 from engine.textprune_shorten import MARKER
+from lab.harness import Case, Outcome, engine_boundaries, run_case
+from lab.mock import MockServer
+from lab.sandbox import Sandbox
+from lab.scenarios import turns_session
+from lab.verify_thinking import has_clearing, run_thinking_proof
 from patcher import ops
-from patcher.e2e.harness import Case, Outcome, engine_boundaries, run_case
-from patcher.e2e.mock import MockServer
-from patcher.e2e.sandbox import Sandbox
-from patcher.e2e.scenarios import turns_session
-from patcher.e2e.verify_thinking import has_clearing, run_thinking_proof
-from patcher.errors import NodeMissing, NotPatched, Unsupported
 from patcher.result import Result
 
 KNOBS = {

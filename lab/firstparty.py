@@ -4,7 +4,7 @@ Claude Code decides "first-party" from ``ANTHROPIC_BASE_URL``: unset, or a URL w
 ``api.anthropic.com`` (2.1.330 also takes ``_CLAUDE_CODE_ASSUME_FIRST_PARTY_BASE_URL``). To see
 what it sends when it believes that, without any packet leaving the machine,
 :class:`FirstPartySandbox` runs the binary with no ``ANTHROPIC_BASE_URL`` in a loopback-only
-network namespace (:mod:`patcher.e2e.netns`) whose ``/etc/hosts`` maps ``api.anthropic.com``
+network namespace (:mod:`lab.netns`) whose ``/etc/hosts`` maps ``api.anthropic.com``
 to ``127.0.0.1``, where the launcher serves TLS with a certificate for that name from a
 throwaway CA (:func:`make_ca`) and forwards the plain bytes to the mock. The binary trusts the
 CA through ``NODE_EXTRA_CA_CERTS`` (Bun honours it). Every other name has no address at all.
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patcher.e2e.mock import Logged
-from patcher.e2e.sandbox import NativeSandbox, _port
+from lab.mock import Logged
+from lab.sandbox import NativeSandbox, _port
 
 API_HOST = "api.anthropic.com"
 BILLING_PREFIX = "x-anthropic-billing-header:"
@@ -102,7 +102,7 @@ class FirstPartySandbox(NativeSandbox):
         return env
 
     def command(self, args: Sequence[str], base_url: str) -> list[str]:
-        from patcher.e2e import netns
+        from lab import netns
 
         return netns.wrap(
             [str(self.binary), *args],

@@ -1,7 +1,7 @@
 """``ctxpatch simulate`` and ``ctxpatch thresholds``: the engine's model, on the command line.
 
 Data goes to stdout, messages to stderr; printing and exit codes go through
-``patcher.cli.output``.
+``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Annotated
 
 import typer
 
-from patcher.cli.options import EnvOpt, JsonOpt, StrictOpt
-from patcher.cli.output import emit_json, envelope, err, handle, out, with_codes
-from patcher.errors import StrictFailure, TranscriptError, UsageError
+from ctxpatch.cli.options import EnvOpt, JsonOpt, StrictOpt
+from ctxpatch.cli.output import emit_json, envelope, err, handle, out, with_codes
+from ctxpatch.errors import StrictFailure, TranscriptError, UsageError
 
 DEFAULT_PROFILE = "2.1.39"
 DEFAULT_MODEL = "claude-opus-4-6"

@@ -3,7 +3,7 @@
 Command groups, one module each: ``patching`` (apply, check, revert, status), ``verifying``
 (verify), ``modelling`` (simulate, thresholds), ``inspecting`` (inspect, regress), ``routing`` (gateway,
 run), ``shellinit`` (shell-init). They all
-report through ``patcher.cli.output``.
+report through ``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from patcher import __version__
-from patcher.cli import (
+from ctxpatch import __version__
+from ctxpatch.cli import (
     inspecting,
     modelling,
     patching,

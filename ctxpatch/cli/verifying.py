@@ -1,7 +1,7 @@
 """``ctxpatch verify``: prove on the user's install that the patched cli.js prunes as predicted.
 
-The proof itself is ``patcher.e2e.verify``; printing and exit codes go through
-``patcher.cli.output``.
+The proof itself is ``lab.verify``; printing and exit codes go through
+``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from patcher.cli.output import emit_json, envelope, handle, out, with_codes, worst
+from ctxpatch.cli.output import emit_json, envelope, handle, out, with_codes, worst
+from ctxpatch.errors import NotFound
 from patcher.discover import environ, targets
-from patcher.errors import NotFound
 
 
 def register(app: typer.Typer) -> None:
@@ -51,9 +51,9 @@ def verify(
     """
 
     def body() -> int:
+        from lab.verify import verify_install
+        from lab.verify_native import verify_native
         from patcher.discover import native_of
-        from patcher.e2e.verify import verify_install
-        from patcher.e2e.verify_native import verify_native
 
         installs, chosen_by = targets(path, environ(), Path.cwd())
         if not installs:

@@ -1,6 +1,6 @@
 """``ctxpatch recall search|get``: what clearing or compaction removed, found in the session's
 own transcript (the ``recall`` package); printing and exit codes go through
-``patcher.cli.output``.
+``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from patcher.cli.options import JsonOpt
-from patcher.cli.output import emit_json, envelope, handle, help_codes, out
-from patcher.errors import UnknownToolUse, UsageError
+from ctxpatch.cli.options import JsonOpt
+from ctxpatch.cli.output import emit_json, envelope, handle, help_codes, out
+from ctxpatch.errors import UnknownToolUse, UsageError
 
 if TYPE_CHECKING:
     from recall.index import Hit, Result

@@ -2,7 +2,7 @@
 
 Runs of thinking-on sessions, used by the e2e tests and meant for anyone who needs one (the
 session's thinking blocks are first signed for what the CLI sends by
-:func:`patcher.e2e.signing.sign_session`):
+:func:`lab.signing.sign_session`):
 
 :func:`run_chain`
     Resumes the same session once per prompt (``-p PROMPT --resume ID``), the CLI appending to
@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.textprune_shorten import MARKER as PRUNE_MARKER
-from patcher.e2e.harness import CLEARED_RE, MODEL
-from patcher.e2e.mock import Logged, MockConfig, MockServer
-from patcher.e2e.predict import tool_results
-from patcher.e2e.sandbox import RunResult, Sandbox, _kill_group
-from patcher.e2e.session import SessionWriter
+from lab.harness import CLEARED_RE, MODEL
+from lab.mock import Logged, MockConfig, MockServer
+from lab.predict import tool_results
+from lab.sandbox import RunResult, Sandbox, _kill_group
+from lab.session import SessionWriter
 
 NO_CLIENT_EDITS = {"DISABLE_MICROCOMPACT": "1", "CLAUDE_TEXT_PRUNE_DISABLE": "1"}
 ARGS = ("--disallowedTools", "Skill")

@@ -277,7 +277,7 @@ class Sandbox:
 
 class NativeSandbox(Sandbox):
     """A sandbox around a native (Bun) ``claude`` executable, run where it lies (never copied,
-    never written) inside a loopback-only network namespace (:mod:`patcher.e2e.netns`).
+    never written) inside a loopback-only network namespace (:mod:`lab.netns`).
 
     Same layout and environment as :class:`Sandbox` minus ``pkg/`` and the node guard:
     ``NODE_OPTIONS`` means nothing to a Bun binary, the namespace is the guard; ``net.jsonl``
@@ -304,26 +304,26 @@ class NativeSandbox(Sandbox):
         return env
 
     def command(self, args: Sequence[str], base_url: str) -> list[str]:
-        from patcher.e2e import netns
+        from lab import netns
 
         return netns.wrap([str(self.binary), *args], _port(base_url), self.socket)
 
     def network(self, base_url: str) -> contextlib.AbstractContextManager:
-        from patcher.e2e import netns
+        from lab import netns
 
         return netns.UnixBridge(self.socket, _port(base_url))
 
 
 class GatewaySandbox(NativeSandbox):
     """A :class:`NativeSandbox` whose binary runs behind ``ctxpatch run`` (the real command:
-    ``python -m patcher run --log LOG -- BINARY ARGS``), both inside the same loopback-only
+    ``python -m ctxpatch run --log LOG -- BINARY ARGS``), both inside the same loopback-only
     namespace: the gateway listens on the namespace's 127.0.0.1 (a free port), the binary gets
     ``ANTHROPIC_BASE_URL`` pointing at it, and the gateway's upstream is the caller's
     ``ANTHROPIC_BASE_URL``, the mock, reached through the bridge like a direct run. So what the
     mock sees is what the gateway forwards, and a direct run of the same sandbox
     (:class:`NativeSandbox`) is what the binary sends.
 
-    ``PYTHONPATH`` names the folder this ``patcher`` package was imported from, so the gateway
+    ``PYTHONPATH`` names the folder this ``lab`` package was imported from, so the gateway
     is the code under test (not another installed copy); ``gateway.log`` is its log."""
 
     def __init__(self, root: Path, binary: Path) -> None:
@@ -332,15 +332,15 @@ class GatewaySandbox(NativeSandbox):
 
     def env(self, base_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = super().env(base_url, extra)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
         return env
 
     def command(self, args: Sequence[str], base_url: str) -> list[str]:
         import sys
 
-        from patcher.e2e import netns
+        from lab import netns
 
-        ctxpatch = [sys.executable, "-m", "patcher", "run", "--log", str(self.gateway_log), "--"]
+        ctxpatch = [sys.executable, "-m", "ctxpatch", "run", "--log", str(self.gateway_log), "--"]
         return netns.wrap([*ctxpatch, str(self.binary), *args], _port(base_url), self.socket)
 
 

@@ -1,11 +1,11 @@
-"""The ``ctxpatch`` command line (console script ``ctxpatch = patcher.cli:main``).
+"""The ``ctxpatch`` command line (console script ``ctxpatch = ctxpatch.cli:main``).
 
 ``main`` answers ``ctxpatch check [--path P] [--json]``, ``ctxpatch run --fallback -- CMD``
 (``shell-init``'s function, before every ``claude``) and ``ctxpatch shell-init SHELL`` (at every
 shell start) without importing typer: they run at every start of Claude Code or of a shell and
 must stay fast (bench/bench_patcher.py). Every other
 command line, and any ``check`` with other arguments (``--help``, a typo), goes to the typer
-app in ``patcher.cli.app``; both paths print and exit through ``patcher.cli.output``.
+app in ``ctxpatch.cli.app``; both paths print and exit through ``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -60,22 +60,22 @@ def main(argv: list[str] | None = None) -> None:
     if command is not None:
         import os
 
+        from ctxpatch.cli.output import handle
         from gateway.fallback import launch
-        from patcher.cli.output import handle
 
         sys.exit(handle(lambda: launch(command, os.environ, fallback=True), as_json=False))
     quick = quick_check_args(args)
     if quick is not None:
-        from patcher.cli import files
-        from patcher.cli.output import handle
+        from ctxpatch.cli import files
+        from ctxpatch.cli.output import handle
 
         path, as_json = quick
         sys.exit(handle(lambda: files.run(path, as_json, "check"), as_json))
     if args == ["mcp"]:  # Claude Code starts it at every session: no typer on its path
-        from patcher.cli.output import handle
+        from ctxpatch.cli.output import handle
         from recall.mcp_server import serve
 
         sys.exit(handle(serve, as_json=False))
-    from patcher.cli.app import app
+    from ctxpatch.cli.app import app
 
     app(args=args, prog_name="ctxpatch")

@@ -1,6 +1,6 @@
 """Offline runs of a native (Bun) Claude Code binary: a network namespace with loopback only.
 
-The node guard of :mod:`patcher.e2e.sandbox` is a ``--require`` preload; a Bun standalone binary
+The node guard of :mod:`lab.sandbox` is a ``--require`` preload; a Bun standalone binary
 loads no preload from the environment (``NODE_OPTIONS`` is ignored) and resolves names and opens
 sockets in native code, so nothing can be hooked from inside. Instead the binary runs in a fresh
 network namespace (``unshare -rn``: an unprivileged user namespace owning a network namespace)
@@ -20,7 +20,7 @@ logs the namespace's interfaces and every forwarded connection to ``$NETLOG_FILE
 binary and exits with its status.
 
 Optional, for a binary that must believe it talks to Anthropic's own API (no
-``ANTHROPIC_BASE_URL``; see :mod:`patcher.e2e.firstparty`): ``hosts`` (a hosts file
+``ANTHROPIC_BASE_URL``; see :mod:`lab.firstparty`): ``hosts`` (a hosts file
 bind-mounted over ``/etc/hosts`` in a mount namespace of its own, ``unshare -rnm``: e.g.
 ``api.anthropic.com`` -> ``127.0.0.1``) and ``tls`` (a certificate and key: the launcher also
 listens on ``127.0.0.1:443``, ends TLS there and forwards the plain bytes to the same socket).

@@ -9,8 +9,8 @@ Routes (any path prefix, any query string such as ``?beta=true``):
 
 What each request is answered (request kinds, the scripted replies, :class:`MockConfig`'s 2026
 server behaviours: preserved thinking, context editing, prompt counting) is decided in
-:mod:`patcher.e2e.mock_api`; its public names are re-exported here, so
-``from patcher.e2e.mock import MockConfig, MockServer, Step`` is the one import a test needs.
+:mod:`lab.mock_api`; its public names are re-exported here, so
+``from lab.mock import MockConfig, MockServer, Step`` is the one import a test needs.
 This module carries the answers on the wire: ``input_transformations`` in ``message_start`` and
 ``context_management`` in ``message_delta`` when streaming, in the message otherwise.
 
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from patcher.e2e.mock_api import (
+from lab.mock_api import (
     COMPACT_MARKERS,
     DEFAULT_SUMMARY,
     Answer,

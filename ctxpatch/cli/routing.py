@@ -1,7 +1,7 @@
 """``ctxpatch gateway`` and ``ctxpatch run``: server-side clearing through a loopback gateway.
 
 The gateway itself is the ``gateway`` package; this module only parses options and reports
-through ``patcher.cli.output``.
+through ``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from patcher.cli.output import err, handle, with_codes
+from ctxpatch.cli.output import err, handle, with_codes
 
 
 def register(app: typer.Typer) -> None:

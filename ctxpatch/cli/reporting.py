@@ -1,5 +1,5 @@
 """``ctxpatch report``: every session of a projects folder, real and replayed, in dollars
-(``usage.report``); printing and exit codes go through ``patcher.cli.output``."""
+(``usage.report``); printing and exit codes go through ``ctxpatch.cli.output``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from patcher.cli.options import JsonOpt
-from patcher.cli.output import emit_json, envelope, err, handle, out, with_codes
-from patcher.errors import NotFound, UsageError
+from ctxpatch.cli.options import JsonOpt
+from ctxpatch.cli.output import emit_json, envelope, err, handle, out, with_codes
+from ctxpatch.errors import NotFound, UsageError
 
 
 def parse_since(value: str) -> datetime:

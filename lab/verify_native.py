@@ -2,14 +2,14 @@
 
 A native build has no ``cli.js`` to patch: server-side clearing reaches it through the loopback
 gateway (``ctxpatch run -- claude``). So verify runs the user's own binary, where it lies (never
-copied, never written), behind the real ``ctxpatch run`` (``python -m patcher run``), both
-inside a loopback-only network namespace (:class:`patcher.e2e.sandbox.GatewaySandbox`,
-:mod:`patcher.e2e.netns`), against the local mock of the Messages API, with a throwaway
+copied, never written), behind the real ``ctxpatch run`` (``python -m ctxpatch run``), both
+inside a loopback-only network namespace (:class:`lab.sandbox.GatewaySandbox`,
+:mod:`lab.netns`), against the local mock of the Messages API, with a throwaway
 ``HOME``, ``TMPDIR`` and project folder. Nothing can leave the machine: the namespace has no
 interface but ``lo``. The user's ``~/.claude``, settings and environment are not read (the
 environment is built from ``PATH`` alone).
 
-The run is the thinking-on one of the ``cli.js`` verify (:mod:`patcher.e2e.verify_thinking`):
+The run is the thinking-on one of the ``cli.js`` verify (:mod:`lab.verify_thinking`):
 a signed two-turn thinking session and three live tool turns, the mock enforcing the
 preserved-thinking check and answering usage that follows the edited prompt. Its three proofs:
 ``clearing sent`` (every main-loop request carries ``clear_tool_uses_20250919`` after Claude
@@ -21,7 +21,7 @@ check`` (0 HTTP 400, 0 dropped thinking blocks). Plus: the run was offline (the 
 modification time and inode of the binary before and after).
 
 Needs ``unshare -rn`` (unprivileged user namespaces): where it is not possible, a refusal
-(:class:`patcher.errors.NamespaceMissing`, exit 3) that says how to allow it.
+(:class:`ctxpatch.errors.NamespaceMissing`, exit 3) that says how to allow it.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.e2e.mock import MockServer
-from patcher.e2e.verify import Check, VerifyReport, require_profile
-from patcher.errors import NamespaceMissing, NotABundle
+from ctxpatch.errors import NamespaceMissing, NotABundle
+from lab.mock import MockServer
+from lab.verify import Check, VerifyReport, require_profile
 
 NETNS_HINT = (
     "allow unprivileged user namespaces (sudo sysctl -w kernel.unprivileged_userns_clone=1; "
@@ -112,7 +112,7 @@ class NativeVerifyReport(VerifyReport):
 def verify_native(path: Path, *, timeout: float = 120) -> NativeVerifyReport:
     """The proofs on the native install at ``path`` (see the module docstring); raises
     CtxpatchError on a refusal."""
-    from patcher.e2e.netns import netns_available
+    from lab.netns import netns_available
 
     exe = native_executable(path)
     why = netns_available()
@@ -156,8 +156,8 @@ def _run(
     version: str,
     timeout: float,
 ) -> NativeVerifyReport:
-    from patcher.e2e.sandbox import GatewaySandbox
-    from patcher.e2e.verify_thinking import run_thinking_proof
+    from lab.sandbox import GatewaySandbox
+    from lab.verify_thinking import run_thinking_proof
 
     sandbox = GatewaySandbox(root, exe)
     with MockServer() as mock:

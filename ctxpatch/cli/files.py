@@ -1,7 +1,7 @@
 """apply / check / revert / status over the cli.js files found: one Result per file, printed.
 
 Typer-free, so ``ctxpatch check`` (run at every start) can take the fast path in
-``patcher.cli.main`` without importing the option parser.
+``ctxpatch.cli.main`` without importing the option parser.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from patcher.cli.output import emit_json, envelope, err, error_of, out, worst
+from ctxpatch.cli.output import emit_json, envelope, err, error_of, out, worst
+from ctxpatch.errors import NotFound, UsageError
 from patcher.discover import all_installs, environ, targets
-from patcher.errors import NotFound, UsageError
 from patcher.fsio import DEFAULT_LOCK_TIMEOUT
 
 TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start

@@ -1,7 +1,7 @@
 """``ctxpatch inspect`` and ``ctxpatch regress``: real builds compared with the engine (drift).
 
 Native builds are read (``inspect``, ``regress --native``), never patched. Printing and exit
-codes go through ``patcher.cli.output``.
+codes go through ``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Annotated
 
 import typer
 
-from patcher.cli.options import JsonOpt, StrictOpt
-from patcher.cli.output import emit_json, envelope, err, handle, out, with_codes
-from patcher.errors import ExitCode, NotFound, UsageError
+from ctxpatch.cli.options import JsonOpt, StrictOpt
+from ctxpatch.cli.output import emit_json, envelope, err, handle, out, with_codes
+from ctxpatch.errors import ExitCode, NotFound, UsageError
 
 
 class PackageChoice(StrEnum):

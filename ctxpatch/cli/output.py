@@ -8,7 +8,7 @@ Every ``--json`` document is an envelope::
 
 ``exit_code`` is always the process's exit code. Commands return their exit code; an exception
 of any kind reaches ``handle`` (the only ``except`` of the command line), which renders it with
-``patcher.errors.from_exception``. Imports neither typer nor the patcher (``check`` is fast).
+``ctxpatch.errors.from_exception``. Imports neither typer nor the patcher (``check`` is fast).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
-from patcher import __version__
-from patcher.errors import CtxpatchError, ExitCode, Interrupted, from_exception
+from ctxpatch import __version__
+from ctxpatch.errors import CtxpatchError, ExitCode, Interrupted, from_exception
 
 # The exit codes of every command family: printed by each command's --help and checked against
 # the README's table by the tests (one source for both).

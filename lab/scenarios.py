@@ -11,7 +11,7 @@ enough (<= MAX_CHARS) to stay untouched, so every branch of the prune is visible
 
 from __future__ import annotations
 
-from patcher.e2e.session import DEFAULT_MODEL, SessionWriter, filler
+from lab.session import DEFAULT_MODEL, SessionWriter, filler
 
 LONG_PROMPT = (
     "Turn {t}: please look at module m{t} and explain what it does in detail.\n"
@@ -146,7 +146,7 @@ def newer_blocks_session(
 
 UNSIGNED = "unsigned"
 """The signature of a thinking block the harness has not signed yet (see
-:func:`patcher.e2e.signing.sign_session`); the mock's check rejects it unless binding is off."""
+:func:`lab.signing.sign_session`); the mock's check rejects it unless binding is off."""
 
 
 def thinking_session(
@@ -163,7 +163,7 @@ def thinking_session(
     ``tool_use`` (one API reply) and its result, ``tools_per_turn - 1`` more replies of a
     thinking block and a Read with their results, then a thinking block and a long reply: what
     a thinking-on session looks like. Thinking texts are unique (the signer finds them by text);
-    signatures are :data:`UNSIGNED` until :func:`patcher.e2e.signing.sign_session` signs them."""
+    signatures are :data:`UNSIGNED` until :func:`lab.signing.sign_session` signs them."""
     s = SessionWriter(cwd=cwd, seed=seed, version=version, model=model or DEFAULT_MODEL)
     for t in range(turns):
         prompt = LONG_PROMPT.format(t=t)

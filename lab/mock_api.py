@@ -1,6 +1,6 @@
 """What the loopback mock of the Anthropic Messages API answers: its semantics, no HTTP.
 
-The HTTP server that carries it is :mod:`patcher.e2e.mock` (:class:`~patcher.e2e.mock.MockServer`);
+The HTTP server that carries it is :mod:`lab.mock` (:class:`~lab.mock.MockServer`);
 this module holds what does not depend on the wire:
 
 * :func:`classify`: the kind of a request (*main*, *compact*, *side*, *count_tokens*, *other*);
@@ -19,11 +19,11 @@ this module holds what does not depend on the wire:
     requests get ``compact_reply`` (a ``<summary>``), *side* requests get a short text;
     ``count_tokens`` gets ``{"input_tokens": count_tokens}`` (or the mock's own count of the
     edited prompt with ``count_prompt``) after the same checks;
-  * preserved thinking (:mod:`patcher.e2e.thinking_binding`): every thinking block sent back is
+  * preserved thinking (:mod:`lab.thinking_binding`): every thinking block sent back is
     checked against the conversation as the client sent it; ``error`` answers the documented
     400, ``drop_block`` drops the block and lists it in ``input_transformations``; a request's
     ``thinking.block_binding`` overrides the account's mode;
-  * context editing (:mod:`patcher.e2e.server_edits`, :mod:`engine.context_editing`): with the
+  * context editing (:mod:`lab.server_edits`, :mod:`engine.context_editing`): with the
     ``context-management-2025-06-27`` beta, ``context_management.edits`` run on the server's
     copy after the check; ``applied_edits`` goes in the message; the documented 400s for a
     missing beta, malformed edits and unsupported models.
@@ -42,14 +42,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from patcher.e2e.server_edits import (
+from lab.server_edits import (
     RequestRefused,
     apply_context_management,
     betas_of,
     prompt_tokens,
 )
-from patcher.e2e.session import usage_of
-from patcher.e2e.thinking_binding import (
+from lab.session import usage_of
+from lab.thinking_binding import (
     DEFAULT_SECRET,
     MODES,
     BindingError,
@@ -147,12 +147,12 @@ class MockConfig:
     Server behaviours of 2026 (see the module docstring):
 
     * ``thinking``: a request that turns thinking on gets a ``thinking`` block (signed by
-      :mod:`patcher.e2e.thinking_binding` over the request as sent) before the reply's blocks;
+      :mod:`lab.thinking_binding` over the request as sent) before the reply's blocks;
     * ``binding``: the account's preserved-thinking mode, ``"off"`` (an account the check does
       not enforce), ``"error"`` (an enforced account: 400) or ``"drop_block"``; a request's
       ``thinking.block_binding`` overrides it as documented;
     * ``count_prompt``: usage ``input_tokens`` is the mock's count of the prompt after server
-      edits (:func:`patcher.e2e.server_edits.prompt_tokens`), cache fields 0, output as
+      edits (:func:`lab.server_edits.prompt_tokens`), cache fields 0, output as
       scripted; ``count_tokens`` answers the same count;
     * ``unsupported_models``: model patterns that refuse ``clear_tool_uses_20250919``.
     """

@@ -1,7 +1,7 @@
 """``ctxpatch apply``, ``check``, ``revert`` and ``status``: the commands that patch.
 
-Thin typer declarations; the work is in ``patcher.cli.files`` (typer-free, for the fast
-``check``), the printing and exit codes in ``patcher.cli.output``.
+Thin typer declarations; the work is in ``ctxpatch.cli.files`` (typer-free, for the fast
+``check``), the printing and exit codes in ``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
-from patcher.cli import files
-from patcher.cli.options import JsonOpt
-from patcher.cli.output import handle, with_codes
-from patcher.errors import UsageError
+from ctxpatch.cli import files
+from ctxpatch.cli.options import JsonOpt
+from ctxpatch.cli.output import handle, with_codes
+from ctxpatch.errors import UsageError
 
 PathOpt = Annotated[
     Path | None,

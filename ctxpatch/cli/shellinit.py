@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from patcher.cli.output import handle
+from ctxpatch.cli.output import handle
 
 
 def register(app: typer.Typer) -> None:
@@ -32,8 +32,8 @@ def shell_init(
     """
 
     def body() -> int:
+        from ctxpatch.errors import UsageError
         from gateway.shell_init import SHELLS, ctxpatch_command, script
-        from patcher.errors import UsageError
 
         if shell not in SHELLS:
             raise UsageError(

@@ -8,7 +8,7 @@ Every error renders as::
       info: key=value ...
 
 and, in ``--json``, as ``{"error": <code>, "exit_code", "what", "why", "hint", "info"}``.
-Library code raises these; ``patcher.cli.output`` is the one handler that turns them (and any
+Library code raises these; ``ctxpatch.cli.output`` is the one handler that turns them (and any
 other exception, through ``from_exception``) into text or JSON and an exit code.
 
 This module imports nothing from the project, so ``engine`` may import it: it is the tool's

@@ -19,8 +19,8 @@ from engine.count import autocompact_tokens, last_usage_tokens
 from engine.flatten import api_style
 from engine.profiles import Profile, profile_for
 from engine.thresholds import Thresholds, compute_thresholds
-from patcher.e2e.mock import Logged, MockConfig, MockServer
-from patcher.e2e.predict import (
+from lab.mock import Logged, MockConfig, MockServer
+from lab.predict import (
     Prediction,
     compaction_runs_the_loop,
     expected_messages,
@@ -31,8 +31,8 @@ from patcher.e2e.predict import (
     tool_results,
     without_deferred_tools,
 )
-from patcher.e2e.sandbox import RunResult, Sandbox
-from patcher.e2e.session import SessionWriter
+from lab.sandbox import RunResult, Sandbox
+from lab.session import SessionWriter
 
 MODEL = "claude-sonnet-4-5-20250929"
 """Every run pins the model (``--model``): the thresholds depend on its output limit."""
@@ -133,7 +133,7 @@ def split_compact_messages(messages: list[dict]) -> list[dict]:
     The prompt is appended as a user message; when the history ends with a user message the two
     are merged, so the prompt is a trailing text block rather than a message of its own.
     """
-    from patcher.e2e.mock import COMPACT_MARKERS
+    from lab.mock import COMPACT_MARKERS
 
     out = [dict(m) for m in messages]
     last = out[-1]

@@ -2,7 +2,7 @@
 check, on the user's own patched ``cli.js``.
 
 One run (one process, ``--input-format stream-json``): a generated two-turn thinking session
-(its thinking blocks signed for what this ``cli.js`` sends, :func:`patcher.e2e.signing.sign_session`)
+(its thinking blocks signed for what this ``cli.js`` sends, :func:`lab.signing.sign_session`)
 then :data:`LIVE_TURNS` typed prompts, each answered with a thinking block and a ``Read`` of a
 generated note, then a thinking block and a text. The mock enforces the check (``binding="error"``,
 an account created on or after 2026-08-31) and reports usage that follows the edited prompt
@@ -34,14 +34,14 @@ from engine.context_management import BETA, CLEAR_TOOL_USES
 from engine.context_management import to_json as edit_json
 from engine.count import autocompact_tokens
 from engine.profiles import profile_for
-from patcher.e2e.chain import THINK_ENV, Turns, run_turns
-from patcher.e2e.harness import MODEL
-from patcher.e2e.mock import MockConfig, MockServer, Step
-from patcher.e2e.predict import prompt_record
-from patcher.e2e.sandbox import Sandbox
-from patcher.e2e.scenarios import thinking_session
-from patcher.e2e.server_edits import betas_of, prompt_tokens
-from patcher.e2e.signing import sign_session
+from lab.chain import THINK_ENV, Turns, run_turns
+from lab.harness import MODEL
+from lab.mock import MockConfig, MockServer, Step
+from lab.predict import prompt_record
+from lab.sandbox import Sandbox
+from lab.scenarios import thinking_session
+from lab.server_edits import betas_of, prompt_tokens
+from lab.signing import sign_session
 
 CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
 ARGS = ("--disallowedTools", "Skill", "--allowedTools", "Read")

@@ -5,11 +5,11 @@ prompt and the tool list (never in the transcript), the ``<system-reminder>`` bl
 puts into the first user message, assistant lines merged back into one message, string contents
 turned into blocks, ``cache_control``. So :func:`sign_session` asks the real program: it resumes
 the session once against a mock that checks nothing, with every client-side edit off
-(:data:`patcher.e2e.chain.NO_CLIENT_EDITS`), takes the first main-loop request, signs every
+(:data:`lab.chain.NO_CLIENT_EDITS`), takes the first main-loop request, signs every
 thinking block in it over its prefix there (``thinking_binding.sign``: exactly what the mock
 would have signed had it produced that block in that conversation), and writes the signatures
 back into the session's records, found by thinking text. The runs themselves are
-:mod:`patcher.e2e.chain`'s.
+:mod:`lab.chain`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from patcher.e2e.chain import (
+from lab.chain import (
     ARGS,
     NO_CLIENT_EDITS,
     _resume,
@@ -25,11 +25,11 @@ from patcher.e2e.chain import (
     run_turns,
     write_fresh,
 )
-from patcher.e2e.harness import MODEL
-from patcher.e2e.mock import MockConfig, MockServer
-from patcher.e2e.sandbox import RunResult, Sandbox
-from patcher.e2e.session import SessionWriter
-from patcher.e2e.thinking_binding import DEFAULT_SECRET, sign
+from lab.harness import MODEL
+from lab.mock import MockConfig, MockServer
+from lab.sandbox import RunResult, Sandbox
+from lab.session import SessionWriter
+from lab.thinking_binding import DEFAULT_SECRET, sign
 
 
 class SigningError(RuntimeError):

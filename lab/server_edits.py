@@ -30,7 +30,7 @@ from typing import Any
 
 from engine.context_editing import apply_edits
 from engine.context_management import EditError, parse_edits
-from patcher.e2e.thinking_binding import thinking_on
+from lab.thinking_binding import thinking_on
 
 CONTEXT_BETA = "context-management-2025-06-27"
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
