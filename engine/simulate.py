@@ -17,7 +17,7 @@ the usage, replayed from the earlier cache entries the prompt still starts with)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -215,6 +215,47 @@ def unwritten_tail(boundary: Mapping[str, Any], written: set, profile: Profile) 
     )
 
 
+def queued_prompt_evidence(records: Sequence[Mapping[str, Any] | None], line: int) -> str:
+    """Which queued prompt cli.js attached just before the boundary at ``line`` (1-based), or "".
+
+    A prompt typed while the model works is queued (``queue-operation`` ``enqueue``) and, when
+    taken off the queue mid-turn (``remove`` / ``dequeue``), sent as a ``queued_command``
+    attachment, which the writer drops (see :func:`unwritten_tail`). The enqueue record keeps the
+    prompt only when it is a string (``typeof A.value==="string"?A.value:void 0``, read in
+    2.1.42): a prompt with a pasted image has none, and up to 2.1.44 the count adds the
+    attachment's JSON at chars/4, the image's base64 included, which no replay of the file sees.
+    Looks back from the boundary to the newest reply with usage.
+    """
+    taken: int | None = None
+    for i in range(line - 1, 0, -1):
+        rec = records[i - 1] if i - 1 < len(records) else None
+        if not rec:
+            continue
+        if rec.get("type") == "assistant" and (rec.get("message") or {}).get("usage"):
+            break
+        if rec.get("type") == "queue-operation" and rec.get("operation") in ("remove", "dequeue"):
+            taken = i
+            break
+    if taken is None:
+        return ""
+    for i in range(taken - 1, 0, -1):
+        rec = records[i - 1]
+        if not rec or rec.get("type") != "queue-operation":
+            continue
+        op = rec.get("operation")
+        if op == "enqueue":
+            if isinstance(rec.get("content"), str):
+                return ""
+            return (
+                f"a queued prompt that is not plain text (its enqueue at line {i} holds no "
+                f"content: cli.js records it only for a string, e.g. not with a pasted image) was "
+                f"attached at line {taken}"
+            )
+        if op in ("remove", "dequeue", "popAll"):
+            break
+    return f"a queued prompt was attached at line {taken} and its enqueue is not in the file"
+
+
 def _mc_event(
     res, line: int, tokens: int, th: Thresholds, recorded: bool | None, note: str = ""
 ) -> Event:
@@ -272,6 +313,9 @@ def simulate_recorded(
                 unwritten = unwritten_tail(rec, written, profile)
                 if unwritten:
                     notes.append(unwritten)
+                    queued = queued_prompt_evidence(tr.records, line)
+                    if queued:
+                        notes.append(queued)
                 note = "; ".join(notes)
             events.append(
                 Event(

@@ -64,16 +64,40 @@ KNOWN_MISSES = {
 }
 
 
-# Newly shared sessions (issue 14) the model does not yet predict: the measured gap, cause open.
-# Each is strict: the engine fix that explains one turns its xfail into a failure, to be removed.
+# Newly shared sessions (issue 14) where cli.js counted a message it never wrote (the boundary's
+# logicalParentUuid is no line of the file; see engine.simulate.unwritten_tail): not recoverable.
+UNWRITTEN = {
+    "FSM1__cipher-box__fcdd6c6f-e3f3-4f79-9cc3-98345b993339.jsonl.xz": (
+        "2.1.42, line 340: count 135491 vs preTokens 171539 (-21.0%). The last message counted is "
+        "not in the file, and a queued prompt was taken off the queue at line 338 whose enqueue "
+        "(line 334) holds no content: cli.js 2.1.42 records it only for a string prompt, so this "
+        "one carried non-text blocks (the summary: the user 'shared another screenshot'). Sent as "
+        "a queued_command attachment the writer drops; up to 2.1.44 the count adds its JSON at "
+        "chars/4, the image's base64 included (~36K tokens = ~144K base64 characters)"
+    ),
+    "Safecast__safecast-map-MCP__0852daa6-239f-424e-bdd6-79521b1cbc88.jsonl.xz": (
+        "2.1.42, line 1486: count 158289 vs preTokens 172369 (-8.2%). The last message counted is "
+        "not in the file and a queued prompt was attached at line 1485 whose enqueue is not in the "
+        "file (the session was joined from checkpoints); the user pasted 4 screenshots before: "
+        "a queued_command attachment counted as JSON at chars/4 (see fcdd6c6f)"
+    ),
+    "entireio__cli__a0927dd5-61a3-4802-a716-4480286f16d4.jsonl.xz": (
+        "2.1.37, line 631: count 164697 vs preTokens 171656 (-4.1%): the last message counted "
+        "(logicalParentUuid efe9f4b5) is not in the file, an attachment cli.js did not write"
+    ),
+    "FSM1__cipher-box__f585e6e9-7dc1-4135-a4dc-9021adb21c96.jsonl.xz": (
+        "2.1.49, line 753: count 166519 vs preTokens 167332 (-0.5%, under the 167000 threshold): "
+        "the last message counted (logicalParentUuid adf9c7ea) is not in the file, an attachment "
+        "cli.js did not write"
+    ),
+}
+KNOWN_MISSES.update({n: f"not recoverable from the file: {why}" for n, why in UNWRITTEN.items()})
+# Newly shared sessions the model does not yet predict: the measured gap, cause open. Strict: the
+# engine fix that explains one turns its xfail into a failure, to be removed here.
 UNEXPLAINED = {
-    "FSM1__cipher-box__fcdd6c6f-e3f3-4f79-9cc3-98345b993339.jsonl.xz": "2.1.42, line 340: count 135491 vs preTokens 171539 (-21.0%)",
-    "Safecast__safecast-map-MCP__0852daa6-239f-424e-bdd6-79521b1cbc88.jsonl.xz": "2.1.42, line 1486: count 158289 vs preTokens 172369 (-8.2%)",
     "entireio__cli__1284c080-f9cd-45f8-9942-ff58f5c517e5.jsonl.xz": "2.1.37: predicted at lines 876 (167906), 880 (167071), 1302 (167469) where the real program did not compact",
     "entireio__cli__9d7a9d52-7eb4-427d-847d-ee5451884f3d.jsonl.xz": "2.1.25, lines 383 / 817: count 164865 / 166194 vs preTokens 167066 / 168934 (-1.3% / -1.6%)",
     "entireio__cli__4b3ddf27-d7f7-4773-b4f2-b94b999c661d.jsonl.xz": "2.1.29, line 530: count 165384 vs preTokens 167369 (-1.2%)",
-    "entireio__cli__a0927dd5-61a3-4802-a716-4480286f16d4.jsonl.xz": "2.1.37, line 631: count 164697 vs preTokens 171656 (-4.1%)",
-    "FSM1__cipher-box__f585e6e9-7dc1-4135-a4dc-9021adb21c96.jsonl.xz": "2.1.49, line 753: count 166519 vs preTokens 167332 (-0.5%, under the 167000 threshold)",
     "entireio__cli__ca8cc13b-d3df-4615-8f3f-f48a96b1a6f9.jsonl.xz": "2.1.38: predicted at line 363 (167465), 3 lines before the real one at 366 (count 166990 vs preTokens 167038)",
 }
 KNOWN_MISSES.update({n: f"not yet explained: {why}" for n, why in UNEXPLAINED.items()})
@@ -149,6 +173,15 @@ def test_the_known_miss_names_the_message_the_file_lacks():
     assert (e.line, e.predicted, e.pre_tokens) == (175, False, 167091)
     assert "(logicalParentUuid 0ee5de15-f622-49f3-9163-d8107a16d503) is not in the file" in e.note
     assert 0 < e.pre_tokens - e.tokens < 0.01 * e.pre_tokens
+
+
+def test_the_queued_image_prompt_is_named_as_the_cause():
+    """fcdd6c6f (2.1.42): the event says which queued prompt cli.js attached without writing."""
+    name = "FSM1__cipher-box__fcdd6c6f-e3f3-4f79-9cc3-98345b993339.jsonl.xz"
+    _tr, sim = _replay(name)
+    (e,) = [e for e in sim.events if e.kind == "auto_compact"]
+    assert (e.line, e.predicted, e.pre_tokens) == (340, False, 171539)
+    assert "its enqueue at line 334 holds no content" in e.note and "attached at line 338" in e.note
 
 
 def test_unpatched_replay_of_a_2_1_29_session_compacts_where_it_did():

@@ -240,3 +240,27 @@ def test_counterfactual_replay_keeps_the_message_start_output_on_2_1_8_to_2_1_29
         assert simulate(tr, prof, "unpatched").requests[1].tokens == rec, version
         counts[version] = rec
     assert counts == {"2.1.7": 152_001, "2.1.17": 150_004, "2.1.30": 152_001}
+
+
+def test_queued_prompt_evidence():
+    """Which queued prompt was attached before a boundary: a non-string one (no content in its
+    enqueue), one whose enqueue is missing, or none (a string prompt, or nothing queued)."""
+    from engine.simulate import queued_prompt_evidence
+
+    usage = {"type": "assistant", "message": {"usage": {"input_tokens": 1}}}
+
+    def q(op, content=None):
+        rec = {"type": "queue-operation", "operation": op}
+        if content is not None:
+            rec["content"] = content
+        return rec
+
+    recs = [usage, q("enqueue"), {"type": "user"}, q("remove"), {"type": "system"}]
+    assert "its enqueue at line 2 holds no content" in queued_prompt_evidence(recs, 5)
+    assert "attached at line 4" in queued_prompt_evidence(recs, 5)
+    recs = [usage, q("enqueue", "typed text"), q("remove"), {"type": "system"}]
+    assert queued_prompt_evidence(recs, 4) == ""
+    recs = [q("dequeue"), usage, q("remove"), {"type": "system"}]
+    assert "its enqueue is not in the file" in queued_prompt_evidence(recs, 4)
+    recs = [q("enqueue"), q("remove"), usage, {"type": "system"}]
+    assert queued_prompt_evidence(recs, 4) == ""
