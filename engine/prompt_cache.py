@@ -50,22 +50,31 @@ class PromptCache:
         self.overhead = float(overhead)
         self._entries: list[list[Hashable]] = []
 
-    def read(self, sig: list[Hashable], costs: Sequence[float], blocks: Sequence[int]) -> float:
+    def read(
+        self,
+        sig: list[Hashable],
+        costs: Sequence[float],
+        blocks: Sequence[int],
+        overhead: float | None = None,
+    ) -> float:
         """Tokens this prompt reads from the cache; then its own entry is written.
 
         ``sig``/``costs``/``blocks``: per sent message, its signature (equal signatures = equal
-        bytes), token cost and number of content blocks.
+        bytes), token cost and number of content blocks. ``overhead``: this prompt's fixed
+        prefix when it is not the cache's own (history before the file's first message, which
+        precedes every message and is read like the system prompt until a compaction drops it).
         """
+        fixed = self.overhead if overhead is None else float(overhead)
         found: float | None = None
         if self._entries:
-            found = self.overhead
+            found = fixed
             for entry in reversed(self._entries):
                 n = len(entry)
                 if n > len(sig) or sig[:n] != entry:
                     continue
                 # the newest matching entry is the longest; older ones end further back
                 if sum(blocks[n:]) <= LOOKBACK_BLOCKS:
-                    found = self.overhead + sum(costs[:n])
+                    found = fixed + sum(costs[:n])
                 break
         self._entries = [*self._entries[-(LOOKBACK_BLOCKS - 1) :], sig]
         return 0.0 if found is None else found

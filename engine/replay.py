@@ -43,7 +43,7 @@ from engine.previous_thinking import (
 )
 from engine.profiles import Profile, parse_version
 from engine.prompt_cache import PromptCache, block_count
-from engine.server_clearing import BlockEstimates, clear_on_server
+from engine.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
 from engine.simulate import (
     LINE_KEY,
     Event,
@@ -118,12 +118,14 @@ def simulate_counterfactual(
     microcompact_on: bool | None = None,
     summarizer: Summarizer | None = None,
     calibration: Calibration | None = None,
+    clear_policy: ClearPolicy | None = None,
 ) -> Simulation:
     """Replay the conversation under ``env`` as ``scenario`` (see the module docstring).
 
     ``prune_env`` holds the ``CLAUDE_TEXT_PRUNE_*`` knobs, ``clear_env`` the
     ``CLAUDE_CTX_CLEAR_*`` ones (``engine.context_clear.knobs_from_env``; disabled there means
-    no clearing).
+    no clearing). ``clear_policy`` (``engine.server_clearing.ClearPolicy``) fits the edit to
+    each request instead of the STEP rule (the oracle's plan, the online policy).
 
     ``microcompact_on=None`` infers it from the recorded session (off when the local logic
     predicts a micro-compaction the recorded usage does not show). The summary of a compaction
@@ -313,7 +315,9 @@ def simulate_counterfactual(
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
             if clear_edit is not None:
-                view = clear_on_server(sent, costs, base, clear_edit, estimate, clear_step)
+                view = clear_on_server(
+                    sent, costs, base, clear_edit, estimate, clear_step, clear_policy
+                )
                 if view.cleared_tool_uses:
                     costs, on_server = view.costs, view.changed
                     server_cleared = view.cleared_tokens
@@ -334,7 +338,9 @@ def simulate_counterfactual(
             ]
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             blocks = [block_count(m) for m in sent]
-            read = min(prompt, round(cache.read(sig, costs, blocks)))
+            # the carried history (before the file's first message) is a fixed prefix too: read
+            # from the cache like the system prompt (it was written at 1.25x on every request)
+            read = min(prompt, round(cache.read(sig, costs, blocks, cal.overhead + carried)))
             prev_sig = sig
             if th.blocking is not None and tokens >= th.blocking:
                 events.append(Event("blocking", line, tokens, th.blocking))

@@ -15,7 +15,7 @@ any edited message).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,13 @@ from engine.identity_memo import by_identity, by_identity_and
 from engine.tokens import block_tokens
 
 _IDX = "__record"
+
+# Chooses the edit sent with one request instead of ``edit_for_request`` (the oracle's plan,
+# the online policy's twin): (the knobs' edit, the request's API messages, their costs, the
+# overhead) -> the edit the client sends.
+ClearPolicy = Callable[
+    [ClearToolUses, Sequence[Mapping[str, Any]], Sequence[float], float], ClearToolUses
+]
 
 
 @dataclass(frozen=True)
@@ -77,12 +84,19 @@ def clear_on_server(
     edit: ClearToolUses,
     estimate: BlockEstimates,
     step: int = 1,
+    policy: ClearPolicy | None = None,
 ) -> ServerView:
-    """The server's view of ``sent`` (records with per-record ``costs``) after ``edit``."""
+    """The server's view of ``sent`` (records with per-record ``costs``) after ``edit``
+    (fitted to the messages by ``policy`` when given, else by ``edit_for_request``)."""
     base = overhead + sum(costs)
+    api = [estimate.api_message(r, i) for i, r in enumerate(sent)]
+    sent_edit = (
+        policy(edit, api, costs, overhead)
+        if policy is not None
+        else edit_for_request(edit, api, step)
+    )
     if edit.trigger_type == "input_tokens" and round(base) < edit.trigger_value:
         return ServerView(list(costs), {}, 0, 0)  # what apply_edits does below the trigger
-    api = [estimate.api_message(r, i) for i, r in enumerate(sent)]
 
     @by_identity_and
     def edited(content: list, i: int) -> tuple[float, tuple[int, ...]]:
@@ -100,7 +114,7 @@ def clear_on_server(
                 total += edited(m["content"], i)[0] - costs[i]
         return round(total)
 
-    out = apply_edits(api, [edit_for_request(edit, api, step)], count)
+    out = apply_edits(api, [sent_edit], count)
     if not out.applied_edits:
         return ServerView(list(costs), {}, 0, 0)
     new_costs = list(costs)

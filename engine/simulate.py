@@ -10,6 +10,7 @@ Scenarios
     when the recorded usage drops accordingly (2.1.30-2.1.68 have a remote kill switch).
     ``unpatched`` / ``text_prune`` / ``server_clearing`` / ``patched``: counterfactual replays
     of the same conversation under given knobs (``engine.replay``).
+    ``oracle``: the cheapest clearing schedule in hindsight (``engine.oracle``).
 
 Every request carries its cache read / write and cost (``engine.prompt_cache``: recorded from
 the usage, replayed from the earlier cache entries the prompt still starts with).
@@ -28,7 +29,7 @@ from engine.prompt_cache import price
 from engine.thresholds import Thresholds, compute_thresholds
 from engine.transcript import Reply, Transcript, is_compact_boundary, is_sidechain
 
-Scenario = Literal["recorded", "unpatched", "text_prune", "server_clearing", "patched"]
+Scenario = Literal["recorded", "unpatched", "text_prune", "server_clearing", "patched", "oracle"]
 IN_MEMORY_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 LINE_KEY = "__line"
 # Session-memory compaction (engine.session_memory) is not replayed: it needs the session-memory
@@ -405,6 +406,10 @@ def simulate(tr: Transcript, profile: Profile, scenario: str = "recorded", **kw)
     """Dispatch to ``simulate_recorded`` or ``engine.replay.simulate_counterfactual``."""
     if scenario == "recorded":
         return simulate_recorded(tr, profile, kw.get("model"), kw.get("env"))
+    if scenario == "oracle":
+        from engine.oracle import simulate_oracle
+
+        return simulate_oracle(tr, profile, **kw)
     from engine.replay import simulate_counterfactual
 
     return simulate_counterfactual(tr, profile, scenario, **kw)

@@ -36,12 +36,18 @@ class Session:
     microcompact_on: bool
     real_auto: int  # auto-compactions recorded in the file
 
-    def replay(self, scenario: str, clear_env: Mapping[str, str] | None = None) -> Simulation:
+    def replay(
+        self,
+        scenario: str,
+        clear_env: Mapping[str, str] | None = None,
+        prune_env: Mapping[str, str] | None = None,
+    ) -> Simulation:
         return simulate(
             self.tr,
             self.profile,
             scenario,
             clear_env=dict(clear_env or {}),
+            prune_env=dict(prune_env or {}),
             microcompact_on=self.microcompact_on,
             calibration=self.calibration,
         )

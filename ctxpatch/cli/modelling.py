@@ -27,9 +27,10 @@ class ScenarioChoice(StrEnum):
     text_prune = "text_prune"
     server_clearing = "server_clearing"
     patched = "patched"
+    oracle = "oracle"
 
 
-COMPARED = ("unpatched", "text_prune", "server_clearing", "patched")
+COMPARED = ("unpatched", "text_prune", "server_clearing", "patched", "oracle")
 
 
 class MicroCompactChoice(StrEnum):
@@ -190,14 +191,15 @@ def simulate_cmd(
         typer.Option(
             help="recorded: explain what happened; unpatched, text_prune (the text prune), "
             "server_clearing (server-side tool-result clearing), patched (both, as "
-            "`ctxpatch apply` installs): replay under the knobs."
+            "`ctxpatch apply` installs): replay under the knobs; oracle: the cheapest clearing "
+            "schedule in hindsight (docs/oracle.md)."
         ),
     ] = ScenarioChoice.recorded,
     compare: Annotated[
         bool,
         typer.Option(
             "--compare",
-            help="Run unpatched, text_prune, server_clearing and patched side by side, with "
+            help="Run unpatched, text_prune, server_clearing, patched and oracle side by side, with "
             "cost = 1.0 x uncached + 1.25 x cache write + 0.1 x cache read input tokens.",
         ),
     ] = False,
@@ -391,7 +393,8 @@ def simulate_cmd(
         if as_json:
             if compare:
                 # patched (everything `ctxpatch apply` installs) against unpatched, then each
-                extra["comparison"] = compare_summary(sims[0], sims[-1])
+                patched = next(s for s in sims if s.scenario == "patched")
+                extra["comparison"] = compare_summary(sims[0], patched)
                 extra["vs_unpatched"] = {s.scenario: compare_summary(sims[0], s) for s in sims[1:]}
                 extra["scenarios"] = {s.scenario: {"summary": s.summary} for s in sims}
             results = [

@@ -145,7 +145,7 @@ def test_simulate_compare_json(app, need_spotter):
     )
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    names = ["unpatched", "text_prune", "server_clearing", "patched"]
+    names = ["unpatched", "text_prune", "server_clearing", "patched", "oracle"]
     assert [s["scenario"] for s in doc["results"]] == names
     res = {s["scenario"]: s["summary"] for s in doc["results"]}
     assert res == {name: doc["scenarios"][name]["summary"] for name in names}
@@ -158,6 +158,9 @@ def test_simulate_compare_json(app, need_spotter):
     keys = {"compactions_avoided", "tokens_saved", "extra_cache_breaks", "cost_saved_pct"}
     assert keys <= set(doc["comparison"])
     assert doc["comparison"] == doc["vs_unpatched"]["patched"]
+    # the hindsight optimum: no compaction, and no schedule of the knobs is cheaper
+    assert res["oracle"]["auto_compactions"] == 0
+    assert res["oracle"]["cost"] <= min(res[n]["cost"] for n in ("server_clearing", "patched"))
 
 
 def test_clear_knobs_reach_the_replay(app, need_spotter):

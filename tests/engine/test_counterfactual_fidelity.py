@@ -299,6 +299,9 @@ def test_history_carried_into_the_file_goes_at_the_compaction():
     assert _prompts(rep) == _prompts(rec)
     cal = calibrate(tr, profile_for("2.1.7"))
     assert cal.overhead == OVERHEAD and cal.carried == 90_000
+    # the carried history is a fixed prefix: read from the cache, not written on every request
+    before = [r for r in rep.requests if r.line < boundary]
+    assert all(r.cache_read >= OVERHEAD + 90_000 for r in before[1:])
 
 
 def test_a_manual_compaction_is_replayed_where_the_user_typed_it():

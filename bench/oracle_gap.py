@@ -1,0 +1,88 @@
+"""How close the defaults come to the hindsight optimum (scenario ``oracle``, engine/oracle.py).
+
+Every shared session with a real auto-compaction (scripts/real_sessions.py) is replayed
+``unpatched``, ``patched`` at the defaults (what ``ctxpatch apply`` installs: the text prune and
+server-side clearing at the ``CLAUDE_CTX_CLEAR_*`` defaults, or under ``--env NAME=VALUE``) and
+``oracle``. Printed per session: real / replayed auto-compactions, the cost of each scenario
+relative to unpatched (prompt-cache prices, engine.prompt_cache), and the share of the oracle's
+saving the defaults reach; then the issue's bars: sessions dearer than unpatched, compactions
+left, and the total saving against the oracle's.
+
+    python bench/oracle_gap.py [--only NAME ...] [--env CLAUDE_CTX_CLEAR_POLICY=fixed ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+from real_sessions import sessions
+
+
+def pct(new: float, old: float) -> str:
+    return f"{(new - old) / old:+.1%}" if old else "—"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=[], help="sessions whose name holds one of these")
+    ap.add_argument("--env", nargs="*", default=[], help="clearing knobs NAME=VALUE")
+    ap.add_argument("--prune-env", nargs="*", default=[], help="text prune knobs NAME=VALUE")
+    args = ap.parse_args(argv)
+    env = dict(kv.split("=", 1) for kv in args.env)
+    penv = dict(kv.split("=", 1) for kv in args.prune_env)
+    t0 = time.perf_counter()
+    print(
+        f"{'session':<40} {'real':>4} {'unp':>4} {'def':>4} {'orc':>4}  "
+        f"{'defaults':>8} {'oracle':>8} {'of oracle':>9}",
+        flush=True,
+    )
+    tot = {"un": 0, "d": 0, "o": 0}
+    dearer: list[str] = []
+    left = 0
+    real = 0
+    n = 0
+    for s in sessions(log=lambda m: print(m, file=sys.stderr)):
+        if args.only and not any(w in s.name for w in args.only):
+            continue
+        un = s.replay("unpatched").summary
+        d = s.replay("patched", env, penv).summary
+        o = s.replay("oracle", env, penv).summary
+        tot["un"] += un["cost"]
+        tot["d"] += d["cost"]
+        tot["o"] += o["cost"]
+        real += s.real_auto
+        left += d["auto_compactions"]
+        n += 1
+        if d["cost"] > un["cost"]:
+            dearer.append(s.name)
+        gain_o = un["cost"] - o["cost"]
+        share = f"{(un['cost'] - d['cost']) / gain_o:.0%}" if gain_o > 0 else "—"
+        print(
+            f"{s.name:<40} {s.real_auto:>4} {un['auto_compactions']:>4} "
+            f"{d['auto_compactions']:>4} {o['auto_compactions']:>4}  "
+            f"{pct(d['cost'], un['cost']):>8} {pct(o['cost'], un['cost']):>8} {share:>9}",
+            flush=True,
+        )
+    gain_o = tot["un"] - tot["o"]
+    gain_d = tot["un"] - tot["d"]
+    print(
+        f"\n{n} sessions, {real} real auto-compactions; at the defaults: {left} compactions left, "
+        f"{len(dearer)} sessions dearer than unpatched{': ' + ', '.join(dearer) if dearer else ''}"
+    )
+    print(
+        f"total cost: defaults {pct(tot['d'], tot['un'])}, oracle {pct(tot['o'], tot['un'])}; "
+        f"the defaults reach {gain_d / gain_o:.1%} of the oracle's saving"
+        if gain_o
+        else "the oracle saves nothing"
+    )
+    print(f"({time.perf_counter() - t0:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

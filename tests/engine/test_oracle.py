@@ -1,0 +1,140 @@
+"""The hindsight optimum (engine.oracle): the dynamic programme against brute force, the replay
+of its schedule, and the carried history the prompt cache reads."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from engine.oracle import Observed, plan, schedule_cost
+from engine.profiles import profile_for
+from engine.prompt_cache import PromptCache
+from engine.simulate import simulate
+from engine.transcript import build_transcript
+
+OPUS = "claude-opus-4-6"
+
+
+def growing(n: int, result: float = 800.0, text: float = 200.0) -> list[Observed]:
+    """``n`` requests; request ``r`` sends ``r + 1`` messages (one tool round each) and may
+    clear its ``r`` older tool uses, each freeing ``result`` tokens."""
+    out = []
+    for r in range(n):
+        contents = [("user", k) for k in range(r + 1)]
+        costs = [result + text] * (r + 1)
+        freed = [result * b for b in range(r + 1)]
+        out.append(Observed(contents, costs, [1] * (r + 1), 5_000.0, freed, r))
+    return out
+
+
+def counts_prompts(seen: list[Observed]) -> tuple[list[int], list[int]]:
+    """A probe that cleared nothing: each count is the previous prompt plus the new message."""
+    prompts = [round(o.overhead + sum(o.costs)) for o in seen]
+    counts = [0] + [prompts[r - 1] + round(seen[r].costs[-1]) for r in range(1, len(seen))]
+    return counts, prompts
+
+
+def brute_force(seen, counts, prompts, threshold) -> float:
+    best = math.inf
+    limits = [o.limit for o in seen]
+    for seq in itertools.product(*(range(lim + 1) for lim in limits)):
+        if any(b < a for a, b in itertools.pairwise(seq)):
+            continue  # the boundary only moves forward
+        cost, ok = schedule_cost(seen, counts, prompts, threshold, seq)
+        if ok:
+            best = min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("threshold", [None, 11_000, 9_500])
+@pytest.mark.parametrize("result", [100.0, 800.0, 3_000.0])
+def test_the_programme_finds_the_cheapest_schedule(threshold, result):
+    seen = growing(6, result=result)
+    counts, prompts = counts_prompts(seen)
+    p = plan(seen, counts, prompts, threshold)
+    cost, ok = schedule_cost(seen, counts, prompts, threshold, p.boundaries)
+    assert ok and cost == pytest.approx(p.model_cost)
+    assert p.model_cost == pytest.approx(brute_force(seen, counts, prompts, threshold))
+    assert all(b >= a for a, b in itertools.pairwise(p.boundaries))
+
+
+def test_small_results_are_never_worth_a_rewrite_and_large_ones_are():
+    for result, moves in ((20.0, False), (5_000.0, True)):
+        seen = growing(8, result=result)
+        counts, prompts = counts_prompts(seen)
+        p = plan(seen, counts, prompts, None)
+        assert any(p.boundaries) is moves
+
+
+def test_the_threshold_forces_clearing_and_an_impossible_one_is_reported():
+    seen = growing(6, result=100.0)  # too small to pay for a rewrite
+    counts, prompts = counts_prompts(seen)
+    free = plan(seen, counts, prompts, None)
+    assert not any(free.boundaries)
+    tight = plan(seen, counts, prompts, 6_500)
+    assert tight.model_cost > free.model_cost and any(tight.boundaries)
+    assert schedule_cost(seen, counts, prompts, 6_500, free.boundaries)[1] is False
+    assert tight.unavoidable == ()
+    hopeless = plan(seen, counts, prompts, 5_400)  # the overhead alone nearly reaches it
+    assert hopeless.unavoidable  # not even clearing everything keeps the count below
+
+
+def test_the_cache_reads_the_carried_history_like_the_system_prompt():
+    cache = PromptCache(100)
+    cache.read(["a"], [5.0], [1], 160)
+    assert cache.read(["a", "b"], [5.0, 6.0], [1, 1], 160) == 165
+    assert cache.read(["x"], [5.0], [1], 160) == 160  # a change: the fixed prefix only
+
+
+# --- the replay of the plan ----------------------------------------------------------------
+
+
+def session(tool_rounds: int, result_chars: int = 24_000) -> list[dict]:
+    recs: list[dict] = []
+    base = {"version": "2.1.39", "sessionId": "s", "cwd": "/w"}
+
+    def add(rec: dict) -> None:
+        recs.append({**base, "uuid": f"r{len(recs)}", **rec})
+
+    add({"type": "user", "message": {"role": "user", "content": "read every file"}})
+    prompt = 20_004
+    for k in range(tool_rounds):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"path": f"/f{k}"}}
+        usage = {
+            "input_tokens": 1,
+            "cache_creation_input_tokens": 7_000,
+            "cache_read_input_tokens": prompt - 7_001,
+            "output_tokens": 20,
+        }
+        msg = {"id": f"m{k}", "role": "assistant", "model": OPUS, "content": [use], "usage": usage}
+        add({"type": "assistant", "message": msg})
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "x" * result_chars}
+        add({"type": "user", "message": {"role": "user", "content": [res]}})
+        prompt += result_chars // 4 + 30
+    return recs
+
+
+@pytest.fixture(scope="module")
+def runs():
+    tr = build_transcript(session(40))
+    prof = profile_for("2.1.39")
+    kw = {"microcompact_on": False, "clear_env": {"CLAUDE_CTX_CLEAR_STEP": "20"}}
+    return {
+        name: simulate(tr, prof, name, **kw)
+        for name in ("unpatched", "server_clearing", "patched", "oracle")
+    }
+
+
+def test_the_oracle_avoids_the_compaction_and_beats_every_fixed_step(runs):
+    un, oracle = runs["unpatched"].summary, runs["oracle"].summary
+    assert un["auto_compactions"] >= 1 and oracle["auto_compactions"] == 0
+    assert runs["oracle"].scenario == "oracle" and set(oracle) == set(un)
+    for name in ("server_clearing", "patched"):
+        assert oracle["cost"] <= runs[name].summary["cost"]
+    # the model the programme optimises prices its schedule as the replay does
+    knobs = runs["oracle"].knobs["oracle"]
+    assert knobs["model_cost"] == pytest.approx(oracle["cost"], rel=0.01)
+    assert knobs["moves"] and knobs["unavoidable_compactions_before"] == []
+    assert oracle["cache_breaks"] == len(knobs["moves"])
