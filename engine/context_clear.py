@@ -22,7 +22,22 @@ ENV_EXCLUDE = "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS"
 ENV_INPUTS = "CLAUDE_CTX_CLEAR_TOOL_INPUTS"
 ENV_DISABLE = "CLAUDE_CTX_CLEAR_DISABLE"
 ENV_STEP = "CLAUDE_CTX_CLEAR_STEP"
-ENV_NAMES = (ENV_TRIGGER, ENV_KEEP, ENV_AT_LEAST, ENV_EXCLUDE, ENV_INPUTS, ENV_DISABLE, ENV_STEP)
+# the online policy's (engine.policy)
+ENV_POLICY = "CLAUDE_CTX_CLEAR_POLICY"
+ENV_CEILING = "CLAUDE_CTX_CLEAR_CEILING"
+ENV_PATIENCE = "CLAUDE_CTX_CLEAR_PATIENCE"
+ENV_NAMES = (
+    ENV_TRIGGER,
+    ENV_KEEP,
+    ENV_AT_LEAST,
+    ENV_EXCLUDE,
+    ENV_INPUTS,
+    ENV_DISABLE,
+    ENV_STEP,
+    ENV_POLICY,
+    ENV_CEILING,
+    ENV_PATIENCE,
+)
 
 # Chosen by bench/clearing_sweep.py over the shared real sessions (README, "Server-side
 # clearing"); the injected JavaScript (patcher/snippets/context_clear.js) has the same ones, a
@@ -55,10 +70,14 @@ def _env_names(raw: str) -> tuple[str, ...]:
 def knob_errors(env: Mapping[str, str]) -> list[str]:
     """What is wrong with the set knobs (each is then ignored and its default used)."""
     errors = []
-    for name, minimum in ((ENV_TRIGGER, 1), (ENV_KEEP, 0), (ENV_AT_LEAST, 0), (ENV_STEP, 1)):
+    ints = ((ENV_TRIGGER, 1), (ENV_KEEP, 0), (ENV_AT_LEAST, 0), (ENV_STEP, 1))
+    for name, minimum in (*ints, (ENV_CEILING, 1), (ENV_PATIENCE, 0)):
         raw = env.get(name)
         if raw is not None and raw.strip() and _env_int(env, name, minimum) is None:
             errors.append(f"{name}={raw!r} is not an integer >= {minimum}; the default is used")
+    policy = env.get(ENV_POLICY)
+    if policy is not None and policy.strip() and policy.strip().lower() not in ("paid", "fixed"):
+        errors.append(f"{ENV_POLICY}={policy!r} is not paid or fixed; the default is used")
     return errors
 
 

@@ -35,6 +35,7 @@ from engine.context_management import to_json
 from engine.count import autocompact_tokens, last_usage_tokens
 from engine.identity_memo import by_identity
 from engine.microcompact import microcompact
+from engine.policy import clear_policy_from_env, policy_from_env
 from engine.previous_thinking import (
     main_model,
     starts_turn,
@@ -155,6 +156,9 @@ def simulate_counterfactual(
     cenv = dict(clear_env or {})
     clear_edit = knobs_from_env(cenv) if scenario in CLEAR_SCENARIOS else None
     clear_step = step_from_env(cenv)
+    if clear_policy is None and clear_edit is not None:
+        # the online policy of the injected JavaScript (engine.policy; CLAUDE_CTX_CLEAR_POLICY)
+        clear_policy = clear_policy_from_env(cenv, cal.overhead)
     estimate = BlockEstimates()
     cache = PromptCache(cal.overhead)
     history: list[dict] = []
@@ -389,6 +393,7 @@ def simulate_counterfactual(
         "clear_env": cenv if scenario in CLEAR_SCENARIOS else {},
         "clear_edit": to_json(clear_edit) if clear_edit is not None else None,
         "clear_step": clear_step if clear_edit is not None else None,
+        "clear_policy": policy_from_env(cenv) if clear_edit is not None else None,
         "microcompact": microcompact_on,
     }
     return Simulation(profile, scenario, model, th, tuple(requests), tuple(events), knobs)

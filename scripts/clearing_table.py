@@ -11,7 +11,8 @@ the injected JavaScript sends) and at ``PLAIN_API`` (the API's own defaults with
 STEP 1: what a client sending the bare edit gets). Columns: real auto-compactions in
 the file, auto-compactions of the unpatched replay, and for each patched run its
 auto-compactions, tokens sent and cost (prompt-cache prices, ``engine.prompt_cache``) relative
-to unpatched. ``--readme FILE`` replaces the text between
+to unpatched; then the ``oracle`` (``engine.oracle``: the cheapest clearing schedule in
+hindsight), and the sessions the defaults make dearer, with why. ``--readme FILE`` replaces the text between
 ``<!-- clearing-table:begin -->`` and ``<!-- clearing-table:end -->``. The output depends only
 on the sessions and the engine (no clock), so regenerating is reproducible.
 """
@@ -64,17 +65,22 @@ def defaults_env() -> dict[str, str]:
 def table(log=print) -> str:
     rows = []
     keys = ("req", "real", "un_auto", "d_auto", "r_auto", "un_tok", "d_tok", "r_tok")
-    tot = dict.fromkeys((*keys, "un_cost", "d_cost", "r_cost"), 0)
+    tot = dict.fromkeys((*keys, "un_cost", "d_cost", "r_cost", "o_auto", "o_cost"), 0)
+    dearer: list[str] = []
     for s in sessions(log=log):
         un = s.replay("unpatched").summary
         d = s.replay("patched").summary  # the twin's defaults: what the injected JS sends
         r = s.replay("patched", PLAIN_API).summary
+        o = s.replay("oracle").summary
+        if d["cost"] > un["cost"]:
+            dearer.append(_dearer(s.name, un, d, o))
         rows.append(
             f"| {s.name} | {s.tr.version} | {un['requests']} | {s.real_auto} | "
             f"{un['auto_compactions']} | {d['auto_compactions']} | "
             f"{pct(d['tokens_sent'], un['tokens_sent'])} | {pct(d['cost'], un['cost'])} | "
             f"{r['auto_compactions']} | {pct(r['tokens_sent'], un['tokens_sent'])} | "
-            f"{pct(r['cost'], un['cost'])} |"
+            f"{pct(r['cost'], un['cost'])} | {o['auto_compactions']} | "
+            f"{pct(o['cost'], un['cost'])} |"
         )
         for key, val in (
             ("req", un["requests"]),
@@ -88,25 +94,56 @@ def table(log=print) -> str:
             ("un_cost", un["cost"]),
             ("d_cost", d["cost"]),
             ("r_cost", r["cost"]),
+            ("o_auto", o["auto_compactions"]),
+            ("o_cost", o["cost"]),
         ):
             tot[key] += val
     head = [
         "| session | Claude Code | requests | real auto-compactions | unpatched replay | "
-        "defaults: compactions | tokens | cost | plain API keep: compactions | tokens | cost |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "defaults: compactions | tokens | cost | plain API keep: compactions | tokens | cost | "
+        "oracle: compactions | cost |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     total = (
         f"| **total ({len(rows)} sessions)** | | {tot['req']} | {tot['real']} | "
         f"{tot['un_auto']} | {tot['d_auto']} | {pct(tot['d_tok'], tot['un_tok'])} | "
         f"{pct(tot['d_cost'], tot['un_cost'])} | {tot['r_auto']} | "
-        f"{pct(tot['r_tok'], tot['un_tok'])} | {pct(tot['r_cost'], tot['un_cost'])} |"
+        f"{pct(tot['r_tok'], tot['un_tok'])} | {pct(tot['r_cost'], tot['un_cost'])} | "
+        f"{tot['o_auto']} | {pct(tot['o_cost'], tot['un_cost'])} |"
     )
     legend = (
         f"Patched at the defaults ({knobs_text(defaults_env())}) and with the plain API keep "
         f"({knobs_text(PLAIN_API)}); both with the text prune at its defaults. Tokens and cost "
-        "relative to the unpatched replay."
+        "relative to the unpatched replay. Oracle: the cheapest clearing schedule in hindsight "
+        "(docs/oracle.md)."
     )
-    return "\n".join([legend, "", *head, *rows, total])
+    gain_d, gain_o = tot["un_cost"] - tot["d_cost"], tot["un_cost"] - tot["o_cost"]
+    share = (
+        f"The defaults reach {gain_d / gain_o:.0%} of the oracle's saving."
+        if gain_o > 0
+        else "The oracle saves nothing."
+    )
+    why = (
+        "Dearer than unpatched at the defaults: " + "; ".join(dearer) + "."
+        if dearer
+        else "No session is dearer than unpatched at the defaults."
+    )
+    return "\n".join([legend, "", *head, *rows, total, "", f"{share} {why}"])
+
+
+def _dearer(name: str, un: dict, d: dict, o: dict) -> str:
+    """Why one session costs more at the defaults than unpatched."""
+    text = f"`{name}` ({pct(d['cost'], un['cost'])})"
+    if o["cost"] > un["cost"]:
+        return (
+            f"{text}: no clearing schedule avoids its compactions more cheaply than compacting "
+            f"(the oracle: {pct(o['cost'], un['cost'])}, {o['auto_compactions']} compactions): "
+            "after a compaction its prompt stays small for long, which clearing cannot match"
+        )
+    return (
+        f"{text}: the oracle saves {pct(o['cost'], un['cost'])} here; the online policy moves "
+        "the cleared part where hindsight would not"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

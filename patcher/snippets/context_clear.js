@@ -27,6 +27,14 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   (integer >= 1): the edit keeps between KEEP and
   //                                   KEEP + STEP - 1 uses, so the prompt cache is
   //                                   rewritten once per STEP uses, not on every one
+  //   CLAUDE_CTX_CLEAR_POLICY         paid (default): the cleared part moves only when
+  //                                   the move pays for the cache it rewrites, or when
+  //                                   the messages kept reach CEILING; fixed: every STEP
+  //                                   tool uses (the rule before the policy)
+  //   CLAUDE_CTX_CLEAR_CEILING        paid: move whatever it costs once the messages kept
+  //                                   reach this many tokens of 4 characters (integer >= 1)
+  //   CLAUDE_CTX_CLEAR_PATIENCE       paid: percent of the break-even rent paid before a
+  //                                   move (integer >= 0; 100 = break even)
   //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
   //   CLAUDE_CTX_CLEAR_DEBUG=FILE     append one JSON line per decision to FILE
   //                                   (default: CLAUDE_TEXT_PRUNE_DEBUG)
@@ -54,6 +62,9 @@ function _ctxpatchContextClearing(value, mode) {
   var DEFAULT_AT_LEAST = 0;
   var DEFAULT_TOOL_INPUTS = true;
   var DEFAULT_STEP = 20;
+  var DEFAULT_POLICY = "paid";
+  var DEFAULT_CEILING = 90000;
+  var DEFAULT_PATIENCE = 100;
   var TRUE_WORDS = ["1", "true", "yes", "on"];
 
   function isObject(x) {
@@ -170,6 +181,142 @@ function _ctxpatchContextClearing(value, mode) {
     return Math.max(keep, trailing);
   }
 
+  // --- the "paid" policy (twin: engine/policy.py paid_boundary; docs/oracle.md) ---------
+  // A move of the cleared part rewrites the prompt cache after it: 1.25x written instead of
+  // 0.1x read, an extra 1.15 x (kept - freed). It pays once the part it frees has been read
+  // enough times: the policy moves when the reads the clearable part cost since the last
+  // move reach that price (2 x rent x 100 >= 23 x PATIENCE x (kept - free), integers), or
+  // when the messages kept reach CEILING tokens (4 characters each). Stateless: replayed over
+  // the request points of the list (a user message followed by an assistant one, and the
+  // end). Sizes are characters, walked without JSON.stringify (which would cost ~10 ms on a
+  // 200-message list): a string its length, a number / boolean / null 1, an object its keys'
+  // lengths and its values, 10 levels deep at most; an image or document 8000.
+  var MEDIA_CHARS = 8000;
+
+  function valueSize(value, depth) {
+    if (typeof value === "string") return value.length;
+    if (value === null || typeof value !== "object") return 1;
+    if (depth >= 10) return 0;
+    var sum = 0;
+    var i;
+    if (Array.isArray(value)) {
+      for (i = 0; i < value.length; i++) sum += valueSize(value[i], depth + 1);
+      return sum;
+    }
+    var keys = Object.keys(value);
+    for (i = 0; i < keys.length; i++) sum += keys[i].length + valueSize(value[keys[i]], depth + 1);
+    return sum;
+  }
+
+  function blockType(block) {
+    return isObject(block) ? block.type : undefined;
+  }
+
+  function resultSize(content) {
+    if (typeof content === "string") return content.length;
+    if (!Array.isArray(content)) return 0;
+    var sum = 0;
+    for (var i = 0; i < content.length; i++) {
+      var type = blockType(content[i]);
+      if (type === "text") sum += typeof content[i].text === "string" ? content[i].text.length : 0;
+      else if (type === "image" || type === "document") sum += MEDIA_CHARS;
+    }
+    return sum;
+  }
+
+  function blockSize(block) {
+    switch (blockType(block)) {
+      case "text":
+        return typeof block.text === "string" ? block.text.length : 0;
+      case "thinking":
+        return typeof block.thinking === "string" ? block.thinking.length : 0;
+      case "image":
+      case "document":
+        return MEDIA_CHARS;
+      case "tool_result":
+        return resultSize(block.content);
+      default:
+        return valueSize(block, 0);
+    }
+  }
+
+  function contentSize(content) {
+    if (typeof content === "string") return content.length;
+    if (!Array.isArray(content)) return 0;
+    var sum = 0;
+    for (var i = 0; i < content.length; i++) sum += blockSize(content[i]);
+    return sum;
+  }
+
+  function clearsInput(edit, name) {
+    var ci = edit.clear_tool_inputs;
+    return ci === true || (Array.isArray(ci) && ci.indexOf(name) >= 0);
+  }
+
+  function roleOf(message) {
+    return isObject(message) ? message.role : undefined;
+  }
+
+  // How many of the oldest tool uses the paid policy clears with these messages.
+  function paidBoundary(messages, edit, ceiling, patience) {
+    var results = {};
+    var i, j, blocks;
+    for (i = 0; i < messages.length; i++) {
+      if (roleOf(messages[i]) !== "user") continue;
+      blocks = blocksOf(messages[i]);
+      for (j = 0; j < blocks.length; j++) {
+        if (blockType(blocks[j]) === "tool_result") results["k" + blocks[j].tool_use_id] = blocks[j];
+      }
+    }
+    var exclude = Array.isArray(edit.exclude_tools) ? edit.exclude_tools : [];
+    var keep = edit.keep.value;
+    var gains = [0];
+    var total = 0;
+    var trailing = 0;
+    var cleared = 0;
+    var rent = 0;
+    var last = messages.length - 1;
+    var following = new Array(messages.length);
+    var next;
+    for (i = last; i >= 0; i--) {
+      following[i] = next;
+      var r = roleOf(messages[i]);
+      if (r === "user" || r === "assistant") next = r;
+    }
+    for (i = 0; i < messages.length; i++) {
+      var role = roleOf(messages[i]);
+      if (role === "user" || role === "assistant") total += contentSize(messages[i].content);
+      if (role === "assistant") {
+        trailing = 0;
+        blocks = blocksOf(messages[i]);
+        for (j = 0; j < blocks.length; j++) {
+          var use = blocks[j];
+          if (blockType(use) !== "tool_use") continue;
+          var gain = 0;
+          if (exclude.indexOf(use.name) < 0) {
+            var result = results["k" + use.id];
+            if (isObject(result)) gain += resultSize(result.content);
+            if (clearsInput(edit, use.name)) gain += valueSize(use.input, 1);
+          }
+          gains.push(gains[gains.length - 1] + gain);
+        }
+        continue;
+      }
+      if (role === "user") trailing += countType(blocksOf(messages[i]), "tool_result");
+      if (i !== last && !(role === "user" && following[i] === "assistant")) continue;
+      var limit = gains.length - 1 - Math.max(keep, trailing);
+      if (limit <= cleared) continue;
+      var free = gains[limit] - gains[cleared];
+      var kept = total - gains[cleared];
+      rent += free;
+      if (kept >= 4 * ceiling || 2 * rent * 100 >= 23 * patience * (kept - free)) {
+        cleared = limit;
+        rent = 0;
+      }
+    }
+    return cleared;
+  }
+
   // Process-wide memory: models the API refused the edit for, the last model sent.
   function memory() {
     var self = _ctxpatchContextClearing;
@@ -270,8 +417,28 @@ function _ctxpatchContextClearing(value, mode) {
     var env = process.env;
     var edit = editFromEnv(env);
     if (edit === null) return request;
-    var step = envInt(env, "CLAUDE_CTX_CLEAR_STEP", 1);
-    var keep = keepFor(request.messages, edit.keep.value, step === null ? DEFAULT_STEP : step);
+    var keep;
+    var policy = strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase();
+    if (policy !== "fixed" && policy !== "paid") policy = DEFAULT_POLICY;
+    if (policy === "paid" && Array.isArray(request.messages)) {
+      var ceiling = envInt(env, "CLAUDE_CTX_CLEAR_CEILING", 1);
+      var patience = envInt(env, "CLAUDE_CTX_CLEAR_PATIENCE", 0);
+      var messages = request.messages;
+      var cleared = paidBoundary(
+        messages,
+        edit,
+        ceiling === null ? DEFAULT_CEILING : ceiling,
+        patience === null ? DEFAULT_PATIENCE : patience
+      );
+      var uses = 0;
+      for (var k = 0; k < messages.length; k++) {
+        if (roleOf(messages[k]) === "assistant") uses += countType(blocksOf(messages[k]), "tool_use");
+      }
+      keep = Math.max(uses - cleared, keepFor(messages, edit.keep.value, 1));
+    } else {
+      var step = envInt(env, "CLAUDE_CTX_CLEAR_STEP", 1);
+      keep = keepFor(request.messages, edit.keep.value, step === null ? DEFAULT_STEP : step);
+    }
     if (keep !== edit.keep.value) edit.keep = { type: "tool_uses", value: keep };
     var why = skipReason(env, request);
     if (why !== null) {

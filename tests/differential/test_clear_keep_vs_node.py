@@ -57,7 +57,7 @@ def conversations(draw) -> list[dict]:
 
 
 _ENV = st.fixed_dictionaries(
-    {},
+    {"CLAUDE_CTX_CLEAR_POLICY": st.just("fixed")},  # the STEP rule (paid: test_clear_policy_*)
     optional={
         "CLAUDE_CTX_CLEAR_KEEP": st.sampled_from(["0", "1", "3", "5", "x"]),
         "CLAUDE_CTX_CLEAR_STEP": st.sampled_from(["1", "2", "7", "20", "0", "bad"]),

@@ -138,6 +138,7 @@ def runs(tr):
     prof = profile_for("2.1.39")
     env = {"CLAUDE_CTX_CLEAR_TRIGGER": "100000", "CLAUDE_CTX_CLEAR_KEEP": "3"}
     env |= {"CLAUDE_CTX_CLEAR_STEP": "1", "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "0"}
+    env |= {"CLAUDE_CTX_CLEAR_POLICY": "fixed"}  # the plain API keep: a move per tool use
     return {
         name: simulate(tr, prof, name, clear_env=env, microcompact_on=False) for name in SCENARIOS
     }
@@ -178,6 +179,7 @@ def test_step_moves_the_cleared_part_every_step_tool_uses(tr):
 
     def run(step: str):
         env = {"CLAUDE_CTX_CLEAR_TRIGGER": "100000", "CLAUDE_CTX_CLEAR_STEP": step}
+        env["CLAUDE_CTX_CLEAR_POLICY"] = "fixed"
         return simulate(tr, prof, "server_clearing", clear_env=env, microcompact_on=False)
 
     one, five = run("1"), run("5")

@@ -120,21 +120,30 @@ def session(tool_rounds: int, result_chars: int = 24_000) -> list[dict]:
 def runs():
     tr = build_transcript(session(40))
     prof = profile_for("2.1.39")
-    kw = {"microcompact_on": False, "clear_env": {"CLAUDE_CTX_CLEAR_STEP": "20"}}
-    return {
-        name: simulate(tr, prof, name, **kw)
+    fixed = {"CLAUDE_CTX_CLEAR_STEP": "20", "CLAUDE_CTX_CLEAR_POLICY": "fixed"}
+    out = {
+        name: simulate(tr, prof, name, microcompact_on=False, clear_env=fixed)
         for name in ("unpatched", "server_clearing", "patched", "oracle")
     }
+    out["paid"] = simulate(tr, prof, "server_clearing", microcompact_on=False)
+    return out
 
 
 def test_the_oracle_avoids_the_compaction_and_beats_every_fixed_step(runs):
     un, oracle = runs["unpatched"].summary, runs["oracle"].summary
     assert un["auto_compactions"] >= 1 and oracle["auto_compactions"] == 0
     assert runs["oracle"].scenario == "oracle" and set(oracle) == set(un)
-    for name in ("server_clearing", "patched"):
+    for name in ("server_clearing", "patched", "paid"):
         assert oracle["cost"] <= runs[name].summary["cost"]
     # the model the programme optimises prices its schedule as the replay does
     knobs = runs["oracle"].knobs["oracle"]
     assert knobs["model_cost"] == pytest.approx(oracle["cost"], rel=0.01)
     assert knobs["moves"] and knobs["unavoidable_compactions_before"] == []
     assert oracle["cache_breaks"] == len(knobs["moves"])
+
+
+def test_the_paid_policy_avoids_the_compaction_and_is_cheaper_than_the_fixed_step(runs):
+    paid, fixed = runs["paid"].summary, runs["server_clearing"].summary
+    assert runs["paid"].knobs["clear_policy"] == "paid"
+    assert paid["auto_compactions"] == 0 and paid["server_clears"] > 0
+    assert paid["cost"] < fixed["cost"]  # more moves (4 here, 1 for STEP 20), each one paid for

@@ -1,0 +1,258 @@
+"""Python twin of the injected JavaScript's online clearing policy ``paid`` (the default).
+
+The cleared part of the prompt (the oldest tool uses, cleared by ``clear_tool_uses_20250919``)
+moves only when the move pays for the cache it rewrites. ``docs/oracle.md`` derives the rule;
+in short, with the prices of :mod:`engine.prompt_cache`:
+
+* a move rewrites what stays of the prompt after it, ``K - C`` (``K`` the messages kept now,
+  ``C`` what the move clears): ``1.25 × (K - C)`` written instead of ``0.1 × (K - C)`` read, an
+  extra ``1.15 × (K - C)``;
+* every later request then reads ``C`` tokens fewer: ``0.1 × C`` each, ``0.1 × C × R`` over the
+  ``R`` requests until the next move. A move pays when ``0.1 × C × R ≥ 1.15 × (K - C)``.
+* ``R`` is not known at request time. The policy puts the reads the clearable part *already*
+  cost since the last move in its place (the deterministic ski-rental rule: pay rent until the
+  rent paid equals the price of buying): it moves when ``Σ 0.1 × C_j ≥ PATIENCE × 1.15 × (K - C)``
+  over the requests ``j`` since the last move, which never costs more than twice the best move
+  time for one move whatever ``R`` turns out to be.
+* Whatever it costs, the policy moves when the messages kept reach ``CEILING`` tokens of 4
+  characters, so that Claude Code's count stays below its auto-compact threshold (the system
+  prompt and tools are left out: counting them, 110-125K, cost more on the real sessions than
+  90K of messages alone, for no compaction fewer).
+
+Stateless: the injected code sees one request at a time, so the policy is replayed over the
+message list itself. Every earlier request is a *request point* (a user message followed by an
+assistant one: the list the model answered then), the current request the last; the same
+list always gives the same edit and a list that only grew repeats the decisions taken before. Sizes are characters (:func:`value_size`: no serialisation, which
+would cost the injected code ~10 ms per request), the ceiling is in tokens of 4 characters.
+Integers only, so that JavaScript and Python agree exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from engine.context_clear import ENV_CEILING, ENV_PATIENCE, ENV_POLICY, _env_int, trailing_results
+from engine.context_editing import blocks_of, is_block
+from engine.context_management import ClearToolUses
+from engine.identity_memo import by_identity
+from engine.javascript import utf16_len
+
+__all__ = ["ENV_CEILING", "ENV_PATIENCE", "ENV_POLICY", "PaidPolicy", "paid_edit"]
+POLICIES = ("paid", "fixed")
+DEFAULT_POLICY = "paid"
+DEFAULT_CEILING = 90_000  # tokens of 4 characters of the messages kept
+DEFAULT_PATIENCE = 100  # percent of the break-even rent
+WRITE_EXTRA_X20 = 23  # 20 × (1.25 - 0.1): the extra price of writing instead of reading
+READ_X20 = 2  # 20 × 0.1
+
+
+def policy_from_env(env: Mapping[str, str]) -> str:
+    """``CLAUDE_CTX_CLEAR_POLICY``: ``paid`` or ``fixed`` (the STEP rule); else the default."""
+    raw = (env.get(ENV_POLICY) or "").strip().lower()
+    return raw if raw in POLICIES else DEFAULT_POLICY
+
+
+def ceiling_from_env(env: Mapping[str, str]) -> int:
+    return _env_int(env, ENV_CEILING, 1) or DEFAULT_CEILING
+
+
+def patience_from_env(env: Mapping[str, str]) -> int:
+    value = _env_int(env, ENV_PATIENCE, 0)
+    return DEFAULT_PATIENCE if value is None else value
+
+
+MEDIA_CHARS = 8000  # an image or document
+MAX_DEPTH = 10
+
+
+def value_size(value: Any, depth: int = 0) -> int:
+    """Characters of a JSON value as the policy counts them (no serialisation): a string its
+    UTF-16 length, a number / boolean / null 1, containers their keys and values, 10 levels
+    deep at most."""
+    if isinstance(value, str):
+        return utf16_len(value)
+    if not isinstance(value, (dict, list)):
+        return 1
+    if depth >= MAX_DEPTH:
+        return 0
+    if isinstance(value, list):
+        return sum(value_size(v, depth + 1) for v in value)
+    return sum(utf16_len(str(k)) + value_size(v, depth + 1) for k, v in value.items())
+
+
+def _text_len(value: Any) -> int:
+    return utf16_len(value) if isinstance(value, str) else 0
+
+
+@by_identity
+def result_size(content: Any) -> int:
+    """Characters of a ``tool_result``'s content."""
+    if isinstance(content, str):
+        return utf16_len(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for b in content:
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "text":
+            total += _text_len(b.get("text"))
+        elif kind in ("image", "document"):
+            total += MEDIA_CHARS
+    return total
+
+
+@by_identity
+def block_size(block: Any) -> int:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text":
+        return _text_len(block.get("text"))
+    if kind == "thinking":
+        return _text_len(block.get("thinking"))
+    if kind in ("image", "document"):
+        return MEDIA_CHARS
+    if kind == "tool_result":
+        return result_size(block.get("content"))
+    return value_size(block)
+
+
+@by_identity
+def content_size(content: Any) -> int:
+    if isinstance(content, str):
+        return utf16_len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(block_size(b) for b in content)
+
+
+@by_identity
+def _input_size(use: Mapping[str, Any]) -> int:
+    return value_size(use.get("input"), 1)
+
+
+def _use_gain(use: Mapping[str, Any], result: Any, inputs: bool) -> int:
+    """Characters clearing one tool use frees: its result's content, its input."""
+    gain = result_size(result.get("content")) if isinstance(result, Mapping) else 0
+    return gain + (_input_size(use) if inputs else 0)
+
+
+def _clears_input(edit: ClearToolUses, name: Any) -> bool:
+    ci = edit.clear_tool_inputs
+    return ci if isinstance(ci, bool) else name in ci
+
+
+def paid_boundary(
+    messages: Sequence[Mapping[str, Any]],
+    edit: ClearToolUses,
+    ceiling: int = DEFAULT_CEILING,
+    patience: int = DEFAULT_PATIENCE,
+    preceding: int = 0,
+) -> int:
+    """How many of the oldest tool uses the ``paid`` policy clears with ``messages``.
+
+    ``preceding``: estimated tokens of history before the list (0 for a real request; a replay
+    passes the history its file does not hold, which the client would send as messages)."""
+    results: dict[Any, Any] = {}
+    for m in messages:
+        if m.get("role") == "user":
+            for b in blocks_of(m):
+                if is_block(b, "tool_result"):
+                    results[b.get("tool_use_id")] = b
+    gains = [0]  # prefix sums of the characters clearing the oldest uses frees
+    total = 4 * preceding  # characters of the messages so far
+    trailing = 0  # tool results since the last assistant message
+    cleared = 0  # the boundary: tool uses cleared
+    rent = 0  # Σ clearable characters over the requests since the last move
+    roles = [m.get("role") for m in messages]
+    last = len(messages) - 1
+    # the role of the next user or assistant message after each one
+    following: list[Any] = [None] * len(messages)
+    nxt: Any = None
+    for i in range(last, -1, -1):
+        following[i] = nxt
+        if roles[i] in ("user", "assistant"):
+            nxt = roles[i]
+    for i, m in enumerate(messages):
+        role = roles[i]
+        total += content_size(m.get("content")) if role in ("user", "assistant") else 0
+        if role == "assistant":
+            trailing = 0
+            for b in blocks_of(m):
+                if is_block(b, "tool_use"):
+                    name = b.get("name")
+                    gain = 0
+                    if name not in edit.exclude_tools:
+                        gain = _use_gain(b, results.get(b.get("id")), _clears_input(edit, name))
+                    gains.append(gains[-1] + gain)
+            continue
+        if role == "user":
+            trailing += sum(1 for b in blocks_of(m) if is_block(b, "tool_result"))
+        if i != last and not (role == "user" and following[i] == "assistant"):
+            continue
+        # a request point: the list up to here was (or is) sent
+        limit = len(gains) - 1 - max(edit.keep, trailing)
+        if limit <= cleared:
+            continue
+        free = gains[limit] - gains[cleared]
+        kept = total - gains[cleared]
+        rent += free
+        if kept >= 4 * ceiling or READ_X20 * rent * 100 >= WRITE_EXTRA_X20 * patience * (
+            kept - free
+        ):
+            cleared = limit
+            rent = 0
+    return cleared
+
+
+def paid_edit(
+    edit: ClearToolUses,
+    messages: Sequence[Mapping[str, Any]],
+    ceiling: int = DEFAULT_CEILING,
+    patience: int = DEFAULT_PATIENCE,
+    preceding: int = 0,
+) -> ClearToolUses:
+    """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy: it
+    keeps all but the policy's boundary (never fewer than KEEP or the round in progress)."""
+    n = sum(
+        1
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in blocks_of(m)
+        if is_block(b, "tool_use")
+    )
+    cleared = paid_boundary(messages, edit, ceiling, patience, preceding)
+    keep = max(n - cleared, trailing_results(messages), edit.keep)
+    return edit if keep == edit.keep else replace(edit, keep=keep)
+
+
+class PaidPolicy:
+    """:data:`engine.server_clearing.ClearPolicy` of the ``paid`` policy at given knobs.
+
+    ``fixed``: the replay's system prompt and tools; what its prompts hold beyond them before
+    the messages is history the file does not hold (``Calibration.carried``), counted as the
+    messages a real client would send."""
+
+    def __init__(
+        self, ceiling: int = DEFAULT_CEILING, patience: int = DEFAULT_PATIENCE, fixed: float = 0.0
+    ) -> None:
+        self.ceiling = ceiling
+        self.patience = patience
+        self.fixed = fixed
+
+    def __call__(
+        self,
+        edit: ClearToolUses,
+        api: Sequence[Mapping[str, Any]],
+        costs: Sequence[float],
+        overhead: float,
+    ) -> ClearToolUses:
+        preceding = max(0, round(overhead - self.fixed)) if self.fixed else 0
+        return paid_edit(edit, api, self.ceiling, self.patience, preceding)
+
+
+def clear_policy_from_env(env: Mapping[str, str], fixed: float = 0.0) -> PaidPolicy | None:
+    """The policy the knobs ask for; ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
+    if policy_from_env(env) == "fixed":
+        return None
+    return PaidPolicy(ceiling_from_env(env), patience_from_env(env), fixed)

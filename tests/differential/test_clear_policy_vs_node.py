@@ -1,0 +1,168 @@
+"""Differential test: the ``keep`` the injected clearing JavaScript sends under the ``paid``
+policy (CLAUDE_CTX_CLEAR_POLICY, CEILING, PATIENCE; the default) against its Python twin
+``engine.policy.paid_edit``, under node, over generated conversations whose results and inputs
+differ in size, so that the break-even rule and the ceiling both decide."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import injected_clearing_js, need
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.context_clear import ENV_NAMES, edit_for_request, knobs_from_env, step_from_env
+from engine.policy import ceiling_from_env, paid_edit, patience_from_env, policy_from_env
+
+DRIVER = r"""
+import { readFileSync } from "node:fs";
+const CASES = JSON.parse(readFileSync(0, "utf8"));
+const fn = SNIPPET;
+const names = NAMES;
+const out = [];
+for (const [env, messages] of CASES) {
+  for (const n of names) delete process.env[n];
+  Object.assign(process.env, env);
+  const req = {model: "claude-sonnet-4-5", messages, betas: [], max_tokens: 1, system: __SYSTEM__, tools: __TOOLS__};
+  const frozen = JSON.stringify(req);
+  const sent = fn(req);
+  if (JSON.stringify(req) !== frozen) throw new Error("the input was mutated");
+  out.push(sent === req ? null : sent.context_management.edits[0].keep.value);
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+SYSTEM = [
+    {"type": "text", "text": "You are Claude Code. " * 400, "cache_control": {"type": "ephemeral"}}
+]
+TOOLS = [
+    {
+        "name": "Read",
+        "description": "Reads a file. " * 50,
+        "input_schema": {
+            "type": "object",
+            "properties": {"p": {"type": "string"}},
+            "required": ["p"],
+        },
+    }
+]
+TEXTS = st.sampled_from(["", "ok", "x" * 700, "é" * 300, "\U0001f600" * 90, "line\n" * 2_000])
+
+
+@st.composite
+def conversations(draw) -> list[dict]:
+    """A human prompt, then tool rounds of 1-3 parallel uses with results of 0-40K chars, a
+    typed prompt now and then; the last round's results may be missing."""
+    msgs: list[dict] = [{"role": "user", "content": draw(TEXTS)}]
+    k = 0
+    rounds = draw(
+        st.lists(
+            st.tuples(
+                st.integers(1, 3),
+                st.booleans(),
+                st.integers(0, 40_000),
+                st.sampled_from(["Read", "Bash", "Edit"]),
+            ),
+            max_size=30,
+        )
+    )
+    for width, typed, size, name in rounds:
+        uses = [
+            {"type": "tool_use", "id": f"t{k + i}", "name": name, "input": {"p": "y" * (size // 7)}}
+            for i in range(width)
+        ]
+        msgs.append({"role": "assistant", "content": [{"type": "text", "text": "on it"}, *uses]})
+        content = "r" * size if size % 2 else [{"type": "text", "text": "r" * size}]
+        msgs.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"t{k + i}", "content": content}
+                    for i in range(width)
+                ],
+            }
+        )
+        k += width
+        if typed:
+            msgs.append({"role": "assistant", "content": [{"type": "text", "text": draw(TEXTS)}]})
+            msgs.append({"role": "user", "content": [{"type": "text", "text": draw(TEXTS)}]})
+    if len(msgs) > 2 and draw(st.booleans()):
+        msgs.pop()  # the round in progress: results not there yet
+    return msgs
+
+
+_ENV = st.fixed_dictionaries(
+    {},
+    optional={
+        "CLAUDE_CTX_CLEAR_POLICY": st.sampled_from(["paid", "PAID ", "fixed", "other", ""]),
+        "CLAUDE_CTX_CLEAR_CEILING": st.sampled_from(["1", "3000", "20_000", "90000", "0", "x"]),
+        "CLAUDE_CTX_CLEAR_PATIENCE": st.sampled_from(["0", "30", "100", "400", "-1"]),
+        "CLAUDE_CTX_CLEAR_KEEP": st.sampled_from(["0", "1", "3"]),
+        "CLAUDE_CTX_CLEAR_STEP": st.sampled_from(["1", "20"]),
+        "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS": st.sampled_from(["", "Bash", "Read,Edit"]),
+        "CLAUDE_CTX_CLEAR_TOOL_INPUTS": st.sampled_from(["1", "0", "Edit"]),
+    },
+)
+
+
+def twin_keep(env: dict[str, str], messages: list[dict]) -> int | None:
+    edit = knobs_from_env(env)
+    if edit is None:
+        return None
+    if policy_from_env(env) == "fixed":
+        return edit_for_request(edit, messages, step_from_env(env)).keep
+    # the system prompt and tools the request carries do not count
+    return paid_edit(edit, messages, ceiling_from_env(env), patience_from_env(env)).keep
+
+
+@pytest.mark.node
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases=st.lists(st.tuples(_ENV, conversations()), min_size=1, max_size=20))
+def test_the_javascript_policy_keeps_what_the_twin_keeps(cases) -> None:
+    node = need("node", "node is the ground truth for JavaScript")
+    script = (
+        DRIVER.replace("__SYSTEM__", json.dumps(SYSTEM))
+        .replace("__TOOLS__", json.dumps(TOOLS))
+        .replace("NAMES", json.dumps(ENV_NAMES))
+        .replace("SNIPPET", _snippet_cached())
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
+    res = subprocess.run(
+        [node, "--input-type=module", "-e", script],
+        input=json.dumps(cases).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    assert json.loads(res.stdout) == [twin_keep(e, m) for e, m in cases]
+
+
+def test_the_policy_moves_when_the_rent_pays_and_at_the_ceiling() -> None:
+    """Hand-checked: ten rounds of 4,000-token results after a 40,000-token prompt."""
+    msgs: list[dict] = [{"role": "user", "content": "p" * 160_000}]
+    for k in range(10):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 16_000}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    edit = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
+    assert edit is not None
+    # the rent of the clearable results never reaches 1.15 x the 40K+ kept: no move
+    assert paid_edit(edit, msgs, ceiling=10**9, patience=100).keep == 10
+    # with no patience the first clearable result moves at once, and every later one
+    assert paid_edit(edit, msgs, ceiling=10**9, patience=0).keep == 1
+    # past the ceiling (at the 3rd result: 40K + 3 x 4K) it moves whatever it costs, and again
+    # each time the kept part reaches it (every other round here): 2 uses kept at the end
+    assert paid_edit(edit, msgs, ceiling=50_000, patience=100).keep == 2
+
+
+_CACHE: list[str] = []
+
+
+def _snippet_cached() -> str:
+    if not _CACHE:
+        _CACHE.append(injected_clearing_js())
+    return _CACHE[0]
