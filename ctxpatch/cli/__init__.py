@@ -1,9 +1,10 @@
 """The ``ctxpatch`` command line (console script ``ctxpatch = ctxpatch.cli:main``).
 
 ``main`` answers ``ctxpatch check [--path P] [--json]``, ``ctxpatch run --fallback -- CMD``
-(``shell-init``'s function, before every ``claude``) and ``ctxpatch shell-init SHELL`` (at every
-shell start) without importing typer: they run at every start of Claude Code or of a shell and
-must stay fast (bench/bench_patcher.py). Every other
+(``shell-init``'s function, before every ``claude``), ``ctxpatch shell-init SHELL`` (at every
+shell start) and ``ctxpatch recall hook`` (Claude Code's hooks) without importing typer: they run
+at every start of Claude Code or of a shell and must stay fast (bench/bench_patcher.py,
+bench/bench_recall_hook.py). Every other
 command line, and any ``check`` with other arguments (``--help``, a typo), goes to the typer
 app in ``ctxpatch.cli.app``; both paths print and exit through ``ctxpatch.cli.output``.
 """
@@ -51,6 +52,10 @@ def quick_run_args(argv: list[str]) -> list[str] | None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (typer handles usage errors with exit 2)."""
     args = sys.argv[1:] if argv is None else argv
+    if args == ["recall", "hook"]:  # Claude Code runs it at every session start: no typer
+        from recall.hook import run
+
+        sys.exit(run())
     if len(args) == 2 and args[0] == "shell-init" and args[1] in ("bash", "zsh", "fish"):
         from gateway.shell_init import ctxpatch_command, script  # at every shell start: no typer
 
