@@ -187,3 +187,18 @@ def mcp(transcript: TranscriptOpt = None) -> None:
         return serve()
 
     raise typer.Exit(handle(body, as_json=False))
+
+
+@recall_app.command("hook")
+def hook() -> None:
+    """The command Claude Code runs for its hooks (apply registers it): reads the hook's JSON
+    on stdin. SessionStart records the session; after a compaction (source "compact") it
+    prints the digest of what the summary dropped as additional context
+    (CTXPATCH_RECALL_DIGEST_TOKENS, default 2000); PreCompact prints the prompts marked #keep.
+    Always exits 0, prints nothing on any failure (logged in the state dir's hook.log).
+
+    (``ctxpatch recall hook`` with no option is answered without loading the option parser.)
+    """
+    from recall.hook import run
+
+    raise typer.Exit(run())

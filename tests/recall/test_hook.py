@@ -8,24 +8,22 @@ import os
 import stat
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 from digest_lines import session
 
-from recall import digest, hook
+from recall import digest, hook, sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def remembered(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """A stand-in ``recall.sessions`` that records what the hook told it."""
+    """``recall.sessions.remember`` replaced: what the hook told it (test_sessions.py tests the
+    real one)."""
     seen: list[dict] = []
-    fake = types.ModuleType("recall.sessions")
-    fake.remember = lambda payload: seen.append(dict(payload))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "recall.sessions", fake)
+    monkeypatch.setattr(sessions, "remember", lambda payload: seen.append(dict(payload)))
     return seen
 
 
@@ -124,13 +122,10 @@ def test_bad_input_prints_nothing_and_exits_0(raw, remembered, state):
 
 
 def test_a_failing_session_record_does_not_stop_the_digest(tmp_path, monkeypatch, state):
-    fake = types.ModuleType("recall.sessions")
-
     def broken(payload):
         raise OSError("disk full")
 
-    fake.remember = broken  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "recall.sessions", fake)
+    monkeypatch.setattr(sessions, "remember", broken)
     path = write_transcript(tmp_path, session())
     payload = {"hook_event_name": "SessionStart", "source": "compact", "transcript_path": str(path)}
     code, out = call(payload)

@@ -30,9 +30,8 @@ CONFIGS = [
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    return {"HOME": str(tmp_path)}
+def home(tmp_path: Path) -> dict[str, str]:
+    return {"HOME": str(tmp_path)}  # the state folder: tests/recall/conftest.py
 
 
 def files(env: dict[str, str]) -> tuple[Path, Path]:
@@ -183,8 +182,7 @@ def test_claude_codes_lock_is_honoured(home, monkeypatch: pytest.MonkeyPatch) ->
     assert c.is_file() and not lock.exists()
 
 
-def test_claude_config_dir_is_followed(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+def test_claude_config_dir_is_followed(tmp_path) -> None:
     env = {"HOME": str(tmp_path / "h"), "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}
     register.register(env)
     assert (tmp_path / "cfg" / "settings.json").is_file()
