@@ -172,6 +172,17 @@ def run_node(
 # ------------------------------------------------------------------ the command line in-process
 
 
+@pytest.fixture(autouse=True)
+def _claude_settings_elsewhere(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``apply``/``revert`` register recall in Claude Code's user settings and keep a receipt in
+    ctxpatch's state folder: in every test those are a fresh folder, never the real ones."""
+    root = tmp_path_factory.mktemp("claude-home")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(root / "claude"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(root / "state"))
+
+
 @pytest.fixture
 def isolated_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Commands that see none of the caller's ctxpatch settings, no global npm install, and run

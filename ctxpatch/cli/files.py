@@ -53,8 +53,13 @@ def action_for(verb: str, *, node_check: bool = True) -> Callable[[Path], Result
     return lambda p: ops.apply_file(p, node_check=node_check, lock_timeout=timeout)
 
 
-def run(path: Path | None, as_json: bool, verb: str, *, node_check: bool = True) -> int:
-    """``verb`` on the chosen files; prints their results; the exit code (the worst one)."""
+def run(
+    path: Path | None, as_json: bool, verb: str, *, node_check: bool = True, recall: bool = True
+) -> int:
+    """``verb`` on the chosen files; prints their results; the exit code (the worst one).
+
+    ``apply`` and ``revert`` also register / unregister recall with Claude Code (its hooks and
+    MCP server, :mod:`recall.register`) unless ``recall`` is False; ``check`` reports it."""
     action = action_for(verb, node_check=node_check)  # bad settings: before anything
     installs, chosen_by = targets(path, environ(), Path.cwd())
     if not installs:
@@ -65,12 +70,73 @@ def run(path: Path | None, as_json: bool, verb: str, *, node_check: bool = True)
         err(f"{verb}: {len(installs)} copies, chosen from {chosen_by}:")
     results = [one(inst.path, action, verb) for inst in installs]
     code = worst(r.exit_code for r in results)
+    recall_doc, recall_code = recall_step(verb if recall else "check")
+    code = worst((code, recall_code))
     if as_json:
-        emit_json(envelope(code, [r.to_json() for r in results], chosen_by=chosen_by))
+        emit_json(
+            envelope(code, [r.to_json() for r in results], chosen_by=chosen_by, recall=recall_doc)
+        )
     else:
         for r in results:
             _human(r, verb)
+        _human_recall(recall_doc, verb if recall else "check")
     return code
+
+
+def recall_step(verb: str) -> tuple[dict, int]:
+    """Register (apply), unregister (revert) or report (check) recall: its JSON and exit code.
+    A settings file ctxpatch cannot edit is refused (3) with nothing written, the patch's own
+    result stands."""
+    if verb == "check":
+        from recall.registered import status
+
+        return status(environ()), 0
+    try:
+        from recall import register
+
+        report = register.register(environ()) if verb == "apply" else register.unregister(environ())
+        return report.to_json(), 0
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        error = error_of(exc)
+        return {"registered": None, "error": error.to_json()}, int(error.exit_code)
+
+
+_RECALL_DONE = {
+    "added": "added to",
+    "created": "written in a new",
+    "already": "already in",
+    "removed": "removed from",
+    "deleted": "removed (file deleted, ctxpatch had created it):",
+    "absent": "not in",
+    "registered": "in",
+}
+
+
+def _human_recall(doc: dict, verb: str) -> None:
+    if "error" in doc:
+        e = doc["error"]
+        err(
+            f"recall: not registered: {e['what']}" + (f"\n  hint: {e['hint']}" if e["hint"] else "")
+        )
+        return
+    if verb in ("check", "status"):  # one line: check's on stdout, status's beside its notes
+        say = out if verb == "check" else err
+        if doc["registered"]:
+            say("recall: registered (" + ", ".join(f["path"] for f in doc["files"]) + ")")
+        else:
+            missing = [f["path"] for f in doc["files"] if f["action"] != "registered"]
+            say(f"recall: not registered in {', '.join(missing)} (ctxpatch apply registers it)")
+        return
+    for f in doc["files"]:
+        what = "hooks" if f["path"].endswith("settings.json") else "MCP server"
+        entries = f" ({', '.join(f['entries'])})" if f["entries"] else ""
+        err(f"recall: {what}{entries} {_RECALL_DONE.get(f['action'], f['action'])} {f['path']}")
+        if f.get("note"):
+            err(f"  note: {f['note']}")
+    if verb == "apply" and any(f["action"] in ("added", "created") for f in doc["files"]):
+        err("recall: restart Claude Code to load them (ctxpatch revert removes them)")
 
 
 def status(as_json: bool) -> int:
@@ -81,13 +147,17 @@ def status(as_json: bool) -> int:
             "CTXPATCH_CLI_JS=node_modules/@anthropic-ai/claude-code/cli.js ctxpatch status"
         )
     results = [one(inst.path, action_for("check"), "check") for inst in installs]
+    recall_doc, _ = recall_step("check")
     if as_json:
-        emit_json(envelope(0, [r.to_json() for r in results], chosen_by="status"))
+        emit_json(
+            envelope(0, [r.to_json() for r in results], chosen_by="status", recall=recall_doc)
+        )
         return 0
     for r in results:
         out(_line(r))
         for note in r.notes:
             err(f"  note: {note}")
+    _human_recall(recall_doc, "status")
     return 0
 
 

@@ -56,6 +56,14 @@ def apply(
     ] = False,
     as_json: JsonOpt = False,
     no_node_check: NoNodeOpt = False,
+    no_recall: Annotated[
+        bool,
+        typer.Option(
+            "--no-recall",
+            help="Do not register recall with Claude Code (its MCP server `ctxpatch mcp` in "
+            "~/.claude.json, the `ctxpatch recall hook` hooks in ~/.claude/settings.json).",
+        ),
+    ] = False,
 ) -> None:
     """Inject server-side tool-result clearing and the thinking-safe text prune into cli.js.
 
@@ -63,7 +71,10 @@ def apply(
     carry it), _aggressiveTextPrune right after the micro-compaction call. A native build
     (>= 2.1.113) is never written: apply says which lever it has (`ctxpatch run -- claude`).
     Writes cli.js.backup first, verifies the result (tree-sitter, esprima, node ESM check),
-    then replaces cli.js atomically. Applying twice changes nothing. With --check or --revert
+    then replaces cli.js atomically. Then, for any install (cli.js or native), registers recall
+    with Claude Code: the MCP server `ctxpatch mcp` (~/.claude.json) and the `ctxpatch recall
+    hook` hooks (~/.claude/settings.json), every other byte of both files kept (--no-recall:
+    not). Applying twice changes nothing. With --check or --revert
     it is `ctxpatch check` or `ctxpatch revert` (and exits as they do).
 
     Example: ctxpatch apply --path node_modules/@anthropic-ai/claude-code/cli.js
@@ -76,7 +87,7 @@ def apply(
                 hint="use one of them (or `ctxpatch check` / `ctxpatch revert`)",
             )
         verb = "check" if check else "revert" if revert else "apply"
-        return files.run(path, as_json, verb, node_check=not no_node_check)
+        return files.run(path, as_json, verb, node_check=not no_node_check, recall=not no_recall)
 
     raise typer.Exit(handle(body, as_json))
 
@@ -98,7 +109,7 @@ def check(path: PathOpt = None, as_json: JsonOpt = False) -> None:
 def revert(path: PathOpt = None, as_json: JsonOpt = False) -> None:
     """Restore the original cli.js byte for byte (from the backup, or by removing the edits).
 
-    Reverting an unpatched file is a no-op that says so.
+    Also removes exactly the recall entries apply added to Claude Code's settings. Reverting an unpatched file is a no-op that says so.
 
     Example: ctxpatch revert
     """

@@ -49,13 +49,17 @@ def test_apply_check_revert_exit_codes_and_json(tmp_path: Path) -> None:
     p = str(cli)
     code, doc = js("check", "-p", p)
     assert code == ExitCode.CHANGE_NEEDED == doc["exit_code"]
-    assert set(doc) == {"ctxpatch", "exit_code", "chosen_by", "results"}
+    assert set(doc) == {"ctxpatch", "exit_code", "chosen_by", "results", "recall"}
     (res,) = doc["results"]
     assert set(res) == RESULT_KEYS
     assert (res["state"], res["version"], res["shape"]) == ("UNPATCHED", "2.0.76", "S1")
+    assert doc["recall"]["registered"] is False
 
     code, doc = js("apply", "-p", p)
     assert code == 0 and doc["results"][0]["action"] == "patched"
+    assert doc["recall"]["registered"] is True  # recall/test_register.py: the entries
+    assert [f["action"] for f in doc["recall"]["files"]] == ["created", "created"]
+    assert js("check", "-p", p)[1]["recall"]["registered"] is True
     assert doc["results"][0]["backup"]["status"] == "valid"
     assert run("apply", "--check", "-p", p)[0] == 0
     assert run("check", "-p", p)[0] == 0
@@ -64,6 +68,7 @@ def test_apply_check_revert_exit_codes_and_json(tmp_path: Path) -> None:
 
     code, doc = js("apply", "--revert", "-p", p)
     assert code == 0 and doc["results"][0]["action"] == "reverted"
+    assert [f["action"] for f in doc["recall"]["files"]] == ["deleted", "deleted"]
     code, _, err = run("revert", "-p", p)
     assert code == 0 and "nothing to revert" in err
     assert cli.read_bytes() == (FIXTURES / "s1-2.0.76.js").read_bytes()
@@ -73,6 +78,7 @@ def test_human_check_output_goes_to_stdout(tmp_path: Path) -> None:
     cli = copy_fixture("s6-2.1.112.js", tmp_path / "p")
     code, out, err = run("check", "-p", str(cli))
     assert code == 1 and out.startswith("UNPATCHED") and "2.1.112" in out and err == ""
+    assert out.splitlines()[-1].startswith("recall: not registered in ")
     code, out, err = run("apply", "-p", str(cli))
     assert code == 0 and out == "" and err.startswith("patched: ")
 

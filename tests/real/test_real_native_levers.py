@@ -78,7 +78,10 @@ def test_real_check_apply_revert_write_nothing(
         assert (res["state"], res["action"], res["version"]) == ("NATIVE", action, version)
         assert (res["lever"], res["lever_state"]) == ("gateway", "nothing-to-write")
         assert res["binary"] == str(exe.resolve())
+        # recall is registered for a native install too, and revert takes it away again
+        assert doc["recall"]["registered"] is {"check": False, "apply": True, "revert": False}[verb]
     assert hashlib.sha256(exe.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in exe.parent.iterdir()) == listing
     assert settings.read_bytes() == b'{\n  // mine\n  "env": {"A": "1",},\n}\n'
     assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
+    assert not (tmp_path / ".claude.json").exists()  # apply created it, revert deleted it
