@@ -268,8 +268,11 @@ def test_two_sessions_in_one_project_recall_only_their_own(make, kind: str, tmp_
             found = text_of(results_in(main[5].body)[f"toolu_two_{me}_search"])
             assert secret[me] in got_own, got_own
             assert secret[other] not in got_other and "No tool call" in got_other, got_other
-            assert secret[other] not in found and ids[other] not in found, found
-            assert "No earlier tool call matches" in found, found
+            assert ids[other] not in found, found
+            # no hit but, at times, this very search call (its line may already be written)
+            hits = [line.split(" | ")[0] for line in found.splitlines() if " | " in line]
+            assert all(h == f"toolu_two_{me}_search" for h in hits), found
+            assert hits or "No earlier tool call matches" in found, found
     finally:
         for m in mocks:
             m.close()
