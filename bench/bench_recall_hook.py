@@ -1,7 +1,7 @@
 """Wall time of ``ctxpatch recall hook``, the command Claude Code runs at every session start
 and around every compaction (it waits for it: the hook must never block it long).
 
-Runs the real command line (``python -m patcher recall hook``, the command ``apply`` registers,
+Runs the real command line (``python -m <package> recall hook``, what ``apply`` registers,
 Python start-up and imports included) as a subprocess, each payload ``--runs`` times, on the
 largest shared session (``CTXPATCH_SHARED``/transcripts, or ``--transcript``):
 
@@ -83,7 +83,10 @@ def main() -> None:
         source = args.transcript or largest_session()
         transcript = plain(source, folder)
         env = {**os.environ, "CTXPATCH_STATE_DIR": str(folder / "state"), "PYTHONPATH": str(ROOT)}
-        hook = [sys.executable, "-m", "patcher", "recall", "hook"]
+        sys.path.insert(0, str(ROOT))
+        from recall.registered import command
+
+        hook = command("recall", "hook")
         base = {"session_id": "bench", "transcript_path": str(transcript), "cwd": tmp}
         payloads = {
             "SessionStart startup": {

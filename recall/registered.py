@@ -21,10 +21,17 @@ HOOK_TIMEOUT = 10  # seconds Claude Code waits for the hook at most (it takes ~0
 
 
 def cli_package() -> str:
-    """The package whose ``-m`` runs the ctxpatch command line (``patcher`` today)."""
-    from patcher import cli
+    """The package whose ``-m`` runs the ctxpatch command line: ``ctxpatch`` once it holds the
+    command line (``ctxpatch.cli`` and ``ctxpatch.__main__``), else ``patcher``."""
+    from importlib.util import find_spec
 
-    return cli.main.__module__.split(".")[0]
+    for pkg in ("ctxpatch", "patcher"):
+        try:
+            if find_spec(f"{pkg}.cli") is not None and find_spec(f"{pkg}.__main__") is not None:
+                return pkg
+        except ImportError:
+            continue
+    return "patcher"
 
 
 def command(*args: str) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from digest_lines import session
 
-from recall import digest, hook, sessions
+from recall import digest, hook, registered, sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,7 +146,7 @@ def test_a_cut_last_line_and_a_huge_transcript_tail(tmp_path):
 
 
 def test_the_real_command_line(tmp_path):
-    """``python -m patcher recall hook`` as Claude Code runs it: stdout only, exit 0, and the
+    """``python -m <package> recall hook`` as Claude Code runs it: stdout only, exit 0, and the
     log in the XDG state folder (mode 600)."""
     path = write_transcript(tmp_path, session())
     env = {
@@ -156,7 +156,7 @@ def test_the_real_command_line(tmp_path):
     }
     payload = {"hook_event_name": "SessionStart", "source": "compact", "transcript_path": str(path)}
     proc = subprocess.run(
-        [sys.executable, "-m", "patcher", "recall", "hook"],
+        [sys.executable, "-m", registered.cli_package(), "recall", "hook"],
         input=json.dumps(payload).encode(),
         capture_output=True,
         env=env,
@@ -170,7 +170,7 @@ def test_the_real_command_line(tmp_path):
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     # garbage in: still exit 0, nothing on either stream
     proc = subprocess.run(
-        [sys.executable, "-m", "patcher", "recall", "hook"],
+        [sys.executable, "-m", registered.cli_package(), "recall", "hook"],
         input=b"\x00garbage",
         capture_output=True,
         env=env,

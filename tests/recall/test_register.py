@@ -83,11 +83,13 @@ def test_the_hook_entries(home) -> None:
     # absolute: this python, -m the package; no PATH lookup
     words = h["command"].split()
     assert words[0] == sys.executable and os.path.isabs(words[0])
-    assert words[1:] == ["-m", "patcher", "recall", "hook"]
+    pkg = registered.cli_package()
+    assert pkg in ("patcher", "ctxpatch")
+    assert words[1:] == ["-m", pkg, "recall", "hook"]
     assert registered.server_entry() == {
         "type": "stdio",
         "command": sys.executable,
-        "args": ["-m", "patcher", "mcp"],
+        "args": ["-m", pkg, "mcp"],
     }
 
 
