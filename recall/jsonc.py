@@ -22,7 +22,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from patcher.errors import CtxpatchError
+from ctxpatch.errors import CtxpatchError
 
 
 class BadJson(CtxpatchError, code="bad_settings"):

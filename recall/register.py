@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patcher.errors import FileBusy
+from ctxpatch.errors import FileBusy
 from recall.registered import HOOK_EVENTS, SERVER, hook_group, places, server_entry
 
 LOCK_WAIT = 10.0  # seconds to wait for Claude Code's config lock

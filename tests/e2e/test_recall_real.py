@@ -31,11 +31,11 @@ from pathlib import Path
 import pytest
 
 from engine.context_clear import ENV_KEEP, ENV_STEP, ENV_TRIGGER
+from lab.chain import _is_result, drive, stream_json_prompts
+from lab.harness import MODEL
+from lab.mock import MockConfig, MockServer, Step
+from lab.sandbox import GatewaySandbox, NativeSandbox, Sandbox, _kill_group
 from patcher import npmcache
-from patcher.e2e.chain import _is_result, drive, stream_json_prompts
-from patcher.e2e.harness import MODEL
-from patcher.e2e.mock import MockConfig, MockServer, Step
-from patcher.e2e.sandbox import GatewaySandbox, NativeSandbox, Sandbox, _kill_group
 from recall import register
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.errors import CtxpatchError, FileBusy
+from ctxpatch.errors import CtxpatchError, FileBusy
 from recall import register, registered
 from recall.jsonc import BadJson
 
