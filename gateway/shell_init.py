@@ -62,7 +62,7 @@ def user_shell(env: Mapping[str, str]) -> str:
 
 def ctxpatch_command(argv0: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
     """How the function calls ctxpatch: this console script's absolute path, else the one on
-    PATH, else this interpreter with ``-m patcher`` (a checkout run as a module)."""
+    PATH, else this interpreter with ``-m ctxpatch`` (a checkout run as a module)."""
     argv0 = sys.argv[0] if argv0 is None else argv0
     if os.path.basename(argv0) == "ctxpatch" and os.access(argv0, os.X_OK):
         return [os.path.abspath(argv0)]

@@ -30,7 +30,7 @@ echo "claude $* base=${ANTHROPIC_BASE_URL:-none} upstream=${CTXPATCH_UPSTREAM:-n
 exit 7
 """
 CTXPATCH = f"""#!/bin/sh
-exec {shlex.quote(sys.executable)} -m patcher "$@"
+exec {shlex.quote(sys.executable)} -m ctxpatch "$@"
 """
 
 
