@@ -5,7 +5,7 @@ Real ``cli.js`` files are proprietary and 11-14 MB: they are never committed. Te
 ``~/.cache/ctxpatch``): ``npm pack`` writes ``npm/<package>-<version>.tgz``, ``package/`` is
 extracted beside it and trimmed to what is read (:data:`KEEP`, ripgrep for this platform), and
 the tarball is deleted. npm's own cache is a throwaway folder, deleted with the tarball: the
-cache keeps what is read and nothing else. README "Cache" gives the sizes.
+cache keeps what is read and nothing else. docs/development.md "Cache" gives the sizes.
 """
 
 from __future__ import annotations

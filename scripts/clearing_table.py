@@ -3,7 +3,7 @@
 real auto-compaction: a Markdown table, one row per session, and the totals.
 
     python scripts/clearing_table.py                      # print the table
-    python scripts/clearing_table.py --readme README.md   # also replace it in the README
+    python scripts/clearing_table.py --doc docs/clearing-defaults.md   # also replace its block there
 
 Each session is replayed (``engine.replay``) ``unpatched`` and ``patched`` (the text prune and
 server-side tool-result clearing), at the ``DEFAULT_*`` knobs of ``engine.context_clear`` (what
@@ -12,7 +12,8 @@ STEP 1: what a client sending the bare edit gets). Columns: real auto-compaction
 the file, auto-compactions of the unpatched replay, and for each patched run its
 auto-compactions, tokens sent and cost (prompt-cache prices, ``engine.prompt_cache``) relative
 to unpatched; then the ``oracle`` (``engine.oracle``: the cheapest clearing schedule in
-hindsight), and the sessions the defaults make dearer, with why. ``--readme FILE`` replaces the text between
+hindsight), and the sessions the defaults make dearer, with why. ``--doc FILE`` (alias
+``--readme``) replaces the text between
 ``<!-- clearing-table:begin -->`` and ``<!-- clearing-table:end -->``. The output depends only
 on the sessions and the engine (no clock), so regenerating is reproducible.
 """
@@ -148,12 +149,18 @@ def _dearer(name: str, un: dict, d: dict, o: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--readme", type=Path, help="replace the block between the markers here")
+    ap.add_argument(
+        "--doc",
+        "--readme",
+        dest="doc",
+        type=Path,
+        help="replace the block between the markers here (docs/clearing-defaults.md)",
+    )
     args = ap.parse_args(argv)
     block = table(log=lambda m: print(m, file=sys.stderr))
     print(block)
-    if args.readme and not update_file(args.readme, BLOCK, block):
-        print(f"error: {args.readme} has no {BEGIN} ... {END} block", file=sys.stderr)
+    if args.doc and not update_file(args.doc, BLOCK, block):
+        print(f"error: {args.doc} has no {BEGIN} ... {END} block", file=sys.stderr)
         return 2
     return 0
 

@@ -2,11 +2,11 @@
 """The engine's scoreboard on the real public sessions (``shared/transcripts/public``).
 
     python scripts/public_scoreboard.py                       # print the table
-    python scripts/public_scoreboard.py --readme README.md    # also replace the README block
+    python scripts/public_scoreboard.py --doc docs/simulate.md    # also replace its block there
 
 Per session: the real auto-compactions usable for checking (``MANIFEST.json``) predicted at the
 same line with the count within 1% of ``preTokens`` (hit), recorded but not (missed), predicted
-where none happened (extra), and whether the file was refused. ``--readme FILE`` replaces the
+where none happened (extra), and whether the file was refused. ``--doc FILE`` (alias ``--readme``) replaces the
 text between ``<!-- public-scoreboard:begin -->`` and ``<!-- public-scoreboard:end -->``. The
 transcripts are read in place (``CTXPATCH_SHARED`` or ``../shared``), never copied.
 """
@@ -99,7 +99,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--readme", type=Path)
+    ap.add_argument("--doc", "--readme", dest="doc", type=Path)
     args = ap.parse_args(argv)
     manifest = PUBLIC / "MANIFEST.json"
     if not manifest.is_file():
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [score(e) for e in json.loads(manifest.read_text())]
     text = table(rows)
     print(text)
-    if args.readme and not update_file(args.readme, BLOCK, text):
-        print(f"error: no {BEGIN} … {END} block in {args.readme}", file=sys.stderr)
+    if args.doc and not update_file(args.doc, BLOCK, text):
+        print(f"error: no {BEGIN} … {END} block in {args.doc}", file=sys.stderr)
         return 2
     return 0
 

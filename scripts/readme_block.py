@@ -1,4 +1,5 @@
-"""The generated blocks of README.md: the text between ``<!-- NAME:begin -->`` and
+"""The generated blocks of the docs (docs/simulate.md, docs/clearing-defaults.md,
+docs/supported-versions.md): the text between ``<!-- NAME:begin -->`` and
 ``<!-- NAME:end -->``, replaced by the script that owns NAME (clearing_table, public_scoreboard,
 support_matrix)."""
 

@@ -2,10 +2,10 @@
 """Generate docs/support-matrix.md from the JSON of ``ctxpatch regress --json FILE``.
 
     python scripts/support_matrix.py ~/.cache/ctxpatch/sweep.json            # -> docs/support-matrix.md
-    python scripts/support_matrix.py sweep.json -o - --readme README.md      # also the README block
+    python scripts/support_matrix.py sweep.json -o - --doc docs/supported-versions.md   # also its block
 
 Consecutive versions of a package that behave the same (call-site shape, micro-compaction kind,
-result, engine profile and drift) are folded into one row. ``--readme FILE`` replaces the text
+result, engine profile and drift) are folded into one row. ``--doc FILE`` (alias ``--readme``) replaces the text
 between ``<!-- support-matrix:begin -->`` and ``<!-- support-matrix:end -->`` in FILE with the
 folded table. The output depends only on the JSON (no clock), so regenerating is reproducible.
 """
@@ -234,7 +234,13 @@ def main(argv: list[str] | None = None) -> int:
         default=str(DEFAULT_OUT),
         help="Markdown file to write, or - for stdout (default docs/support-matrix.md)",
     )
-    ap.add_argument("--readme", type=Path, help="also replace the marked block in this file")
+    ap.add_argument(
+        "--doc",
+        "--readme",
+        dest="doc",
+        type=Path,
+        help="also replace the marked block in this file (docs/supported-versions.md)",
+    )
     ap.add_argument("--source", help="how to name the JSON in the header (default: its file name)")
     args = ap.parse_args(argv)
     try:
@@ -249,10 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
-    if args.readme is not None and not update_file(
-        args.readme, BLOCK, folded_table(doc["results"])
-    ):
-        print(f"error: {args.readme} has no {BEGIN} ... {END} block", file=sys.stderr)
+    if args.doc is not None and not update_file(args.doc, BLOCK, folded_table(doc["results"])):
+        print(f"error: {args.doc} has no {BEGIN} ... {END} block", file=sys.stderr)
         return 3
     return 0
 

@@ -63,8 +63,8 @@ def test_every_package_is_shipped_and_type_checked() -> None:
 
 
 def test_top_level_import_names_are_this_project() -> None:
-    """``engine``, ``patcher``, ``lab`` and the other top-level names are generic (README "Import
-    names"): another installed distribution providing one would shadow or be shadowed by ours.
+    """``engine``, ``patcher``, ``lab`` and the other top-level names are generic (docs/development.md
+    "Import names"): another installed distribution providing one would shadow or be shadowed by ours.
     Detected here: each imports from this checkout, and no other installed distribution claims it."""
     import importlib
     import importlib.metadata as md

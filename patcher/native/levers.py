@@ -6,7 +6,7 @@ requests carry ``clear_tool_uses_20250919``. Two kinds exist in principle:
 * **settings**: an environment variable (written into the ``env`` block of ``settings.json``)
   that makes Claude Code build the edit itself, as 2.0.x's ``USE_API_CLEAR_TOOL_RESULTS`` did;
 * **gateway**: ``ctxpatch run -- claude …`` / ``ctxpatch gateway``, which adds the edit to every
-  request on the way out (README "The gateway"). Always possible.
+  request on the way out (docs/gateway.md). Always possible.
 
 :func:`extract` reads the facts a decision needs from Claude Code's JavaScript (pure; the
 sources come from :func:`patcher.native.app.read_app`); :func:`decide` turns them into a
@@ -26,7 +26,7 @@ sources come from :func:`patcher.native.app.read_app`); :func:`decide` turns the
   (``return X=!0,Y;let e=process.env.CLAUDE_INTERNAL_FC_OVERRIDES``, 2.1.217); *read* when a
   read of the variable is found in neither shape; *absent* otherwise (2.1.113).
 
-What was measured (README "Native installs", real linux-x64 builds, code read and run offline):
+What was measured (docs/native.md "Native installs", real linux-x64 builds, code read and run offline):
 no published native build has a sound settings lever. 2.1.113 never builds the edit; 2.1.217
 neither (its only occurrences are in bundled documents); 2.1.330 builds it only for its idle
 clearing, whose mode comes from the remote flag ``tengu_jiggly_blossom``, and the override map

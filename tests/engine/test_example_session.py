@@ -122,10 +122,10 @@ def test_a_plot_whose_lines_coincide_says_so(tr, tmp_path):
 
 
 def test_documented_event_kinds_are_the_emitted_ones():
-    """#10: session_memory_compact was documented but never emitted. The README lists exactly
-    EVENT_KINDS, and the example emits only kinds from it."""
-    readme = (ROOT / "README.md").read_text()
-    m = re.search(r"`events` \(`kind` in (.*?), with `line`", readme, re.S)
+    """#10: session_memory_compact was documented but never emitted. docs/simulate.md (the
+    JSON fields) lists exactly EVENT_KINDS, and the example emits only kinds from it."""
+    doc = (ROOT / "docs" / "simulate.md").read_text()
+    m = re.search(r"`events` \(`kind` in (.*?), with `line`", doc, re.S)
     assert m is not None
     assert set(re.findall(r"`(\w+)`", m.group(1))) == set(EVENT_KINDS)
     assert "session_memory_compact" not in EVENT_KINDS

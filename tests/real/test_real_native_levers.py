@@ -1,7 +1,7 @@
 """The lever of the real native builds (linux-x64), read from the binaries, and what
 ``ctxpatch check`` / ``apply`` / ``revert`` say and write on them (nothing).
 
-Measured (README "Native installs"): no published native build has a setting that makes it
+Measured (docs/native.md "Native installs"): no published native build has a setting that makes it
 send clear_tool_uses_20250919; 2.1.330's own idle clearing is switched by a remote flag whose
 environment override is compiled out. A build that changes any of this fails here first.
 """
