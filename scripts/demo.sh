@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command from a fresh machine: install ctxpatch, patch a real Claude Code in a scratch
-# project, prove the state, then replay the embedded real session with and without the patch.
+# project, prove it (verify: offline, against a local mock of the API), then replay the embedded
+# real session with and without the patch; the last line is what it saved.
 #   bash scripts/demo.sh            (CTXPATCH_DEMO_DIR=... to keep the scratch project)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,9 +27,25 @@ cd "$demo"
 echo "== ctxpatch status";  ctxpatch status || true
 echo "== ctxpatch apply";   ctxpatch apply
 echo "== ctxpatch check";   ctxpatch check
-if ctxpatch --help | grep -q " verify "; then echo "== ctxpatch verify"; ctxpatch verify; fi
+echo "== ctxpatch verify"; ctxpatch verify
 echo "== the embedded real session (Claude Code 2.1.39, one real auto-compaction), as recorded"
 ctxpatch simulate "$here/examples/spotter-session.jsonl"
-echo "== the same session unpatched vs patched (CLAUDE_TEXT_PRUNE_KEEP=1, STEP=1: it has only 5 typed prompts)"
-ctxpatch simulate "$here/examples/spotter-session.jsonl" --compare --keep 1 --step 1
+echo "== the same session unpatched vs patched (what apply installs, default knobs)"
+ctxpatch simulate "$here/examples/spotter-session.jsonl" --compare --json >"$demo/compare.json"
 echo "== done: $demo/node_modules/@anthropic-ai/claude-code/cli.js is patched; 'ctxpatch revert' in $demo undoes it"
+# The table, then the one line: compactions avoided and what was saved. Cost is in units of the
+# base input-token price at prompt-cache rates (uncached 1, cache write 1.25, cache read 0.1).
+python3 - "$demo/compare.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+runs = {name: s["summary"] for name, s in doc["scenarios"].items()}
+print(f"{'':18}" + "".join(f"{name:>17}" for name in runs))
+for key in ("auto_compactions", "tokens_sent", "max_prompt_tokens", "cache_breaks", "cost"):
+    print(f"{key:18}" + "".join(f"{round(r[key]):>17,}" for r in runs.values()))
+c, before = doc["comparison"], runs["unpatched"]["auto_compactions"]
+print(
+    f"saved on the embedded session, patched vs unpatched: {c['compactions_avoided']} of {before} "
+    f"compactions avoided, {c['tokens_saved']:,} input tokens ({c['tokens_saved_pct']:.1f}%), "
+    f"cost -{c['cost_saved_pct']:.1f}% (prompt-cache prices, base input-token units)"
+)
+PY
