@@ -36,6 +36,7 @@ from pathlib import Path
 from ctxpatch.errors import NamespaceMissing, NotABundle
 from lab.mock import MockServer
 from lab.verify import Check, VerifyReport, require_profile
+from patcher.native.newer import newer_than_profiles
 
 NETNS_HINT = (
     "allow unprivileged user namespaces (sudo sysctl -w kernel.unprivileged_userns_clone=1; "
@@ -94,6 +95,13 @@ class _Stat:
 class NativeVerifyReport(VerifyReport):
     """A :class:`VerifyReport` whose text names the gateway run instead of the text prune."""
 
+    def warnings(self) -> list[str]:
+        newer = newer_than_profiles(self.version)
+        return [newer] if newer else []
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), "warnings": self.warnings()}
+
     def render(self) -> str:
         lines = [
             f"{'PASS' if self.passed else 'FAIL'}  {self.path}"
@@ -102,6 +110,7 @@ class NativeVerifyReport(VerifyReport):
             "on, the preserved-thinking check enforced by the mock; clearing knobs TRIGGER=1000 "
             "KEEP=1 STEP=1",
         ]
+        lines += [f"  warning: {w}" for w in self.warnings()]
         for c in self.checks:
             lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
         if not self.passed and self.log:

@@ -144,11 +144,20 @@ def load(given: Path) -> Bundle:
             "install that may mean sudo)",
         ) from None
     _check_content(real, data)
+    version = version_of(data)
+    if version is None and not claude_code_signs(data):
+        raise NotABundle(
+            f"{real} is not Claude Code's cli.js",
+            why="it has no Claude Code version line (`// Version: X`) and none of the names "
+            "every Claude Code bundle carries (its tengu_ events, its micro-compaction)",
+            hint="pass the cli.js of @anthropic-ai/claude-code or @anthropic-ai/claude-agent-sdk "
+            "(`ctxpatch status` lists the installed copies)",
+        )
     return Bundle(
         path=real,
         given=given,
         data=data,
-        version=version_of(data),
+        version=version,
         package=read_package(real.parent),
         mode=stat.S_IMODE(st.st_mode),
         nlink=st.st_nlink,
@@ -156,6 +165,16 @@ def load(given: Path) -> Bundle:
         gid=st.st_gid,
         shadow=native_shadow(real),
     )
+
+
+# Names every Claude Code bundle holds whatever its version: telemetry events (tengu_...), the
+# micro-compaction switch and function. Looked for only when a file declares no version.
+_SIGNS = (b"tengu_", b"DISABLE_MICROCOMPACT", b"microcompact")
+
+
+def claude_code_signs(data: bytes) -> bool:
+    """Whether ``data`` holds any of the names every Claude Code bundle carries."""
+    return any(sign in data for sign in _SIGNS)
 
 
 def _check_content(path: Path, data: bytes) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from ctxpatch.errors import (
     BackupMismatch,
-    CtxpatchError,
     ExitCode,
     FileAccess,
     NotABundle,
     RevertImpossible,
+    Unsupported,
     VerificationFailed,
 )
 from patcher import backup, markers, snippet
@@ -129,10 +129,11 @@ def check_file(given: Path) -> Result:
 
     try:
         found = plan.locate(b.data, b.version)
-    except CtxpatchError as e:
+    except Unsupported as e:  # a real build that cannot take the patch: a state, exit 4
         return _base(
             b, "checked", State.UNSUPPORTED, e.exit_code, reason=f"{e.what}: {e.why}", backup=bj
         )
+    # any other refusal (no call site, ambiguous) is an error of this file, exit 3, as in apply
     return _base(
         b, "checked", State.UNPATCHED, ExitCode.CHANGE_NEEDED, shape=found.shape, backup=bj
     )

@@ -155,6 +155,8 @@ def status(as_json: bool) -> int:
         return 0
     for r in results:
         out(_line(r))
+        if r.state == "ERROR":  # why this copy could not be read (what, why, hint)
+            err("  " + r.reason.replace("\n", "\n  "))
         for note in r.notes:
             err(f"  note: {note}")
     _human_recall(recall_doc, "status")

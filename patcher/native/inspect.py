@@ -234,8 +234,8 @@ def new_report(nb: NativeBinary, app: App, container: str) -> NativeReport:
 
 
 def inspect_app(app: App, rep: NativeReport) -> NativeReport:
-    from engine.profiles import beyond_profiles
     from patcher.native import levers
+    from patcher.native.newer import newer_than_profiles
 
     facts = levers.extract(app.sources)
     lever = levers.decide(facts, app.version)
@@ -247,11 +247,9 @@ def inspect_app(app: App, rep: NativeReport) -> NativeReport:
         levels = extract(app.sources)
         rep.report = levels.to_json()
         _compare_levels(levels, rep)
-    if rep.version and beyond_profiles(rep.version):
-        rep.warnings.append(
-            f"Claude Code {rep.version} is newer than every engine profile (the newest ends at "
-            f"{beyond_profiles(rep.version)}): its numbers are extrapolated"
-        )
+    newer = newer_than_profiles(rep.version)
+    if newer:
+        rep.warnings.append(newer)
     return rep
 
 

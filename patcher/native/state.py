@@ -29,6 +29,7 @@ from ctxpatch.errors import ExitCode
 from patcher.discover import NativeInstall
 from patcher.native.app import read_app
 from patcher.native.levers import Lever, LeverFacts, decide, extract
+from patcher.native.newer import newer_than_profiles
 from patcher.native.reader import NativeBinary
 from patcher.result import Result
 
@@ -53,6 +54,8 @@ def read_state(ni: NativeInstall) -> NativeState:
 
 
 def _result(st: NativeState, action: str, code: ExitCode, **kw: object) -> Result:
+    newer = newer_than_profiles(st.version)  # one line in status, check, apply, revert
+    notes = [*([newer] if newer else []), *kw.pop("notes", [])]  # type: ignore[misc]
     return Result(
         path=str(st.install.found_as),
         action=action,
@@ -65,6 +68,7 @@ def _result(st: NativeState, action: str, code: ExitCode, **kw: object) -> Resul
         lever_state=NOTHING_TO_WRITE,
         binary=str(st.install.binary),
         lever_facts=st.facts.to_json(),
+        notes=notes,
         **kw,  # type: ignore[arg-type]
     )
 
