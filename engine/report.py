@@ -14,6 +14,14 @@ def _n(v) -> str:
     return "—" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def _auto_compact(t: Thresholds) -> str:
+    if not t.auto_compact_enabled:
+        return _n(t.auto_compact) + " (disabled)"
+    if t.reactive:  # no proactive threshold: compaction once the prompt passes the window
+        return f"over {_n(t.context_window)} (reactive)"
+    return _n(t.auto_compact)
+
+
 def render_thresholds(items: Sequence[tuple[str, Thresholds]]) -> str:
     rows = [
         ("profile (era)", lambda t: t.profile),
@@ -21,13 +29,10 @@ def render_thresholds(items: Sequence[tuple[str, Thresholds]]) -> str:
         ("context window", lambda t: _n(t.context_window)),
         ("reserved output", lambda t: _n(t.reserved_output)),
         ("effective window", lambda t: _n(t.effective_window)),
-        (
-            "auto-compact at",
-            lambda t: _n(t.auto_compact) + ("" if t.auto_compact_enabled else " (disabled)"),
-        ),
+        ("auto-compact at", _auto_compact),
         ("warning / error", lambda t: f"{_n(t.warning)} / {_n(t.error)}"),
         ("blocking", lambda t: _n(t.blocking)),
-        ("micro-compaction", lambda t: "legacy" if t.microcompact_enabled else "off/none"),
+        ("micro-compaction", lambda t: t.microcompact.split(" (")[0]),
     ]
     head = ["", *(v for v, _ in items)]
     table = [head] + [[label, *(f(t) for _, t in items)] for label, f in rows]
@@ -47,7 +52,7 @@ def render_simulation(sim: Simulation, all_requests: bool = False) -> str:
     out = [
         f"scenario {sim.scenario}  profile {sim.profile.name} ({sim.profile.range})  "
         f"model {sim.model}",
-        f"thresholds: auto-compact {_n(t.auto_compact) if t.auto_compact_enabled else 'off'}"
+        f"thresholds: auto-compact {_auto_compact(t) if t.auto_compact_enabled else 'off'}"
         f"  warning {_n(t.warning)}  blocking {_n(t.blocking)}",
         "",
     ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from engine.javascript import js_parse_float, js_parse_int
 from engine.profiles import Profile, model_max_output
+from engine.versions import parse_version
 
 TRUE_VALUES = ("1", "true", "yes", "on")
 
@@ -79,6 +80,10 @@ class Thresholds:
     blocking: int | None
     microcompact_enabled: bool
     explain: tuple[str, ...]
+    # the eff - offset compaction needs a configured window (2.1.195+): else Claude Code compacts
+    # only once the prompt passes the context window (auto_compact is then window + 1)
+    reactive: bool = False
+    microcompact: str = "none"  # what micro-compaction this build has, in words (thresholds)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "explain"} | {
@@ -121,7 +126,15 @@ def compute_thresholds(
     eff = window - reserve
     why.append(f"effective window {window} - {reserve} = {eff}")
     threshold = eff - profile.autocompact_offset
-    why.append(f"auto-compact {eff} - {profile.autocompact_offset} = {threshold}")
+    reactive = profile.proactive_needs_configured_window and configured is None
+    why.append(
+        f"auto-compact {eff} - {profile.autocompact_offset} = {threshold}"
+        + (
+            " (proactive: only with a configured auto-compact window, see below)"
+            if reactive
+            else ""
+        )
+    )
     pct: float | None = None
     raw_pct = env.get("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE") if profile.has_pct_override else None
     if raw_pct:
@@ -160,7 +173,6 @@ def compute_thresholds(
                 else "autoCompactEnabled=false"
             )
         )
-    reactive = profile.proactive_needs_configured_window and configured is None
     if reactive and enabled:
         # 2.1.2xx+: with the "auto" window the eff - offset compaction does not fire; a summary
         # precomputed in the background is swapped in when the API refuses the prompt as too
@@ -204,6 +216,8 @@ def compute_thresholds(
     mc_on = profile.microcompact == "legacy" and not (
         profile.mc_has_env_gate and env_true(env.get("DISABLE_MICROCOMPACT"))
     )
+    mc_words = _microcompact_words(profile, mc_on)
+    why.append(f"micro-compaction: {mc_words}")
     return Thresholds(
         profile=profile.name,
         model=model,
@@ -220,4 +234,26 @@ def compute_thresholds(
         blocking=blocking,
         microcompact_enabled=mc_on,
         explain=tuple(why),
+        reactive=reactive and enabled,
+        microcompact=mc_words,
     )
+
+
+# Native builds (2.1.113 on) keep the stub of 2.1.105 in the query loop, but clear tool results
+# after an idle gap (tengu_time_based_microcompact, a remote flag): ``inspect`` reads it, the
+# engine does not model it (profiles: _NATIVE_NOTES).
+_FIRST_NATIVE = (2, 1, 113)
+
+
+def _microcompact_words(profile: Profile, on: bool) -> str:
+    kind = profile.microcompact
+    if kind == "legacy":
+        return (
+            "legacy (clears old tool results near the warning threshold)"
+            if on
+            else ("legacy, off (DISABLE_MICROCOMPACT)")
+        )
+    if kind == "time-based" or parse_version(profile.first) >= _FIRST_NATIVE:
+        modelled = "" if kind == "time-based" else "; not modelled"
+        return f"time-based (clears old tool results after an idle gap, remote flag{modelled})"
+    return "none (the query loop's call is a stub)" if kind == "stub" else "none"
