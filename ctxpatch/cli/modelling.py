@@ -184,7 +184,12 @@ def _thresholds(
 
 def simulate_cmd(
     transcript: Annotated[
-        Path, typer.Argument(help="A Claude Code session .jsonl file.", readable=False)
+        Path,
+        typer.Argument(
+            help="A Claude Code session transcript: ~/.claude/projects/<project>/<id>.jsonl, "
+            "or the same compressed with xz (.jsonl.xz, read as is).",
+            readable=False,
+        ),
     ],
     scenario: Annotated[
         ScenarioChoice,
