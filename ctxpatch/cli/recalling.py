@@ -12,7 +12,7 @@ import typer
 
 from ctxpatch.cli.options import JsonOpt
 from ctxpatch.cli.output import emit_json, envelope, handle, help_codes, out
-from ctxpatch.errors import UnknownToolUse, UsageError
+from ctxpatch.errors import TranscriptError, UnknownToolUse, UsageError
 
 if TYPE_CHECKING:
     from recall.index import Hit, Result
@@ -47,7 +47,35 @@ def register(app: typer.Typer) -> None:
 def _transcript(given: Path | None) -> Path:
     from recall.sessions import current_transcript
 
-    return given if given is not None else current_transcript()
+    if given is None:
+        return current_transcript()
+    _refuse_non_transcript(given)
+    return given
+
+
+_HEAD = 65536  # what is read of a given file to tell a transcript from something else
+
+
+def _refuse_non_transcript(path: Path) -> None:
+    """A plain file none of whose first lines is a JSON object is no transcript: refused (3),
+    as ``simulate`` refuses it, rather than searched and found empty (a missing file, a folder
+    and a bad .xz are refused by the index itself)."""
+    if path.suffix == ".xz" or not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(_HEAD)
+    except OSError:
+        return  # the index reports it with its reason
+    cut = head.splitlines()[:-1] if len(head) == _HEAD else head.splitlines()  # whole lines
+    lines = [line.strip() for line in cut if line.strip()]
+    if lines and not any(line.startswith(b"{") for line in lines):
+        raise TranscriptError(
+            f"cannot read {path}",
+            f"none of its first {len(lines)} non-blank line(s) is a JSON object: not a Claude "
+            "Code session transcript",
+            "pass a session transcript (~/.claude/projects/<project>/<id>.jsonl or .jsonl.xz)",
+        )
 
 
 def hit_json(h: Hit) -> dict[str, object]:
