@@ -410,11 +410,11 @@ async def serve_until_signal(gateway: Gateway, started: Callable[[str], None]) -
     import signal
 
     await gateway.start()
-    started(gateway.url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    started(gateway.url)  # after the handlers: a Ctrl-C as soon as the URL shows stops cleanly
     try:
         await stop.wait()
     finally:
