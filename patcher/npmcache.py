@@ -49,6 +49,7 @@ def package_dir(package: str, version: str, root: Path | None = None) -> Path:
             tar.extractall(tmp, filter="data")
         if (tmp / "package").is_dir():
             trim(tmp / "package")
+            share_copies(tmp / "package", base / BLOBS)
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -84,6 +85,45 @@ def trim(package: Path, platform: str | None = None) -> None:
                     _remove(sub)
             continue
         _remove(p)
+
+
+# Identical files of different versions (ripgrep is the same binary in 16 of the CI sample's
+# packages, a claude-code cli.js can be its agent SDK's byte for byte) are kept once: each is a
+# hard link to ``npm/.blobs/<sha256>``, so the disk holds one copy (186 MB fewer on the sample
+# plus the real tests' versions). Nothing in the cache is written in place (the e2e sandboxes
+# copy what they run), so sharing the inode is safe; deleting a package unlinks only its names.
+BLOBS = ".blobs"
+SHARE_FROM = 1 << 20  # files of 1 MiB or more: the bundles and binaries, not package.json
+
+
+def share_copies(package: Path, blobs: Path) -> None:
+    """Replace every file of ``package`` of at least :data:`SHARE_FROM` bytes by a hard link to
+    its content's blob in ``blobs`` (made from it when new). Best effort: a file system without
+    hard links keeps the copies."""
+    import hashlib
+
+    for f in sorted(package.rglob("*")):
+        if f.is_symlink() or not f.is_file() or f.stat().st_size < SHARE_FROM:
+            continue
+        with f.open("rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        blob = blobs / digest
+        try:
+            blobs.mkdir(exist_ok=True)
+            if not blob.exists():
+                os.link(f, blob)
+                continue
+            spare = f.with_name(f".{f.name}.link")
+            os.link(blob, spare)
+            os.replace(spare, f)
+        except OSError:
+            return
+    for blob in blobs.iterdir() if blobs.is_dir() else ():
+        try:
+            if blob.stat().st_nlink == 1:  # no package holds it any more
+                blob.unlink()
+        except OSError:
+            pass
 
 
 def _remove(p: Path) -> None:

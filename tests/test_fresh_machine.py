@@ -54,7 +54,13 @@ def tracked_copy(dest: Path) -> Path:
 
 
 def du(path: Path) -> int:
-    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    """Bytes on disk under ``path``, each inode once (the npm-pack cache hard-links copies)."""
+    seen: dict[tuple[int, int], int] = {}
+    for p in path.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            st = p.lstat()
+            seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str, float]:
@@ -117,4 +123,5 @@ def test_the_readme_commands_on_a_fresh_machine(tmp_path: Path) -> None:
     total = du(home)
     print(f"caches in HOME: {total / 1e6:.0f} MB {left}")
     assert not (home / ".npm" / "_cacache").exists()  # npm's own cache: a throwaway folder
+    assert not (home / ".npm" / "_npx").exists()  # node@18 lives in ctxpatch's cache
     assert total < CACHE_LIMIT, left

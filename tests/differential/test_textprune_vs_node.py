@@ -511,15 +511,20 @@ def node18() -> list[str]:
     npx = shutil.which("npx")
     if npx is None:
         pytest.skip("no npx to fetch node@18 (set CTXPATCH_NODE18 to a Node 18 binary)")
+    # npx keeps node@18 (88 MB) and its tarball in npm's cache: ctxpatch's cache instead, so
+    # ~/.npm stays untouched and `rm -rf ~/.cache/ctxpatch` clears everything the tests fetched
+    from patcher.npmcache import cache_root
+
+    npx_cmd = [npx, "--cache", str(cache_root() / "node18"), "-y", "node@18"]
     try:
         done = subprocess.run(
-            [npx, "-y", "node@18", "--version"], capture_output=True, timeout=180, check=False
+            [*npx_cmd, "--version"], capture_output=True, timeout=180, check=False
         )
     except subprocess.TimeoutExpired:
         pytest.skip("npx -y node@18 took over 180 s (offline?); set CTXPATCH_NODE18")
     if done.returncode != 0 or not done.stdout.startswith(b"v18."):
         pytest.skip("npx -y node@18 did not give Node 18: " + done.stderr.decode()[-200:])
-    return [npx, "-y", "node@18"]
+    return npx_cmd
 
 
 def debug_cases(tmp_path: Path) -> tuple[list[dict[str, Any]], Path, Path]:

@@ -86,3 +86,29 @@ def test_npm_pack_keeps_nothing_in_npms_own_cache(tmp_path: Path, monkeypatch) -
     left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert left == [str((folder / n).relative_to(root)) for n in ("cli.js", "package.json")]
     assert not any(home.iterdir())
+
+
+def test_identical_files_of_two_versions_are_kept_once(tmp_path: Path, monkeypatch) -> None:
+    """ripgrep is the same binary in most packages: one copy on disk, hard-linked into each."""
+    monkeypatch.setattr(npmcache, "SHARE_FROM", 1)  # the synthetic files are tiny
+    _tgz(tmp_path, "2.1.111")
+    _tgz(tmp_path, "2.1.112")
+    a = npmcache.package_dir("cc", "2.1.111", root=tmp_path)
+    b = npmcache.package_dir("cc", "2.1.112", root=tmp_path)
+    rg = f"vendor/ripgrep/{node_platform()}/rg"
+    assert (a / rg).read_bytes() == b"rg here" and (b / rg).read_bytes() == b"rg here"
+    assert os.path.samefile(a / rg, b / rg)  # one inode
+    assert os.path.samefile(a / "cli.js", b / "cli.js")  # the same bytes here too
+    blobs = tmp_path / "npm" / npmcache.BLOBS
+    inodes = {p.stat().st_ino for p in a.rglob("*") if p.is_file()}
+    assert {p.stat().st_ino for p in blobs.iterdir()} == inodes  # every shared file, once
+    # a package deleted, the next extraction drops the blobs nobody holds any more
+    import shutil
+
+    shutil.rmtree(a.parent)
+    shutil.rmtree(b.parent)
+    _tgz(tmp_path, "2.1.110")
+    c = npmcache.package_dir("cc", "2.1.110", root=tmp_path)
+    assert {p.stat().st_ino for p in blobs.iterdir()} == {
+        p.stat().st_ino for p in c.rglob("*") if p.is_file()
+    }
