@@ -33,19 +33,30 @@ ctxpatch simulate "$here/examples/spotter-session.jsonl"
 echo "== the same session unpatched vs patched (what apply installs, default knobs)"
 ctxpatch simulate "$here/examples/spotter-session.jsonl" --compare --json >"$demo/compare.json"
 echo "== done: $demo/node_modules/@anthropic-ai/claude-code/cli.js is patched; 'ctxpatch revert' in $demo undoes it"
-# The table, then the one line: compactions avoided and what was saved. Cost is in units of the
-# base input-token price at prompt-cache rates (uncached 1, cache write 1.25, cache read 0.1).
+# The table, then the one line: compactions avoided and the money saved, at the dated list
+# prices of usage/prices.py (each replayed request billed as its uncached input, cache write,
+# cache read and output tokens).
 python3 - "$demo/compare.json" <<'PY'
 import json, sys
+from usage.prices import PRICES_DATE, Usage, cost_usd, default_table
 doc = json.load(open(sys.argv[1]))
-runs = {name: s["summary"] for name, s in doc["scenarios"].items()}
+runs = {r["scenario"]: r for r in doc["results"]}
+table = default_table()
+def dollars(r):
+    u = sum((Usage(q["prompt_tokens"] - q["cache_read"] - q["cache_write"], q["cache_write"], 0,
+                   q["cache_read"], q["output_tokens"]) for q in r["requests"]), Usage())
+    return cost_usd(u, r["model"], table)
 print(f"{'':18}" + "".join(f"{name:>17}" for name in runs))
-for key in ("auto_compactions", "tokens_sent", "max_prompt_tokens", "cache_breaks", "cost"):
-    print(f"{key:18}" + "".join(f"{round(r[key]):>17,}" for r in runs.values()))
-c, before = doc["comparison"], runs["unpatched"]["auto_compactions"]
+for key in ("auto_compactions", "tokens_sent", "max_prompt_tokens", "cache_breaks"):
+    print(f"{key:18}" + "".join(f"{round(r['summary'][key]):>17,}" for r in runs.values()))
+usd = {name: dollars(r) for name, r in runs.items()}
+print(f"{'dollars':18}" + "".join(f"{'$%.2f' % v:>17}" for v in usd.values()))
+c, before = doc["comparison"], runs["unpatched"]["summary"]["auto_compactions"]
+saved = usd["unpatched"] - usd["patched"]
 print(
     f"saved on the embedded session, patched vs unpatched: {c['compactions_avoided']} of {before} "
     f"compactions avoided, {c['tokens_saved']:,} input tokens ({c['tokens_saved_pct']:.1f}%), "
-    f"cost -{c['cost_saved_pct']:.1f}% (prompt-cache prices, base input-token units)"
+    f"${saved:.2f} of ${usd['unpatched']:.2f} ({100 * saved / usd['unpatched']:.1f}%) at "
+    f"{runs['patched']['model']}'s list prices of {PRICES_DATE}"
 )
 PY

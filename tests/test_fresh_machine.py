@@ -105,7 +105,7 @@ def test_the_readme_commands_on_a_fresh_machine(tmp_path: Path) -> None:
     last = out.rstrip().splitlines()[-1]
     assert re.fullmatch(
         r"saved on the embedded session, patched vs unpatched: 1 of 1 compactions avoided, "
-        r"[\d,]+ input tokens \(\d+\.\d%\), cost -\d+\.\d% .*",
+        r"[\d,]+ input tokens \(\d+\.\d%\), \$\d+\.\d\d of \$\d+\.\d\d \(\d+\.\d%\) at .*",
         last,
     ), last
     print(f"demo: rc 0 in {took:.0f} s")
