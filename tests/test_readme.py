@@ -234,3 +234,15 @@ def test_the_simulate_block_runs_as_written(user: dict[str, str]) -> None:
     readme = README.read_text(encoding="utf-8")
     quoted = re.search(r"^patched vs unpatched: .*$", readme, re.M)
     assert quoted is not None and quoted.group(0) in compare
+
+
+def test_the_package_summary_says_what_the_readme_says() -> None:
+    """``pip show ctxpatch``'s summary is pyproject's description: the product of today (the
+    0.1.0 one said "prune old conversation text after micro-compaction")."""
+    import tomllib
+
+    summary = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    intro = README.read_text(encoding="utf-8").split("## ")[0]
+    for words in ("server-side tool-result clearing", "gateway", "thinking-safe text prune"):
+        assert words in summary and words in intro, words
+    assert "cli.js" in summary and "native" in summary and "simulator" in summary
