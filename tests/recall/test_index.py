@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from shared_data import PUBLIC, SPOTTER, missing
+from shared_data import PUBLIC, SPOTTER, missing, skip_reason
 from transcript_lines import append, call, prompt_line, result_line, use_line, write
 
 from ctxpatch.errors import TranscriptError
@@ -226,9 +226,7 @@ def test_get_rechecks_the_line_it_reads(tmp_path: Path, monkeypatch: pytest.Monk
     assert a and a.content.startswith("FAILED")  # type: ignore[union-attr]
 
 
-@pytest.mark.skipif(
-    bool(missing()) and not os.environ.get("CI"), reason="shared transcripts absent"
-)
+@pytest.mark.skipif(bool(missing()) and not os.environ.get("CI"), reason=skip_reason())
 @pytest.mark.parametrize(
     "path",
     [SPOTTER / "subagent.jsonl", PUBLIC / "oneryalcin__fasthooks__sample_main_transcript.jsonl.xz"],
