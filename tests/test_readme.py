@@ -246,3 +246,16 @@ def test_the_package_summary_says_what_the_readme_says() -> None:
     for words in ("server-side tool-result clearing", "gateway", "thinking-safe text prune"):
         assert words in summary and words in intro, words
     assert "cli.js" in summary and "native" in summary and "simulator" in summary
+
+
+def test_links_stay_in_the_repo_and_resolve() -> None:
+    """README and docs/ link only to files of this repository (no ../shared), and each exists."""
+    pages = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "../shared" not in text, page
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "#")):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            assert path.is_relative_to(ROOT) and path.exists(), (page.name, target)
