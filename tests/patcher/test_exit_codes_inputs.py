@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from patcher.errors import ExitCode
+from ctxpatch.errors import ExitCode
 
 pytestmark = pytest.mark.usefixtures("isolated_cli")
 

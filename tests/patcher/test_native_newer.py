@@ -64,7 +64,7 @@ def test_a_modelled_version_says_nothing(tmp_path: Path) -> None:
 
 
 def test_verify_of_a_newer_native_build_warns_in_text_and_json() -> None:
-    from patcher.e2e.verify_native import NativeVerifyReport
+    from lab.verify_native import NativeVerifyReport
 
     rep = NativeVerifyReport("/x/claude", newer(), "native", True, 1.0)
     assert [line for line in rep.render().splitlines() if "newer than every" in line] == [
