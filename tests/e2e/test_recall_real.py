@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.context_clear import ENV_KEEP, ENV_STEP, ENV_TRIGGER
+from engine.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER
 from lab.chain import _is_result, drive, stream_json_prompts
 from lab.harness import MODEL
 from lab.mock import MockConfig, MockServer, Step
@@ -42,7 +42,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
 ROOT = Path(__file__).resolve().parents[2]
 NEWEST = "2.1.332"  # the newest native build (npm dist-tag latest, 2026-11-25)
-CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
+# the fixed policy (clear past the trigger, keep 1): the old result is cleared at once
+CLEAR = {ENV_POLICY: "fixed", ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
 TOOLS = "Bash,mcp__ctxpatch__get,mcp__ctxpatch__search"
 STREAM = ("-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
 ARGS = ("--model", MODEL, "--disallowedTools", "Skill", "--allowedTools", TOOLS)
