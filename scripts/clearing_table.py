@@ -30,10 +30,12 @@ from readme_block import markers, update_file
 from real_sessions import sessions
 
 from engine import context_clear as ce
+from engine.policy import DEFAULT_CEILING, DEFAULT_POLICY
 
 BLOCK = "clearing-table"
 BEGIN, END = markers(BLOCK)
 PLAIN_API = {
+    "CLAUDE_CTX_CLEAR_POLICY": "fixed",
     "CLAUDE_CTX_CLEAR_TRIGGER": "100000",
     "CLAUDE_CTX_CLEAR_KEEP": "3",
     "CLAUDE_CTX_CLEAR_STEP": "1",
@@ -52,9 +54,10 @@ def knobs_text(env: dict[str, str]) -> str:
 def defaults_env() -> dict[str, str]:
     inputs = ce.DEFAULT_TOOL_INPUTS
     return {
+        "CLAUDE_CTX_CLEAR_POLICY": DEFAULT_POLICY,
+        "CLAUDE_CTX_CLEAR_CEILING": str(DEFAULT_CEILING),
         "CLAUDE_CTX_CLEAR_TRIGGER": str(ce.DEFAULT_TRIGGER),
         "CLAUDE_CTX_CLEAR_KEEP": str(ce.DEFAULT_KEEP),
-        "CLAUDE_CTX_CLEAR_STEP": str(ce.DEFAULT_STEP),
         "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "1"
         if inputs is True
         else "0"
