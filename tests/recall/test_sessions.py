@@ -77,9 +77,20 @@ def test_a_process_without_a_recorded_session_is_told_so(
     assert r.returncode != 0 and "no current Claude Code session" in r.stderr
 
 
-def test_the_record_follows_clear_and_resume(tmp_path: Path, state_dir: Path) -> None:
+@pytest.fixture
+def me():
+    """A pid whose owner is this test process (a python, not a shell), whatever ran pytest: a
+    child of ours. (This process's own ancestors may all be shells, e.g. under `bash .ci/run`.)"""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_record_follows_clear_and_resume(tmp_path: Path, state_dir: Path, me: int) -> None:
     """SessionStart after /clear or --resume records the new session for the same process."""
-    me = os.getpid()
     sessions.remember({"session_id": "old", "transcript_path": str(tmp_path / "old.jsonl")}, pid=me)
     sessions.remember({"session_id": "new", "transcript_path": str(tmp_path / "new.jsonl")}, pid=me)
     assert sessions.current_transcript(pid=me, environ={}) == tmp_path / "new.jsonl"
@@ -93,8 +104,7 @@ def test_the_record_follows_clear_and_resume(tmp_path: Path, state_dir: Path) ->
     }
 
 
-def test_a_reused_pid_is_not_trusted(tmp_path: Path, state_dir: Path) -> None:
-    me = os.getpid()
+def test_a_reused_pid_is_not_trusted(tmp_path: Path, state_dir: Path, me: int) -> None:
     sessions.remember({"session_id": "x", "transcript_path": str(tmp_path / "x.jsonl")}, pid=me)
     entry = next((state_dir / "sessions").glob("*.json"))
     rec = json.loads(entry.read_text())
