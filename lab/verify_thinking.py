@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.context_clear import ENV_KEEP, ENV_STEP, ENV_TRIGGER, knobs_from_env
+from engine.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER, knobs_from_env
 from engine.context_management import BETA, CLEAR_TOOL_USES
 from engine.context_management import to_json as edit_json
 from engine.count import autocompact_tokens
@@ -43,7 +43,7 @@ from lab.scenarios import thinking_session
 from lab.server_edits import betas_of, prompt_tokens
 from lab.signing import sign_session
 
-CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
+CLEAR = {ENV_POLICY: "fixed", ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
 ARGS = ("--disallowedTools", "Skill", "--allowedTools", "Read")
 LIVE_TURNS = 3
 CLEARING_FUNCTION = "_ctxpatchContextClearing"

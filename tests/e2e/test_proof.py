@@ -30,6 +30,7 @@ import pytest
 from engine.context_clear import (
     ENV_DISABLE,
     ENV_KEEP,
+    ENV_POLICY,
     ENV_STEP,
     ENV_TRIGGER,
     edit_for_request,
@@ -55,7 +56,7 @@ from .test_thinking_where_we_stand import ARGS, PRUNE, TURNS, live_script, promp
 pytestmark = pytest.mark.e2e
 
 VERSIONS = ("2.0.76", "2.1.50", "2.1.112")
-CLEAR = {ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
+CLEAR = {ENV_POLICY: "fixed", ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
 """Clearing knobs that fire in a short session (the defaults wait for a long one; STEP 1: the
 plain API keep, one more result cleared per tool use)."""
 NO_PRUNE = {"CLAUDE_TEXT_PRUNE_DISABLE": "1"}
