@@ -299,6 +299,8 @@ class Index:
         if path.suffix == ".xz" and not data.endswith(b"\n"):
             data += b"\n"  # a static test file: its end is the end of its last line
         end = data.rfind(b"\n") + 1  # a last line without its newline is still being written
+        if offset == 0 and end and not src.sidechain:  # a sub-agent file: lines skipped
+            _check_transcript(path, data[:end])
         n = self._index_lines(file_id, src.sidechain, data[:end], offset, lines)
         new_offset = offset + end
         head = _digest(self._read(path, 0, min(HEAD_BYTES, new_offset)))
@@ -556,6 +558,26 @@ class _Stale(Exception):
 _STALE = object()
 _WORD = re.compile(r"\w+", re.UNICODE)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # colours, controls
+
+
+SNIFF_LINES = 20
+
+
+def _check_transcript(path: Path, data: bytes) -> None:
+    """Refuse a file that is not a JSONL transcript (binary, or none of its first lines a JSON
+    object); a few damaged lines are skipped as Claude Code skips them."""
+    if b"\x00" in data[:4096]:
+        raise TranscriptError(
+            f"cannot read {path}", "it is a binary file", "pass a Claude Code JSONL transcript"
+        )
+    lines = [ln for ln in data.split(b"\n", SNIFF_LINES * 4)[: SNIFF_LINES * 4] if ln.strip()]
+    sample = lines[:SNIFF_LINES]
+    if sample and all(extract.parse_line(ln) is None for ln in sample):
+        raise TranscriptError(
+            f"not a Claude Code session transcript: {path}",
+            f"none of its first {len(sample)} line(s) is a JSON object",
+            "pass a session file from ~/.claude/projects/<dir>/<session>.jsonl",
+        )
 
 
 def _utf8(text: str) -> str:

@@ -87,10 +87,14 @@ def test_bad_requests(transcript: Path, args: list[str], error: str, what: str) 
 def test_bad_transcripts_are_refused_without_traceback(tmp_path: Path) -> None:
     xz = tmp_path / "cut.jsonl.xz"
     xz.write_bytes(b"\xfd7zXZ\x00 truncated")
+    (tmp_path / "notes.jsonl").write_text("just some notes\nnot json at all\n")
+    (tmp_path / "blob.jsonl").write_bytes(b"\x7fELF\x00\x00\x01\n" * 10)
     for path, why in (
         (tmp_path / "missing.jsonl", "no such file"),
         (xz, "not a valid .xz"),
         (tmp_path, "folder"),
+        (tmp_path / "notes.jsonl", "is a JSON object"),
+        (tmp_path / "blob.jsonl", "binary"),
     ):
         code, out, err = run_cli("recall", "search", "x", "-t", str(path), "--json")
         doc = json.loads(out)
