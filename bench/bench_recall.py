@@ -419,18 +419,20 @@ def tool_tokens() -> None:
     """What the two definitions add to every request, as Claude Code sends MCP tools
     (``mcp__<server>__<tool>``), and with tool search (deferred: only the names are listed)."""
     from engine.tokens import count_text
-    from recall.mcp_server import NAME, TOOLS
+    from recall.mcp_server import TOOLS
+
+    key = "ctxpatch"  # the mcpServers key ctxpatch apply registers: tools are mcp__ctxpatch__*
 
     sent = [
         {
-            "name": f"mcp__{NAME}__{t['name']}",
+            "name": f"mcp__{key}__{t['name']}",
             "description": t["description"],
             "input_schema": t["inputSchema"],
         }
         for t in TOOLS
     ]
     full = json.dumps(sent, separators=(",", ":"))
-    names = "\n".join(f"mcp__{NAME}__{t['name']}" for t in TOOLS)
+    names = "\n".join(f"mcp__{key}__{t['name']}" for t in TOOLS)
     try:
         from engine.tokenizers import offline_encoding
 

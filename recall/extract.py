@@ -169,6 +169,14 @@ def persisted_path(text: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
+_RECALL_TOOL = re.compile(r"mcp__ctxpatch[\w-]*__(search|get)")
+
+
+def is_recall_tool(name: str) -> bool:
+    """A call of recall's own MCP tools (``mcp__ctxpatch__search`` and the like)."""
+    return _RECALL_TOOL.fullmatch(name) is not None
+
+
 def summarize(name: str, inp: JsonValue) -> str:
     """One short line saying what the call did: ``Bash: pytest -q``, ``Read: src/a.py``."""
     if not isinstance(inp, dict):

@@ -38,7 +38,7 @@ from recall import extract
 from recall.extract import Content, JsonValue
 from recall.store import index_path, private_file
 
-SCHEMA = 3  # PRAGMA user_version: an index of another version is rebuilt
+SCHEMA = 4  # PRAGMA user_version: an index of another version is rebuilt
 HEAD_BYTES = 4096  # the head compared to tell the same file from another one
 TAIL_BYTES = 256  # the bytes before the offset compared before appending
 SNIPPET_CHARS = 200
@@ -54,7 +54,7 @@ CREATE TABLE calls(
   sidechain INTEGER NOT NULL DEFAULT 0,
   use_file INTEGER, use_off INTEGER, use_len INTEGER, use_line INTEGER,
   res_file INTEGER, res_off INTEGER, res_len INTEGER, res_line INTEGER,
-  is_error INTEGER, persisted TEXT);
+  is_error INTEGER, persisted TEXT, own INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5(name, input, body, content='',
   tokenize='unicode61 remove_diacritics 2');
@@ -353,9 +353,15 @@ class Index:
         if has_use:
             return  # a repeated line (a resumed session's copy): the first one stays
         self.db.execute(
-            "UPDATE calls SET name=?, summary=?, use_file=?, use_off=?, use_len=?, use_line=?"
-            " WHERE id=?",
-            (_utf8(use.name), _utf8(use.summary), *where, cid),
+            "UPDATE calls SET name=?, summary=?, use_file=?, use_off=?, use_len=?, use_line=?,"
+            " own=? WHERE id=?",
+            (
+                _utf8(use.name),
+                _utf8(use.summary),
+                *where,
+                int(extract.is_recall_tool(use.name)),
+                cid,
+            ),
         )
         self.db.execute(
             "INSERT INTO fts(rowid, name, input, body) VALUES(?, ?, ?, '')",
@@ -497,7 +503,12 @@ class Index:
 
     def _match(self, expr: str, limit: int, tool: str | None) -> list[tuple[int, float]]:
         w = ", ".join(str(x) for x in BM25_WEIGHTS)
-        where, args = "fts MATCH ?", [expr]
+        # recall's own calls hold the query itself (their tool_use line is written before
+        # the tool runs): never an answer
+        where, args = (
+            "fts MATCH ? AND fts.rowid / 2 NOT IN (SELECT id FROM calls WHERE own)",
+            [expr],
+        )
         if tool:  # the tool filter by name: the calls of that tool
             where += " AND fts.rowid / 2 IN (SELECT id FROM calls WHERE name = ?)"
             args.append(tool)

@@ -262,3 +262,13 @@ def test_a_lone_surrogate_comes_back_as_json_holds_it(tmp_path: Path) -> None:
         r = ix.get("toolu_L1")
         assert r and r.content == "half \ud800 surrogate"
         assert ix.search("surrogate", limit=1)[0].tool_use_id == "toolu_L1"
+
+
+def test_recall_s_own_calls_are_never_hits(tmp_path: Path) -> None:
+    """The model's search call is in the transcript before it runs, its query in its input."""
+    path = session(tmp_path)
+    append(path, use_line("toolu_S1", "mcp__ctxpatch__search", {"query": "test_expired_token"}))
+    with open_index(path) as ix:
+        assert [h.tool_use_id for h in ix.search("test_expired_token", limit=5)] == ["toolu_A1"]
+        own = ix.get("toolu_S1")
+        assert own and own.tool == "mcp__ctxpatch__search"
