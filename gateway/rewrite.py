@@ -120,8 +120,11 @@ def decide(
             model = request.get("model")
         else:
             top = scan(body, full=True)
-            if top is None:  # JSON the walk does not take (NaN, huge exponents): re-serialised
-                return _reserialised(request, beta_values, edit, refused)
+            if top is None:
+                # JSON only Python's lenient parser reads (a BOM, UTF-16/32, NaN, Infinity):
+                # writing it out again would change it (NaN -> null, the encoding), so the
+                # API gets it as sent and answers for it itself
+                return Decision(reason=LENIENT)
     models, cms = top.named("model"), top.named(CM)
     if len(models) > 1 or len(cms) > 1:
         return Decision(reason="the body spells model or context_management twice at the top")
@@ -149,6 +152,7 @@ def decide(
 
 
 CM = "context_management"
+LENIENT = "JSON only a lenient parser reads (BOM, UTF-16, NaN): forwarded untouched"
 _NOT_JSON = object()
 _ABSENT = object()
 _KEY = b'"context_management"'
@@ -197,27 +201,6 @@ def _dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
     except TypeError:  # integers beyond 64 bits, lone surrogates
         return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _reserialised(
-    request: dict[str, Any],
-    beta_values: Collection[str],
-    edit: ClearToolUses,
-    refused: Collection[str],
-) -> Decision:
-    """The edit added to a body the top-level walk does not take (JSON that only Python's
-    parser accepts): the request is written out again compactly (same keys, order, values)."""
-    model = request.get("model")
-    if not isinstance(model, str) or not model:
-        return Decision(reason="the request names no model")
-    why = _skip_reason(model, request.get(CM, _ABSENT), refused)
-    if why:
-        return Decision(model=model, reason=why)
-    out = with_edit(request, to_json(edit))
-    if out is None:
-        return Decision(model=model, reason="the client sends its own clear_tool_uses_20250919")
-    beta = None if has_beta(beta_values) else merged_beta(beta_values)
-    return Decision(parts=(_dumps(out),), beta=beta, model=model)
 
 
 def _skip_reason(model: str, cm: Any, refused: Collection[str]) -> str:

@@ -3,10 +3,20 @@
 The gateway starts on a free loopback port; the command runs with ``ANTHROPIC_BASE_URL``
 pointing at it and ``CTXPATCH_UPSTREAM`` holding where its requests go on to (the user's own
 ``ANTHROPIC_BASE_URL`` if set, else the Anthropic API). Signals: SIGTERM, SIGHUP, SIGUSR1 and
-SIGUSR2 sent to ctxpatch are passed to the command; Ctrl-C (SIGINT) and Ctrl-\\ (SIGQUIT)
-reach the command straight from the terminal (same process group), so ctxpatch ignores them
-instead of delivering them twice (Claude Code reads a second Ctrl-C as "exit"). The exit code is
-the command's (128 + N when a signal N ended it); the gateway stops after it.
+SIGUSR2 sent to ctxpatch are passed to the command. Ctrl-C (SIGINT) and Ctrl-\\ (SIGQUIT) reach
+the command straight from the terminal (same process group): ctxpatch does not deliver them a
+second time (Claude Code reads a second Ctrl-C as "exit") and never ends the command itself; the
+command decides. A SIGINT or SIGQUIT sent to ctxpatch alone (no terminal, or ctxpatch not in
+its foreground) is passed on. The exit code is the command's (128 + N when a signal N ended
+it); the gateway stops after it.
+
+If ctxpatch itself dies (SIGKILL, a crash), the command would go on pointing at a port nobody
+listens on; on Linux it gets SIGTERM then (``PR_SET_PDEATHSIG``), as when its terminal closes.
+The environment is the command's own, so nothing else (no other shell, no later ``claude``)
+ever points at the dead port.
+
+Silence: the command owns the terminal. The gateway's log (and aiohttp's, asyncio's) goes to
+``--log FILE`` (created mode 600, credentials scrubbed, see :mod:`gateway.logs`) or nowhere.
 
 Tool search: Claude Code 2.1.113-2.1.2xx turn on-demand tool search off for any base URL that
 is not Anthropic's, so behind the gateway they send every tool definition up front (8-10K more
@@ -19,19 +29,23 @@ the body that the gateway then changes).
 
 from __future__ import annotations
 
-import logging
+import ctypes
+import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ctxpatch.errors import UsageError
+from gateway.logs import quiet
 from gateway.server import UPSTREAM_ENV, ThreadedGateway, upstream_from_env
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-IGNORED = (signal.SIGINT, signal.SIGQUIT)
+FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT)  # passed on unless the terminal sent them
+PR_SET_PDEATHSIG = 1
 
 
 TOOL_SEARCH_ENV = "ENABLE_TOOL_SEARCH"
@@ -84,8 +98,7 @@ def run_command(
             hint="give the full path of the command, e.g. ctxpatch run -- ~/.local/bin/claude",
         )
     target = upstream or upstream_from_env(env)
-    handler = _log_to(log_file)
-    try:
+    with quiet(log_file):
         try:
             gw = ThreadedGateway(upstream=target, env=env).start()
         except Exception as exc:
@@ -98,35 +111,75 @@ def run_command(
             return exit_code(_run(argv, command_env(env, gw.url, target)))
         finally:
             gw.stop()
-    finally:
-        if handler is not None:
-            logging.getLogger("ctxpatch.gateway").removeHandler(handler)
-            handler.close()
 
 
 def _run(argv: Sequence[str], env: dict[str, str]) -> int:
-    proc = subprocess.Popen(list(argv), env=env)
     previous = {}
+    terminal = _terminal_fd()
+    for sig in (*FROM_TERMINAL, *FORWARDED):  # before the start: none is lost in between
+        previous[sig] = signal.signal(sig, signal.SIG_IGN)
     try:
-        for sig in IGNORED:
-            previous[sig] = signal.signal(sig, signal.SIG_IGN)
-        for sig in FORWARDED:
-            previous[sig] = signal.signal(sig, lambda n, _f: proc.send_signal(n))
+        # the command starts with the dispositions ctxpatch was given (ignored stays ignored)
+        inherited = {
+            sig: signal.SIG_IGN if old == signal.SIG_IGN else signal.SIG_DFL
+            for sig, old in previous.items()
+        }
+        proc = subprocess.Popen(
+            list(argv), env=env, preexec_fn=_child_setup(os.getpid(), inherited)
+        )
+
+        def forward(n: int, _frame: object) -> None:
+            if n in FROM_TERMINAL and _terminal_sent_it(terminal):
+                return  # the command got it from the terminal too
+            proc.send_signal(n)
+
+        for sig in (*FROM_TERMINAL, *FORWARDED):
+            signal.signal(sig, forward)
         return proc.wait()
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-        if proc.poll() is None:  # only when wait itself failed
-            proc.terminate()
-            proc.wait()
+        if terminal is not None:
+            os.close(terminal)
 
 
-def _log_to(path: Path | None) -> logging.Handler | None:
-    if path is None:
+def _terminal_fd() -> int | None:
+    """Our controlling terminal, if any (to ask who is in its foreground)."""
+    try:
+        return os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
         return None
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger("ctxpatch.gateway")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    return handler
+
+
+def _terminal_sent_it(terminal: int | None) -> bool:
+    """Whether our process group is the terminal's foreground one: then a SIGINT we got came
+    from the keyboard and reached the command (same group) as well."""
+    if terminal is None:
+        return False
+    try:
+        return os.tcgetpgrp(terminal) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def _child_setup(
+    parent: int, dispositions: dict[signal.Signals, signal.Handlers]
+) -> Callable[[], None]:
+    """The ``preexec_fn``: the command's signal dispositions as ctxpatch got them, and (Linux)
+    SIGTERM to the command when ctxpatch dies, even by SIGKILL."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork
+        except (OSError, AttributeError):
+            prctl = None
+
+    def setup() -> None:
+        for sig, disposition in dispositions.items():
+            signal.signal(sig, disposition)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+            if os.getppid() != parent:  # ctxpatch died between fork and prctl
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    return setup

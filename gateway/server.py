@@ -10,12 +10,23 @@ reached, or fails before its reply starts, gives the client a 502 with an API-st
 
 Refusal fallback: when the upstream answers 400 "<model> does not support the
 clear_tool_uses_20250919 context management strategy" to a request we changed, the model is
-remembered for the life of the process (the edit is no longer added for it), the log says so,
-and the client's original request is sent once more, unchanged, so the client never sees a
-refusal it did not cause.
+remembered for the life of the process (the edit is no longer added for it; both the id the
+refusal names and the one the request sent, which differ when the client sends an alias and
+the API answers with the dated id), the log says so, and the client's original request is sent
+once more, unchanged, so the client never sees a refusal it did not cause.
+
+Before anything is forwarded (:mod:`gateway.guard`, :mod:`gateway.limits`): a browser's request
+gets 403, a request that already went through this very gateway 508, a body over the API's own
+32 MB limit 413 (refused by its ``Content-Length`` before it is read). ``Expect: 100-continue``
+is answered here and not forwarded; a request to an upstream on this machine carries
+``x-ctxpatch-hop`` (the loop check; the API itself never sees it). An
+upstream that cannot be reached, or answers something that is not HTTP, gives the client 502
+JSON naming the upstream's host, never its credentials. The network settings Claude Code
+honours (proxy, extra CAs, client certificate) are :mod:`gateway.network`'s.
 
 Logging (logger ``ctxpatch.gateway``): one line per request at INFO, headers at DEBUG through
-:func:`gateway.redact.redacted`; credentials are never logged.
+:func:`gateway.redact.redacted`; credentials are never logged (:mod:`gateway.logs` scrubs
+aiohttp's own lines too).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,10 +45,13 @@ import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict
+from yarl import URL
 
 from ctxpatch.errors import GatewayFailure, UsageError
 from engine.context_clear import knobs_from_env
 from engine.context_management import ClearToolUses
+from gateway import guard, limits
+from gateway.network import Route, route, shown, upstream_url
 from gateway.redact import redacted
 from gateway.rewrite import Decision, decide, refused_model
 from usage import ledger as usage_ledger
@@ -48,7 +63,7 @@ HOST = "127.0.0.1"
 _LEDGER = web.RequestKey("ctxpatch.ledger", usage_ledger.RequestRecord)
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 UPSTREAM_ENV = "CTXPATCH_UPSTREAM"
-MAX_BODY = 256 * 1024 * 1024  # the API's own limits are far below; ours must not refuse first
+MAX_BODY = limits.MAX_BODY
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -60,6 +75,7 @@ HOP_BY_HOP = frozenset(
         "upgrade",
         "host",
         "content-length",
+        "expect",  # answered here (aiohttp sends the 100 Continue): the upstream gets the body
     }
 )
 
@@ -67,16 +83,75 @@ HOP_BY_HOP = frozenset(
 def upstream_from_env(env: Mapping[str, str]) -> str:
     """Where requests go: ``CTXPATCH_UPSTREAM`` (set by ``ctxpatch run`` to the user's own
     ``ANTHROPIC_BASE_URL``), else ``ANTHROPIC_BASE_URL``, else the Anthropic API."""
+    return _upstream_and_source(env)[0]
+
+
+def _upstream_and_source(env: Mapping[str, str]) -> tuple[str, str]:
     for name in (UPSTREAM_ENV, "ANTHROPIC_BASE_URL"):
         value = (env.get(name) or "").strip()
         if value:
-            return value.rstrip("/")
-    return DEFAULT_UPSTREAM
+            # ctxpatch run hands the user's ANTHROPIC_BASE_URL over as CTXPATCH_UPSTREAM
+            return value.rstrip("/"), "ANTHROPIC_BASE_URL"
+    return DEFAULT_UPSTREAM, "the default upstream"
 
 
 def error_json(message: str, kind: str = "api_error") -> bytes:
     """An API-style error body (what the Anthropic SDKs parse)."""
     return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
+def error_response(
+    status: int, message: str, kind: str = "api_error", close: bool = False
+) -> web.Response:
+    resp = web.Response(
+        status=status, body=error_json(message, kind), content_type="application/json"
+    )
+    if close:
+        resp.force_close()
+    return resp
+
+
+class _BodyRefused(Exception):
+    """The client's body was not read whole (too large, or it stopped arriving)."""
+
+    def __init__(self, response: web.Response | None) -> None:
+        self.response = response
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The client's body, within :data:`gateway.limits.MAX_BODY` and the body timeout: refused
+    by its ``Content-Length`` before a byte is read; a chunked one read in pieces and dropped at
+    the limit (never one buffer grown to the limit and kept)."""
+    too_large = _BodyRefused(
+        error_response(
+            413,
+            f"ctxpatch gateway: the request body is over {MAX_BODY // (1024 * 1024)} MiB, the "
+            "API's own limit for a request (it would answer 413 too)",
+            "request_too_large",
+            close=True,
+        )
+    )
+    length = request.content_length
+    if length is not None and length > MAX_BODY:
+        raise too_large
+    if length == 0 or not request.body_exists:
+        return b""
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            async with asyncio.timeout(limits.BODY_TIMEOUT):
+                piece = await request.content.readany()
+        except TimeoutError:
+            raise _BodyRefused(None) from None
+        if not piece:
+            break
+        size += len(piece)
+        if size > MAX_BODY:
+            pieces.clear()
+            raise too_large
+        pieces.append(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 @dataclass
@@ -88,6 +163,8 @@ class GatewayState:
     refused: set[str] = field(default_factory=set)
     added: int = 0
     forwarded: int = 0
+    refused_requests: int = 0  # browser, loop, too large
+    id: str = field(default_factory=lambda: secrets.token_hex(6))
 
 
 def _forward_headers(headers: Mapping[str, str] | CIMultiDict[str]) -> CIMultiDict[str]:
@@ -139,10 +216,17 @@ class Gateway:
         env = os.environ if env is None else env
         # usage.ledger: one line of numbers per /v1/messages request (CTXPATCH_LEDGER=0: none)
         self.ledger = usage_ledger.default_ledger() if isinstance(ledger, str) else ledger
+        source = "--upstream"
+        if not upstream:
+            upstream, source = _upstream_and_source(env)
         self.state = GatewayState(
-            upstream=(upstream or upstream_from_env(env)).rstrip("/"),
+            upstream=upstream.rstrip("/"),
             edit=knobs_from_env(env) if edit == "env" else edit,  # type: ignore[arg-type]
         )
+        self.source = source  # what named the upstream (the loop refusal says which to change)
+        self._env = env
+        self._route: Route | None = None
+        self._mark_hops = False
         self._port = port
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -153,19 +237,30 @@ class Gateway:
         return f"http://{HOST}:{self.port}"
 
     async def start(self) -> None:
+        self._route = route(self.state.upstream, self._env)  # a refused proxy stops us here
+        self._mark_hops = guard.on_this_machine(self.state.upstream, self._route.proxy)
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._session = aiohttp.ClientSession(
             auto_decompress=False,  # bytes pass through with their Content-Encoding
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
-            connector=aiohttp.TCPConnector(limit=0),
+            connector=aiohttp.TCPConnector(limit=0, ssl=self._route.tls),
+            trust_env=False,  # gateway.network reads the proxy variables as Claude Code does
             # a gateway keeps no cookies: the client's own Cookie header passes as sent, and a
             # Set-Cookie from the upstream goes back to the client, never into later requests
             cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
         )
         self._runner = web.AppRunner(
-            app, handler_cancellation=True, auto_decompress=False, access_log=None
+            app,
+            handler_cancellation=True,
+            auto_decompress=False,
+            access_log=None,
+            keepalive_timeout=limits.IDLE_TIMEOUT,
+            max_headers=limits.MAX_HEADERS,
+            max_field_size=limits.MAX_FIELD_SIZE,
+            max_line_size=limits.MAX_LINE_SIZE,
+            lingering_time=limits.LINGER,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, HOST, self._port, reuse_address=True)
@@ -179,7 +274,26 @@ class Gateway:
                 hint="pick another --port (or 0 for a free one)",
             ) from exc
         self.port = int(self._runner.addresses[0][1])  # the real port when 0 was asked
-        log.info("listening on %s, upstream %s", self.url, self.state.upstream)
+        targets = [("upstream", self.state.upstream)]
+        if self._route.proxy:
+            targets.append(("proxy", self._route.proxy))
+        for what, url in targets:
+            looped: bool = await asyncio.to_thread(guard.loop_at_start, url, self.port)
+            if looped:
+                await self.stop()
+                raise GatewayFailure(
+                    f"the {what} {shown(url)} is this gateway's own address ({self.url})",
+                    why=f"every request would be forwarded to the gateway itself (the {what} "
+                    f"comes from {self.source if what == 'upstream' else 'HTTPS_PROXY'})",
+                    hint="unset ANTHROPIC_BASE_URL (or point it at the real API) before "
+                    "starting the gateway, or give --upstream https://api.anthropic.com",
+                )
+        log.info(
+            "listening on %s, upstream %s%s",
+            self.url,
+            shown(self.state.upstream),
+            f" through the proxy {shown(self._route.proxy)}" if self._route.proxy else "",
+        )
         if self.state.edit is None:
             log.info("CLAUDE_CTX_CLEAR_DISABLE is set: every request is forwarded untouched")
 
@@ -196,8 +310,30 @@ class Gateway:
     # --- one request -------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
+        why = guard.browser_refusal(request.headers, self.port)
+        if why is not None:
+            self.state.refused_requests += 1
+            log.warning("%s %s -> 403, %s", request.method, request.path, why)
+            return error_response(403, why, "permission_error", close=True)
+        if self.state.id in guard.hops(request.headers):
+            self.state.refused_requests += 1
+            why = guard.loop_message(self.source, shown(self.state.upstream))
+            log.warning("%s %s -> 508, %s", request.method, request.path, why)
+            return error_response(508, why, close=True)
+        try:
+            body = await read_body(request)
+        except _BodyRefused as refused:
+            self.state.refused_requests += 1
+            log.warning(
+                "%s %s: body refused (over the limit, or stalled)", request.method, request.path
+            )
+            if refused.response is None and request.transport is not None:
+                request.transport.close()
+            return refused.response or error_response(408, "request body timeout", close=True)
         headers = _forward_headers(request.headers)
+        if self._mark_hops:
+            hop = headers.pop(guard.HOP_HEADER, None)
+            headers[guard.HOP_HEADER] = guard.with_hop(hop, self.state.id)
         decision = decide(
             request.method,
             request.path,
@@ -211,7 +347,7 @@ class Gateway:
             request[_LEDGER] = usage_ledger.begin(
                 request.headers, body, decision.model, decision.added, decision.reason
             )
-        url = self.state.upstream + request.rel_url.raw_path_qs
+        url = upstream_url(self.state.upstream, request.rel_url.raw_path_qs)
         if not decision.added:
             return await self._forward(request, url, headers, body, decision)
         sent_headers = headers
@@ -233,26 +369,19 @@ class Gateway:
         decision: Decision,
         original: tuple[CIMultiDict[str], bytes] | None = None,
     ) -> web.StreamResponse:
-        assert self._session is not None
+        assert self._session is not None and self._route is not None
         self.state.forwarded += 1
         try:
             up = await self._session.request(
                 request.method,
-                url,
+                URL(url, encoded=True),  # as sent: no second normalisation of the path
                 headers=headers,
                 data=body if body or request.body_exists else None,  # a GET stays bodiless
                 allow_redirects=False,
+                proxy=self._route.proxy,
             )
-        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
-            log.warning("%s %s: upstream unreachable (%s)", request.method, request.path, exc)
-            self._record(request, 502, decision, why="upstream unreachable", lost=True)
-            message = (
-                f"ctxpatch gateway: the upstream {self.state.upstream} did not answer "
-                f"({type(exc).__name__}: {exc})"
-            )
-            return web.Response(
-                status=502, body=error_json(message), content_type="application/json"
-            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            return self._unreachable(request, exc, decision)
         try:
             if original is not None and up.status == 400:
                 payload = await up.read()
@@ -260,6 +389,8 @@ class Gateway:
                 if model is None:
                     return self._buffered(up, payload, decision, request)
                 self.state.refused.add(model)
+                if decision.model:
+                    self.state.refused.add(decision.model)  # the alias the client sends
                 log.warning(
                     "the API refused clear_tool_uses_20250919 for %s: no longer added for it "
                     "(until the gateway restarts); the request is sent again unchanged",
@@ -272,6 +403,19 @@ class Gateway:
             return await self._stream(request, up, decision)
         finally:
             up.close()  # a reply read to its end was already released; otherwise: disconnect
+
+    def _unreachable(
+        self, request: web.Request, exc: BaseException, decision: Decision
+    ) -> web.Response:
+        """The 502 for an upstream that could not be reached or did not answer HTTP."""
+        self._record(request, 502, decision, why="upstream unreachable", lost=True)
+        what = _failure(exc)
+        where = shown(self.state.upstream)
+        if self._route is not None and self._route.proxy:
+            where += f" (through the proxy {shown(self._route.proxy)})"
+        log.warning("%s %s -> 502, upstream %s: %s", request.method, request.path, where, what)
+        message = f"ctxpatch gateway: the upstream {where} is unreachable: {what}"
+        return error_response(502, message)
 
     def _line(self, request: web.Request, status: int, decision: Decision) -> None:
         what = "clearing added" if decision.added else f"unchanged ({decision.reason})"
@@ -326,7 +470,7 @@ class Gateway:
                 if tap is not None:
                     tap(chunk)
                 await resp.write(chunk)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             # the upstream broke off mid-reply: the status is sent, so the client sees the
             # connection end early (a truncated stream), never a hang
             log.warning(
@@ -362,6 +506,32 @@ class Gateway:
             self.ledger.record(rec)
         except Exception:  # the ledger never fails a request
             self.ledger.errors += 1
+
+
+def _failure(exc: BaseException) -> str:
+    """What went wrong reaching the upstream, in words (never the URL's credentials)."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"DNS lookup of {exc.host} failed ({exc.os_error.strerror or exc.os_error})"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return (
+            f"TLS certificate not trusted ({exc.certificate_error}); a corporate CA goes in "
+            "NODE_EXTRA_CA_CERTS"
+        )
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return f"cannot connect to the proxy {exc.host}:{exc.port} ({exc.os_error.strerror})"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {exc.host}:{exc.port} ({exc.os_error.strerror or exc.os_error})"
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return f"the proxy answered {exc.status} {exc.message}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the connection closed before a reply"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"the reply is not valid HTTP ({exc.message})"
+    if isinstance(exc, TimeoutError):
+        return "no connection within 30 s"
+    from gateway.logs import scrub
+
+    return scrub(f"{type(exc).__name__}: {exc}")
 
 
 class ThreadedGateway:

@@ -142,7 +142,8 @@ def test_headers_arrive_as_the_client_sent_them(forwarded) -> None:
     _, headers, _ = forwarded
     got = {k.lower(): v for k, v in headers if k.lower() not in ("host", "content-length")}
     # the beta was already there: even anthropic-beta is the client's, byte for byte
-    assert got == HEADERS | {"accept-encoding": "identity"}  # http.client's own
+    # http.client's own, and the gateway's loop mark (the upstream is on this machine)
+    assert got == HEADERS | {"accept-encoding": "identity", "x-ctxpatch-hop": got["x-ctxpatch-hop"]}
 
 
 def test_attestation_text_and_every_byte_outside_the_edit_are_the_clients(forwarded) -> None:

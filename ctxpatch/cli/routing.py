@@ -53,6 +53,7 @@ def gateway(
         import asyncio
         import logging
 
+        from gateway.logs import scrubbed
         from gateway.server import Gateway, serve_until_signal, validate_upstream
 
         target = validate_upstream(upstream) if upstream else None
@@ -61,6 +62,8 @@ def gateway(
             format="%(asctime)s %(levelname)s %(message)s",
         )
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
+        for handler in logging.getLogger().handlers:  # stderr: credentials scrubbed
+            scrubbed(handler)
         gw = Gateway(upstream=target, port=port)
         return asyncio.run(serve_until_signal(gw, lambda url: print(url, flush=True)))
 
