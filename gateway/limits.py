@@ -18,6 +18,9 @@ The limits follow the API's own, so the gateway never refuses a request the API 
   may think for minutes, and the upstream's SSE pings keep a stream alive. After a refusal
   the rest of a body is read and dropped for at most :data:`LINGER` (so the client can read
   the 413 instead of a reset), then the connection is closed.
+* **Memory after a large body**: glibc keeps the freed pages of a large body resident (32 MB
+  after one refused body); after a body over :data:`TRIM_AFTER` (or a refused one) the
+  gateway asks it to give them back (``malloc_trim``), so RSS returns to where it was.
 """
 
 from __future__ import annotations
@@ -29,3 +32,4 @@ MAX_LINE_SIZE = 16 * 1024  # the request line: method, path and query string
 IDLE_TIMEOUT = 60.0
 BODY_TIMEOUT = 60.0
 LINGER = 1.0
+TRIM_AFTER = 4 * 1024 * 1024

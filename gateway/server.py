@@ -111,6 +111,25 @@ def error_response(
     return resp
 
 
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Give the pages a large body used back to the system (glibc keeps freed heap pages
+    otherwise: 32 MB of 64 KB pieces stayed resident after one refused body)."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
 class _BodyRefused(Exception):
     """The client's body was not read whole (too large, or it stopped arriving)."""
 
@@ -149,6 +168,7 @@ async def read_body(request: web.Request) -> bytes:
         size += len(piece)
         if size > MAX_BODY:
             pieces.clear()
+            release_memory()
             raise too_large
         pieces.append(piece)
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
@@ -330,6 +350,15 @@ class Gateway:
             if refused.response is None and request.transport is not None:
                 request.transport.close()
             return refused.response or error_response(408, "request body timeout", close=True)
+        size = len(body)
+        try:
+            return await self._relay(request, body)
+        finally:
+            del body
+            if size > limits.TRIM_AFTER:
+                release_memory()
+
+    async def _relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
         headers = _forward_headers(request.headers)
         if self._mark_hops:
             hop = headers.pop(guard.HOP_HEADER, None)

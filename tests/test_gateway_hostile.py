@@ -10,12 +10,17 @@ UTF-16 body re-serialised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -385,3 +390,69 @@ def test_nan_and_infinity_never_become_null(raw: bytes) -> None:
         cm = body.index(b',"context_management":')
         assert body[:cm] + body[-1:] == raw
     assert body.count(b"null") == raw.count(b"null")
+
+
+# --- memory, measured on the gateway's own process ------------------------------------------------
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def oversized(port: int, chunked: bool) -> object:
+    """One body of 48 MiB (over the limit): chunked, or announced by Content-Length."""
+    piece = b"x" * (1024 * 1024)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        if chunked:
+            conn.request("POST", "/v1/messages", (piece for _ in range(48)), {"x": "y"})
+        else:
+            conn.putrequest("POST", "/v1/messages")
+            conn.putheader("Content-Length", str(48 * len(piece)))
+            conn.endheaders()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for _ in range(48):
+                    conn.send(piece)
+        return conn.getresponse().status
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        return type(exc).__name__
+    finally:
+        conn.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RSS from /proc")
+def test_rss_returns_within_20_mb_after_10_oversized_bodies() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CTXPATCH_"))}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "patcher",
+            "gateway",
+            "--port",
+            "0",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().strip().rsplit(":", 1)[1])
+        oversized(port, chunked=True)  # warm-up: every code path imported and run once
+        start = rss_mb(proc.pid)
+        answers = [oversized(port, chunked=i % 2 == 1) for i in range(10)]
+        time.sleep(0.5)
+        end = rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert end - start < 20, f"RSS {start:.0f} MB -> {end:.0f} MB after 10 oversized bodies"
+    assert all(a in (413, "BrokenPipeError", "ConnectionResetError") for a in answers), answers
+    assert answers.count(413) >= 5

@@ -189,7 +189,10 @@ def test_the_gateway_changes_only_context_management(native_exe, mock, e2e_root,
         assert int(y.headers["content-length"]) - int(x.headers["content-length"]) == grown
         hx = {k: v for k, v in x.headers.items() if k not in VOLATILE_HEADERS}
         hy = {k: v for k, v in y.headers.items() if k not in VOLATILE_HEADERS}
-        assert hy == hx  # the beta was already there: Claude Code sends it with its own edit
+        # the beta was already there: Claude Code sends it with its own edit; the gateway adds
+        # only its loop mark, and only because this upstream (the mock) is on this machine
+        assert hy.pop("x-ctxpatch-hop", None) is not None
+        assert hy == hx
     # HOME: the gateway run wrote no file the direct run did not (names with their digits
     # masked: 2.1.113's npm writes a timestamped log on every start)
     assert home_files["gateway"] <= home_files["direct"], (
