@@ -22,7 +22,9 @@ is answered here and not forwarded; a request to an upstream on this machine car
 ``x-ctxpatch-hop`` (the loop check; the API itself never sees it). An
 upstream that cannot be reached, or answers something that is not HTTP, gives the client 502
 JSON naming the upstream's host, never its credentials. The network settings Claude Code
-honours (proxy, extra CAs, client certificate) are :mod:`gateway.network`'s.
+honours (proxy, extra CAs, client certificate) are :mod:`gateway.network`'s. Near the model's
+window, for Claude Code builds that do not recover from "prompt is too long", the edit is no
+longer added (:mod:`gateway.window`).
 
 Logging (logger ``ctxpatch.gateway``): one line per request at INFO, headers at DEBUG through
 :func:`gateway.redact.redacted`; credentials are never logged (:mod:`gateway.logs` scrubs
@@ -50,7 +52,7 @@ from yarl import URL
 from ctxpatch.errors import GatewayFailure, UsageError
 from engine.context_clear import knobs_from_env
 from engine.context_management import ClearToolUses
-from gateway import guard, limits
+from gateway import guard, limits, window
 from gateway.network import Route, route, shown, upstream_url
 from gateway.redact import redacted
 from gateway.rewrite import Decision, decide, refused_model
@@ -363,14 +365,14 @@ class Gateway:
         if self._mark_hops:
             hop = headers.pop(guard.HOP_HEADER, None)
             headers[guard.HOP_HEADER] = guard.with_hop(hop, self.state.id)
+        betas = request.headers.getall("anthropic-beta", [])
         decision = decide(
-            request.method,
-            request.path,
-            request.headers.getall("anthropic-beta", []),
-            body,
-            self.state.edit,
-            self.state.refused,
+            request.method, request.path, betas, body, self.state.edit, self.state.refused
         )
+        if decision.added and window.stop_clearing(
+            request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env
+        ):
+            decision = Decision(model=decision.model, reason=window.STOPPED)
         log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
         if self.ledger is not None and decision.reason != "not POST /v1/messages":
             request[_LEDGER] = usage_ledger.begin(

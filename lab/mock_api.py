@@ -9,7 +9,8 @@ this module holds what does not depend on the wire:
     MockConfig(thinking=True,            # answer thinking-on requests with a signed thinking block
                binding="error",          # "error" (enforced account) | "drop_block" | "off"
                count_prompt=True,        # usage.input_tokens = count of the prompt after edits
-               unsupported_models=("claude-3-*",))  # refuse clear_tool_uses_20250919
+               unsupported_models=("claude-3-*",),  # refuse clear_tool_uses_20250919
+               window=200_000)           # 400 "prompt is too long" past it (unedited prompt)
 
 * :class:`MessagesAPI`: the mock's state (the request log, the script position, the message
   counter) and :meth:`MessagesAPI.answer`, everything decided for one request, as an
@@ -154,7 +155,11 @@ class MockConfig:
     * ``count_prompt``: usage ``input_tokens`` is the mock's count of the prompt after server
       edits (:func:`lab.server_edits.prompt_tokens`), cache fields 0, output as
       scripted; ``count_tokens`` answers the same count;
-    * ``unsupported_models``: model patterns that refuse ``clear_tool_uses_20250919``.
+    * ``unsupported_models``: model patterns that refuse ``clear_tool_uses_20250919``;
+    * ``window``: the model's context window. A ``/v1/messages`` request whose prompt *as the
+      client sent it* (before any server edit: the cautious reading, nobody knows whether the
+      API checks before or after clearing) counts more gets the documented
+      ``400 prompt is too long: N tokens > W maximum``. None: no limit.
     """
 
     script: list[Step] = field(default_factory=list)
@@ -170,6 +175,7 @@ class MockConfig:
     unsupported_models: tuple[str, ...] = ()
     secret: bytes = DEFAULT_SECRET
     thinking_text: str = "Mock reasoning {n}: weigh the request, then answer."
+    window: int | None = None
 
     def __post_init__(self) -> None:
         if self.binding not in MODES:
@@ -229,6 +235,11 @@ class Answer:
     extra: dict[str, Any] = field(default_factory=dict)  # context_management, input_transformations
     mismatches: tuple[Mismatch, ...] = ()
     applied_edits: tuple[dict, ...] = ()
+
+
+def too_long(tokens: int, window: int) -> str:
+    """The API's documented message for a prompt over the model's window."""
+    return f"prompt is too long: {tokens} tokens > {window} maximum"
 
 
 def error_body(message: str) -> dict[str, Any]:
@@ -323,6 +334,10 @@ class MessagesAPI:
             edited = apply_context_management(binding.body, betas, cfg.unsupported_models)
         except (RequestRefused, BindingError) as e:
             return Answer(400, str(e))
+        if cfg.window is not None and kind != "count_tokens":
+            unedited = prompt_tokens(body, list(binding.body.get("messages") or []))
+            if unedited > cfg.window:
+                return Answer(400, too_long(unedited, cfg.window), mismatches=binding.mismatches)
         extra: dict[str, Any] = {}
         if binding.dropped:
             extra["input_transformations"] = binding.dropped

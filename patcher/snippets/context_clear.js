@@ -47,7 +47,8 @@ function _ctxpatchContextClearing(value, mode) {
   // Never sent: when disabled; under Bedrock, Vertex or Foundry
   // (CLAUDE_CODE_USE_BEDROCK / _VERTEX / _FOUNDRY); to Claude 3 models (they do not
   // support context editing); when the request has no betas list (Claude Code
-  // sends betas only where the endpoint takes them); when Claude Code already sends
+  // sends betas only where the endpoint takes them); once the prompt nears Claude
+  // Code's auto-compact threshold (nearWindow, below); when Claude Code already sends
   // its own clear_tool_uses edit; and, for the rest of the process, to a model the
   // API refused it for (HTTP 400 naming clear_tool_uses_20250919 or
   // context_management). clear_thinking_20251015 stays first in the edits list, as
@@ -392,6 +393,32 @@ function _ctxpatchContextClearing(value, mode) {
     }
   }
 
+  // Near the window. With clearing, Claude Code's count follows the edited usage, so its own
+  // auto-compaction stops firing while the prompt it sends grows; past the model's window the
+  // API may refuse the prompt as sent ("prompt is too long"), and Claude Code <= 2.1.113 never
+  // recovers from that (measured: tests/e2e/test_over_window.py). So once the request's JSON
+  // may hold as many tokens as Claude Code's auto-compact threshold (the window less 20000
+  // reserved output and 13000 buffer), at 3 characters a token (JSON of English and code runs
+  // 3.5 to 4.5: the guard errs early), the edit is left out: that request reports the whole
+  // prompt and Claude Code compacts before the next one, inside the window. Twin:
+  // gateway/window.py (the gateway's, on the body's bytes).
+  var CHARS_PER_TOKEN = 3;
+  var RESERVE = 20000 + 13000;
+
+  function nearWindow(request) {
+    var oneM = /\[1m\]/.test(request.model);
+    for (var i = 0; i < request.betas.length; i++) {
+      if (/context-1m/.test(String(request.betas[i]))) oneM = true;
+    }
+    var limit = ((oneM ? 1000000 : 200000) - RESERVE) * CHARS_PER_TOKEN;
+    var size = 0;
+    var parts = [request.messages, request.system, request.tools];
+    for (var k = 0; k < parts.length; k++) {
+      if (parts[k] !== undefined) size += JSON.stringify(parts[k]).length;
+    }
+    return size >= limit;
+  }
+
   function skipReason(env, request) {
     var providers = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"];
     for (var i = 0; i < providers.length; i++) {
@@ -406,6 +433,9 @@ function _ctxpatchContextClearing(value, mode) {
     var cm = request.context_management;
     if (cm !== undefined && cm !== null && !(isObject(cm) && Array.isArray(cm.edits))) {
       return "context_management has a form ctxpatch does not know";
+    }
+    if (nearWindow(request)) {
+      return "the prompt nears the auto-compact threshold: Claude Code compacts instead";
     }
     return null;
   }
