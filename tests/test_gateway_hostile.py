@@ -456,3 +456,38 @@ def test_rss_returns_within_20_mb_after_10_oversized_bodies() -> None:
     assert end - start < 20, f"RSS {start:.0f} MB -> {end:.0f} MB after 10 oversized bodies"
     assert all(a in (413, "BrokenPipeError", "ConnectionResetError") for a in answers), answers
     assert answers.count(413) >= 5
+
+
+def test_an_upstream_never_reached_says_so_once_and_asks_claude_code_not_to_retry() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://user:SECRETPW@127.0.0.1:{s.getsockname()[1]}"  # refused
+        with ThreadedGateway(upstream=dead, edit=EDIT) as gw:
+            start = time.monotonic()
+            status, headers, body = post(gw.url, "/v1/messages", compact(body_of()), HEADERS)
+            took = time.monotonic() - start
+    assert status == 502 and headers["x-should-retry"] == "false"
+    assert 1.0 <= took < 5  # tried twice, a second apart
+    message = json.loads(body)["error"]["message"]
+    assert "unreachable: cannot connect to 127.0.0.1" in message and "SECRETPW" not in message
+
+
+def test_an_upstream_that_hangs_up_leaves_the_retry_to_claude_code() -> None:
+    up = RawUpstream(b"")  # reached, then closed before a reply: may be passing
+    try:
+        with ThreadedGateway(upstream=up.url, edit=EDIT) as gw:
+            status, headers, _ = post(gw.url, "/v1/messages", compact(body_of()), HEADERS)
+    finally:
+        up.close()
+    assert status == 502 and "x-should-retry" not in headers
+
+
+def test_credentials_in_the_upstream_url_go_as_basic_auth_unless_the_client_sends_its_own() -> None:
+    app, seen = recorder()
+    with AppThread(app) as up:
+        url = up.url.replace("http://", "http://user:SECRETPW@")
+        with ThreadedGateway(upstream=url, edit=EDIT) as gw:
+            post(gw.url, "/v1/messages", compact(body_of()), {"x-api-key": "k"})
+            post(gw.url, "/v1/messages", compact(body_of()), HEADERS)
+    assert seen[0][2]["Authorization"] == "Basic dXNlcjpTRUNSRVRQVw=="
+    assert seen[1][2]["Authorization"] == HEADERS["authorization"]
