@@ -7,9 +7,11 @@ an npm prefix, and its own HOME), offline, in front of the repo's mock of the Me
 
 * ``ctxpatch``: ``python -m patcher gateway`` of this checkout;
 * ``litellm``: ``pip install 'litellm[proxy]'`` in ``ROOT/litellm``, ``litellm --config``, the
-  ``anthropic/`` provider with ``api_base`` = the mock (the local model cost map);
+  ``anthropic/`` provider with ``api_base`` = the upstream (the local model cost map; the
+  master key it insists on is the clients' ``x-api-key``);
 * ``headroom``: ``pip install 'headroom-ai[proxy]'`` in ``ROOT/headroom``, ``headroom proxy``
-  with the mock as its Anthropic upstream, cache and rate limit off;
+  with the upstream as ``ANTHROPIC_TARGET_API_URL``, cache, rate limit and subscription
+  tracking off (its default mode, ``cache``);
 * ``ccr``: ``npm install --prefix ROOT/ccr @musistudio/claude-code-router``, ``ccr start`` with
   one Anthropic provider pointing at the mock.
 
@@ -153,15 +155,18 @@ def start_litellm(upstream: str, home: Path, root: Path) -> tuple[subprocess.Pop
     )
     exe = root / "litellm" / "bin" / "litellm"
     cmd = [str(exe), "--config", str(cfg), "--host", "127.0.0.1", "--port", str(port)]
-    return _spawn(cmd, _offline_env(home), home), f"http://127.0.0.1:{port}"
+    env = _offline_env(home)
+    env["LITELLM_MASTER_KEY"] = KEY  # it refuses to start without one; the clients send it
+    return _spawn(cmd, env, home), f"http://127.0.0.1:{port}"
 
 
 def start_headroom(upstream: str, home: Path, root: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = _offline_env(home)
-    env["ANTHROPIC_BASE_URL"] = upstream  # where headroom sends Anthropic traffic
+    env["ANTHROPIC_TARGET_API_URL"] = upstream  # where headroom sends Anthropic traffic
     exe = root / "headroom" / "bin" / "headroom"
     cmd = [str(exe), "proxy", "--port", str(port), "--no-cache", "--no-rate-limit"]
+    cmd.append("--no-subscription-tracking")  # it would poll Anthropic for the plan's usage
     return _spawn(cmd, env, home), f"http://127.0.0.1:{port}"
 
 
