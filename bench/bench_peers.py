@@ -318,7 +318,7 @@ def main() -> int:
                 rows.append((peer.name, f"did not run: {exc}", "", ""))
     finally:
         plain.terminate()
-    print(f"same ~{len(body) // 1024} KB body, {args.n} pairs, loopback mock upstream")
+    print(f"same ~{len(body) // 1024} KB body, {args.n} pairs, plain loopback upstream")
     print("| proxy | added ms p50 / p99 | HTTP status through it | preserved-thinking check |")
     print("|---|---|---|---|")
     for row in rows:
