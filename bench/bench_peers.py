@@ -55,7 +55,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_gateway import make_body, run_upstream  # noqa: E402
 
-from patcher.e2e.mock import MockConfig, MockServer  # noqa: E402
+try:  # the e2e lab: lab/ after the renovation, patcher/e2e/ before it
+    from lab.mock import MockConfig, MockServer
+except ModuleNotFoundError:
+    from patcher.e2e.mock import MockConfig, MockServer
 
 MODEL = "claude-opus-4-6"
 KEY = "sk-ant-bench-not-a-key"

@@ -29,8 +29,7 @@ from test_gateway_http import HEADERS, AppThread, post
 
 from gateway import limits
 from gateway.rewrite import LENIENT, decide
-from gateway.server import Gateway, ThreadedGateway
-from patcher.errors import GatewayFailure
+from gateway.server import Gateway, GatewayFailure, ThreadedGateway
 
 OK = {"type": "message", "content": [], "usage": {"input_tokens": 1, "output_tokens": 1}}
 

@@ -18,8 +18,7 @@ from gateway_bodies import EDIT, body_of, compact
 from test_gateway_http import HEADERS, post
 
 from gateway.network import bypassed, proxy_for, shown, upstream_url
-from gateway.server import Gateway, ThreadedGateway
-from patcher.errors import GatewayFailure
+from gateway.server import Gateway, GatewayFailure, ThreadedGateway
 
 
 class Loop:

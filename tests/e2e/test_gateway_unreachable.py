@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from patcher.e2e.sandbox import GatewaySandbox
+from .lab_compat import lab
+
+GatewaySandbox = lab("sandbox").GatewaySandbox
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 

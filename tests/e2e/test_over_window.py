@@ -22,16 +22,17 @@ from itertools import pairwise
 
 import pytest
 
-from patcher.e2e.chain import Turns, run_turns
-from patcher.e2e.harness import MODEL
-from patcher.e2e.mock import MockConfig
-from patcher.e2e.sandbox import GatewaySandbox
-from patcher.e2e.scenarios import thinking_session
-from patcher.e2e.server_edits import prompt_tokens
-from patcher.e2e.signing import sign_session
-from patcher.e2e.verify_thinking import ARGS
-
+from .lab_compat import lab
 from .test_native_gateway import PROMPTS, env_for
+
+Turns, run_turns, THINK_ENV = lab("chain").Turns, lab("chain").run_turns, lab("chain").THINK_ENV
+MODEL = lab("harness").MODEL
+MockConfig = lab("mock").MockConfig
+GatewaySandbox = lab("sandbox").GatewaySandbox
+thinking_session = lab("scenarios").thinking_session
+prompt_tokens = lab("server_edits").prompt_tokens
+sign_session = lab("signing").sign_session
+ARGS, CLEAR = lab("verify_thinking").ARGS, lab("verify_thinking").CLEAR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -118,9 +119,6 @@ def test_native_2_1_113_through_the_gateway_compacts_inside_the_window(native_ex
 
 
 def test_cli_2_1_112_patched_compacts_inside_the_window(sandbox_for, mock):
-    from patcher.e2e.chain import THINK_ENV
-    from patcher.e2e.verify_thinking import CLEAR
-
     version = "2.1.112"
     sb = sandbox_for(version, True)
     env = {**THINK_ENV, **CLEAR, "CLAUDE_TEXT_PRUNE_DISABLE": "1"}
