@@ -40,7 +40,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ctxpatch.errors import UsageError
-from gateway.logs import quiet
 from gateway.server import UPSTREAM_ENV, ThreadedGateway, upstream_from_env
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -97,6 +96,8 @@ def run_command(
             why="it is not an executable file, nor on PATH",
             hint="give the full path of the command, e.g. ctxpatch run -- ~/.local/bin/claude",
         )
+    from gateway.logs import quiet
+
     target = upstream or upstream_from_env(env)
     with quiet(log_file):
         try:
