@@ -7,7 +7,8 @@ SIGUSR2 sent to ctxpatch are passed to the command. Ctrl-C (SIGINT) and Ctrl-\\ 
 the command straight from the terminal (same process group): ctxpatch does not deliver them a
 second time (Claude Code reads a second Ctrl-C as "exit") and never ends the command itself; the
 command decides. A SIGINT or SIGQUIT sent to ctxpatch alone (no terminal, or ctxpatch not in
-its foreground) is passed on. The exit code is the command's (128 + N when a signal N ended
+its foreground) is passed on; with no terminal the command has a process group of its own, so a
+signal sent to ctxpatch's group reaches it once, not twice. The exit code is the command's (128 + N when a signal N ended
 it); the gateway stops after it.
 
 If ctxpatch itself dies (SIGKILL, a crash), the command would go on pointing at a port nobody
@@ -125,8 +126,13 @@ def _run(argv: Sequence[str], env: dict[str, str]) -> int:
             sig: signal.SIG_IGN if old == signal.SIG_IGN else signal.SIG_DFL
             for sig, old in previous.items()
         }
+        # with no terminal, the command gets a process group of its own: a SIGINT sent to our
+        # group (a harness, an IDE) then reaches it once, through ``forward``, not twice
         proc = subprocess.Popen(
-            list(argv), env=env, preexec_fn=_child_setup(os.getpid(), inherited)
+            list(argv),
+            env=env,
+            preexec_fn=_child_setup(os.getpid(), inherited),
+            process_group=0 if terminal is None else None,
         )
 
         def forward(n: int, _frame: object) -> None:

@@ -133,3 +133,28 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat_line.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_a_sigint_to_ctxpatchs_group_reaches_the_command_once() -> None:
+    child = (
+        "import signal, sys, time\n"
+        "got = []\n"
+        "signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
+        "print('ready', flush=True)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not got and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "time.sleep(1)\n"
+        "sys.exit(len(got))"
+    )
+    proc = subprocess.Popen(
+        [*CTXPATCH, "run", "--", sys.executable, "-c", child],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env_without_base_url(),
+        start_new_session=True,  # ctxpatch leads its own group, with no terminal
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    os.killpg(proc.pid, signal.SIGINT)  # what a harness or an IDE sends to the whole group
+    assert proc.wait(timeout=30) == 1  # one SIGINT, not two
