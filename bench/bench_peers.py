@@ -3,7 +3,7 @@ same upstream: added latency p50 / p99 and whether the preserved-thinking check 
 
 Each proxy runs from a throwaway install under ``--root`` (default /tmp/ctxpatch-peers: a venv or
 an npm prefix, and its own HOME), offline, in front of the repo's mock of the Messages API
-(:mod:`patcher.e2e.mock`) on loopback:
+(:mod:`lab.mock`) on loopback:
 
 * ``ctxpatch``: ``python -m patcher gateway`` of this checkout;
 * ``litellm``: ``pip install 'litellm[proxy]'`` in ``ROOT/litellm``, ``litellm --config``, the
@@ -55,10 +55,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_gateway import make_body, run_upstream  # noqa: E402
 
-try:  # the e2e lab: lab/ after the renovation, patcher/e2e/ before it
-    from lab.mock import MockConfig, MockServer
-except ModuleNotFoundError:
-    from patcher.e2e.mock import MockConfig, MockServer
+from lab.mock import MockConfig, MockServer  # noqa: E402
 
 MODEL = "claude-opus-4-6"
 KEY = "sk-ant-bench-not-a-key"

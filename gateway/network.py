@@ -23,8 +23,6 @@ And what the gateway shows of an upstream URL: :func:`shown` drops ``user:pass@`
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import ipaddress
 import logging
 import ssl
@@ -32,9 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-# the one error hierarchy: ctxpatch.errors after the renovation (issue 17), patcher.errors before
-_ERRORS = "ctxpatch.errors" if importlib.util.find_spec("ctxpatch.errors") else "patcher.errors"
-GatewayFailure = importlib.import_module(_ERRORS).GatewayFailure
+from ctxpatch.errors import GatewayFailure
 
 log = logging.getLogger("ctxpatch.gateway")
 
