@@ -114,9 +114,8 @@ def run_upstream(port_out: Connection) -> None:
 def run_gateway(upstream: str, conn: Connection) -> None:
     import logging
 
-    from engine.context_management import ClearToolUses
     from gateway import limits
-    from gateway.server import Gateway
+    from gateway.server import ClearToolUses, Gateway
 
     limits.IDLE_TIMEOUT = IDLE
     limits.BODY_TIMEOUT = IDLE
@@ -178,8 +177,8 @@ def make_body(rng: random.Random, size: int) -> bytes:
 
 
 def expected_sha(raw: bytes) -> str:
-    from engine.context_management import ClearToolUses
     from gateway.rewrite import decide
+    from gateway.server import ClearToolUses
 
     d = decide("POST", "/v1/messages", [], raw, ClearToolUses(trigger_value=50, keep=1))
     return hashlib.sha256(d.body if d.body is not None else raw).hexdigest()

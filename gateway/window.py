@@ -80,11 +80,16 @@ def threshold(
 
 @lru_cache(maxsize=64)
 def _engine_threshold(version: str, model: str, env: tuple[tuple[str, str], ...]) -> int | None:
+    import importlib
+
     try:
         from engine.profiles import profile_for
-        from engine.thresholds import compute_thresholds
 
-        th = compute_thresholds(profile_for(version), model, dict(env))
+        try:  # engine/ grouped by concept (renovation step 2), or before it
+            thresholds = importlib.import_module("engine.claude_code.thresholds")
+        except ModuleNotFoundError:
+            thresholds = importlib.import_module("engine.thresholds")
+        th = thresholds.compute_thresholds(profile_for(version), model, dict(env))
     except Exception:  # no profile for this version, an odd model id: the default
         return None
     return th.auto_compact if th.auto_compact_enabled else None
