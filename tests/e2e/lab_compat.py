@@ -1,5 +1,5 @@
 """The e2e lab's modules wherever they are: ``lab/`` after the renovation (issue 17),
-``patcher/e2e/`` before it. For test files written across the move."""
+``lab/`` before it. For test files written across the move."""
 
 from __future__ import annotations
 
@@ -13,4 +13,4 @@ def lab(name: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name not in ("lab", f"lab.{name}"):
             raise
-        return importlib.import_module(f"patcher.e2e.{name}")
+        return importlib.import_module(f"lab.{name}")
