@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.context_editing import blocks_of, is_block, tool_uses
 from engine.context_management import ClearToolUses
+from engine.javascript import js_json_stringify, utf16_len
 
 ENV_TRIGGER = "CLAUDE_CTX_CLEAR_TRIGGER"
 ENV_KEEP = "CLAUDE_CTX_CLEAR_KEEP"
@@ -158,3 +159,25 @@ def edit_for_request(
             keep = n - (n - keep) // step * step
     keep = max(keep, trailing_results(messages))
     return edit if keep == edit.keep else replace(edit, keep=keep)
+
+
+NEAR_WINDOW_CHARS_PER_TOKEN = 3
+NEAR_WINDOW_RESERVE = 20_000 + 13_000
+
+
+def near_window(request: Mapping[str, Any]) -> bool:
+    """``nearWindow`` of the injected JavaScript: the request's messages, system and tools as
+    JSON hold at least as many characters (UTF-16 units, as JavaScript counts them) as Claude
+    Code's auto-compact threshold (the window, 1M with ``[1m]`` or a ``context-1m`` beta, less
+    20000 reserved output and 13000 buffer) at 3 characters a token. There the edit is left out,
+    so the request reports the whole prompt and Claude Code compacts inside the window (the
+    gateway's own guard: ``gateway/window.py``)."""
+    betas = request.get("betas")
+    one_m = "[1m]" in str(request.get("model"))
+    one_m = one_m or any("context-1m" in str(b) for b in (betas if isinstance(betas, list) else []))
+    limit = ((1_000_000 if one_m else 200_000) - NEAR_WINDOW_RESERVE) * NEAR_WINDOW_CHARS_PER_TOKEN
+    size = 0
+    for key in ("messages", "system", "tools"):
+        if key in request:
+            size += utf16_len(js_json_stringify(request[key]))
+    return size >= limit

@@ -406,9 +406,10 @@ function _ctxpatchContextClearing(value, mode) {
   var RESERVE = 20000 + 13000;
 
   function nearWindow(request) {
-    var oneM = /\[1m\]/.test(request.model);
-    for (var i = 0; i < request.betas.length; i++) {
-      if (/context-1m/.test(String(request.betas[i]))) oneM = true;
+    var oneM = /\[1m\]/.test(String(request.model));
+    var betas = Array.isArray(request.betas) ? request.betas : [];
+    for (var i = 0; i < betas.length; i++) {
+      if (/context-1m/.test(String(betas[i]))) oneM = true;
     }
     var limit = ((oneM ? 1000000 : 200000) - RESERVE) * CHARS_PER_TOKEN;
     var size = 0;

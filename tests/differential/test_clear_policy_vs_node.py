@@ -14,7 +14,13 @@ from conftest import injected_clearing_js, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.context_clear import ENV_NAMES, edit_for_request, knobs_from_env, step_from_env
+from engine.context_clear import (
+    ENV_NAMES,
+    edit_for_request,
+    knobs_from_env,
+    near_window,
+    step_from_env,
+)
 from engine.policy import ceiling_from_env, paid_edit, patience_from_env, policy_from_env
 
 DRIVER = r"""
@@ -112,6 +118,9 @@ def twin_keep(env: dict[str, str], messages: list[dict]) -> int | None:
     edit = knobs_from_env(env)
     if edit is None:
         return None
+    request = {"model": "claude-sonnet-4-5", "messages": messages, "betas": [], "system": SYSTEM}
+    if near_window({**request, "tools": TOOLS}):
+        return None
     if policy_from_env(env) == "fixed":
         return edit_for_request(edit, messages, step_from_env(env)).keep
     # the system prompt and tools the request carries do not count
@@ -166,3 +175,18 @@ def _snippet_cached() -> str:
     if not _CACHE:
         _CACHE.append(injected_clearing_js())
     return _CACHE[0]
+
+
+def test_near_window_is_the_auto_compact_threshold_at_3_chars_a_token() -> None:
+    """(200000 - 33000) * 3 characters of JSON leave the edit out; a [1m] model waits for 1M."""
+    limit = (200_000 - 33_000) * 3
+    base = {"model": "claude-sonnet-4-5", "betas": [], "messages": []}
+    overhead = len('[{"role":"user","content":""}]')
+    at = {**base, "messages": [{"role": "user", "content": "x" * (limit - overhead)}]}
+    below = {**base, "messages": [{"role": "user", "content": "x" * (limit - overhead - 1)}]}
+    assert near_window(at) and not near_window(below)
+    assert not near_window({**at, "model": "claude-sonnet-4-5[1m]"})
+    assert not near_window({**at, "betas": ["context-1m-2025-08-07"]})
+    # JavaScript counts UTF-16 units: an emoji is 2
+    emoji = {**base, "messages": [{"role": "user", "content": "\U0001f600" * (limit // 2)}]}
+    assert near_window(emoji)

@@ -94,7 +94,7 @@ def test_bad_transcripts_are_refused_without_traceback(tmp_path: Path) -> None:
         (xz, "not a valid .xz"),
         (tmp_path, "folder"),
         (tmp_path / "notes.jsonl", "is a JSON object"),
-        (tmp_path / "blob.jsonl", "binary"),
+        (tmp_path / "blob.jsonl", "is a JSON object"),  # the CLI refuses it before the index
     ):
         code, out, err = run_cli("recall", "search", "x", "-t", str(path), "--json")
         doc = json.loads(out)
