@@ -29,6 +29,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from engine.calibration import Calibration, calibrate, full_estimate
+from engine.clearing_incremental import IncrementalClearing
 from engine.compact import Summarizer, full_compact, offline_summary
 from engine.context_clear import knobs_from_env, step_from_env
 from engine.context_management import to_json
@@ -160,6 +161,13 @@ def simulate_counterfactual(
         # the online policy of the injected JavaScript (engine.policy; CLAUDE_CTX_CLEAR_POLICY)
         clear_policy = clear_policy_from_env(cenv, cal.overhead)
     estimate = BlockEstimates()
+    # the fixed STEP rule replays incrementally (engine.clearing_incremental); an online policy
+    # fits the edit to every request's messages: clear_on_server, the specification
+    clearing = (
+        IncrementalClearing(clear_edit, estimate, clear_step)
+        if clear_edit is not None and clear_policy is None
+        else None
+    )
     cache = PromptCache(cal.overhead)
     history: list[dict] = []
     requests: list[Request] = []
@@ -318,7 +326,9 @@ def simulate_counterfactual(
             base = cal.overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
-            if clear_edit is not None:
+            if clearing is not None:
+                view = clearing.view(sent, costs, base)
+            elif clear_edit is not None:
                 view = clear_on_server(
                     sent, costs, base, clear_edit, estimate, clear_step, clear_policy
                 )

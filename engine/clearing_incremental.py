@@ -1,0 +1,226 @@
+"""Server-side clearing replayed request after request in time linear in the requests.
+
+:func:`engine.server_clearing.clear_on_server` is the specification: on every request it
+builds the API view of every sent record, applies ``clear_tool_uses_20250919`` to all of it
+(:func:`engine.context_editing.apply_edits`: copies of every cleared block) and counts the
+result three times, so a replay of ``n`` requests does ``O(n²)`` work with a large constant.
+:class:`IncrementalClearing` gives the identical :class:`~engine.server_clearing.ServerView`
+(the same floats, summed in the same order) from state kept across the requests of one replay:
+
+* the API view of each sent record, its ``tool_use`` and ``tool_result`` blocks, are read once
+  per record (the replay's records are never mutated; a record is known by identity), and the
+  tool uses and the ``tool_use_id -> result`` map grow as records are appended. When the sent
+  list is not the previous one plus new records (a compaction, a micro-compaction, a prune
+  rewrote a record), the state is rebuilt from the first record that differs;
+* what the edit clears is the oldest ``len(uses) - keep`` tool uses, a prefix that only grows
+  while the conversation does (``edit_for_request``): the changed blocks of that prefix are
+  kept and extended by the newly older uses; a shorter prefix (a round with more parallel
+  results) or a result that arrives for an already cleared use recomputes them;
+* an edited record's cost ratio (the chars/4 estimate after / before, as ``BlockEstimates``)
+  is kept per (record, changed blocks).
+
+What stays per request is linear with a tiny constant: the identity check of the sent prefix,
+the sum of the costs, and one float addition per edited record (the specification's order).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.context_editing import CLEARED_INPUT, PLACEHOLDER
+from engine.context_management import ClearToolUses
+from engine.server_clearing import BlockEstimates, ServerView
+from engine.tokens import block_tokens
+
+
+class _Record:
+    """What the edit needs of one sent record (its API message)."""
+
+    __slots__ = ("assistant", "content", "results", "role", "trailing", "uses")
+
+    def __init__(self, record: Mapping[str, Any]) -> None:
+        msg = record.get("message") if record.get("type") in ("user", "assistant") else None
+        role = msg.get("role") if isinstance(msg, Mapping) else None
+        content = msg.get("content") if isinstance(msg, Mapping) else None
+        blocks = content if isinstance(content, list) else []
+        self.role = role
+        self.content = content
+        self.assistant = role == "assistant"
+        # (block index, block) of each tool_use; (block index, tool_use_id) of each tool_result
+        self.uses = [
+            (j, b)
+            for j, b in enumerate(blocks)
+            if role == "assistant" and isinstance(b, Mapping) and b.get("type") == "tool_use"
+        ]
+        self.results = [
+            (j, b.get("tool_use_id"))
+            for j, b in enumerate(blocks)
+            if role == "user" and isinstance(b, Mapping) and b.get("type") == "tool_result"
+        ]
+        # tool_result blocks this message adds to the round in progress (trailing_results
+        # counts them in any message that is not the assistant's)
+        self.trailing = sum(
+            1 for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_result"
+        )
+
+
+class IncrementalClearing:
+    """``clear_on_server`` for the successive requests of one replay (see the module doc)."""
+
+    def __init__(self, edit: ClearToolUses, estimate: BlockEstimates, step: int = 1) -> None:
+        self.edit = edit
+        self.estimate = estimate
+        self.step = step
+        self._sent: list[Mapping[str, Any]] = []
+        self._recs: list[_Record] = []
+        self._uses: list[tuple[int, int, Mapping[str, Any]]] = []  # (record, block, tool_use)
+        self._results: dict[Any, tuple[int, int]] = {}
+        self._reset_prefix()
+        self._ratios: dict[int, tuple[tuple[int, ...], float]] = {}
+        self._new_tokens: dict[int, tuple[Any, int]] = {}
+
+    # --- the sent records ---------------------------------------------------------------------
+
+    def _reset_prefix(self) -> None:
+        self._done = 0  # uses folded into the changed blocks below
+        self._folded_ids: set[Any] = set()
+        self._changed: dict[int, set[int]] = {}
+        self._cleared = 0
+        # records with changed blocks by index, each with (its changed blocks, its ratio):
+        # None when a fold changed them
+        self._order: list[tuple[int, tuple[int, ...], float]] | None = []
+        self._changed_view: dict[int, tuple[int, ...]] = {}
+
+    def _sync(self, sent: Sequence[Mapping[str, Any]]) -> None:
+        old = self._sent
+        n = len(old)
+        if len(sent) >= n and all(map(operator.is_, sent[:n], old)):
+            k = n
+        else:
+            k = next(
+                (i for i, (a, b) in enumerate(zip(sent, old, strict=False)) if a is not b),
+                min(len(sent), n),
+            )
+            self._truncate(k)
+        for i in range(k, len(sent)):
+            r = _Record(sent[i])
+            self._recs.append(r)
+            for j, b in r.uses:
+                self._uses.append((i, j, b))
+            for j, uid in r.results:
+                self._results[uid] = (i, j)
+                if uid in self._folded_ids:
+                    self._reset_prefix()  # a result for a use already folded in
+        self._sent = list(sent)
+
+    def _truncate(self, k: int) -> None:
+        self._recs = self._recs[:k]
+        self._uses = [u for u in self._uses if u[0] < k]
+        self._results = {}
+        for i, r in enumerate(self._recs):
+            for j, uid in r.results:
+                self._results[uid] = (i, j)
+        self._ratios = {i: v for i, v in self._ratios.items() if i < k}
+        self._reset_prefix()
+
+    # --- the edit -----------------------------------------------------------------------------
+
+    def _keep(self) -> int:
+        """``edit_for_request``'s keep for the records synced."""
+        keep = self.edit.keep
+        if self.step > 1:
+            n = len(self._uses)
+            if n > keep:
+                keep = n - (n - keep) // self.step * self.step
+        trailing = 0
+        for r in reversed(self._recs):
+            if r.assistant:
+                break
+            trailing += r.trailing
+        return max(keep, trailing)
+
+    def _fold(self, older: int) -> None:
+        """Fold the uses ``self._done:older`` into the changed blocks (``_clear_tool_uses``)."""
+        edit = self.edit
+        ci = edit.clear_tool_inputs
+        recs = self._recs
+        for k in range(self._done, older):
+            i, j, use = self._uses[k]
+            self._folded_ids.add(use.get("id"))
+            name = use.get("name")
+            if name in edit.exclude_tools:
+                continue
+            changed = False
+            where = self._results.get(use.get("id"))
+            if where is not None:
+                block = recs[where[0]].content[where[1]]  # type: ignore[index]
+                if block.get("content") != PLACEHOLDER:
+                    self._changed.setdefault(where[0], set()).add(where[1])
+                    changed = True
+            if (ci if isinstance(ci, bool) else name in ci) and use.get("input") != CLEARED_INPUT:
+                self._changed.setdefault(i, set()).add(j)
+                changed = True
+            if changed:
+                self._cleared += 1
+                self._order = None
+        self._done = older
+
+    def _new_block_tokens(self, block: Mapping[str, Any]) -> int:
+        hit = self._new_tokens.get(id(block))
+        if hit is not None and hit[0] is block:
+            return hit[1]
+        if block.get("type") == "tool_use":
+            value = block_tokens({**block, "input": dict(CLEARED_INPUT)})
+        else:
+            value = block_tokens({**block, "content": PLACEHOLDER})
+        self._new_tokens[id(block)] = (block, value)
+        return value
+
+    def _ratio(self, i: int) -> tuple[tuple[int, ...], float]:
+        idx = tuple(sorted(self._changed[i]))
+        hit = self._ratios.get(i)
+        if hit is not None and hit[0] == idx:
+            return hit
+        old = self._recs[i].content
+        assert isinstance(old, list)
+        tokens = self.estimate.tokens
+        before = sum(tokens(b) for b in old)
+        after = before + sum(self._new_block_tokens(old[j]) - tokens(old[j]) for j in idx)
+        value = (idx, after / before if before else 1.0)
+        self._ratios[i] = value
+        return value
+
+    def view(
+        self, sent: Sequence[Mapping[str, Any]], costs: Sequence[float], overhead: float
+    ) -> ServerView:
+        """What ``clear_on_server(sent, costs, overhead, edit, estimate, step)`` returns."""
+        edit = self.edit
+        base = overhead + sum(costs)
+        if edit.trigger_type == "input_tokens" and round(base) < edit.trigger_value:
+            return ServerView(list(costs), {}, 0, 0)
+        self._sync(sent)
+        if edit.trigger_type == "tool_uses" and len(self._uses) < edit.trigger_value:
+            return ServerView(list(costs), {}, 0, 0)
+        older = max(0, len(self._uses) - self._keep())
+        if older < self._done:
+            self._reset_prefix()
+        self._fold(older)
+        if not self._cleared:
+            return ServerView(list(costs), {}, 0, 0)
+        if self._order is None:
+            self._order = [(i, *self._ratio(i)) for i in sorted(self._changed)]
+            self._changed_view = {i: idx for i, idx, _ in self._order}
+        before = round(base)
+        total = base
+        new_costs = list(costs)
+        for i, _, ratio in self._order:
+            cost = costs[i] * ratio
+            total += cost - costs[i]
+            new_costs[i] = cost
+        changed = dict(self._changed_view)
+        after = round(total)
+        if edit.clear_at_least is not None and before - after < edit.clear_at_least:
+            return ServerView(list(costs), {}, 0, 0)
+        return ServerView(new_costs, changed, self._cleared, before - after)

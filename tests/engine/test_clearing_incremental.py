@@ -1,0 +1,94 @@
+"""The incremental clearing replay (engine.clearing_incremental) against its specification
+(engine.server_clearing.clear_on_server, the whole edit recomputed on every request): the same
+Simulation, request for request and event for event, on the shared real sessions, a long
+synthetic one, and under the knobs that move the edit (step, keep, clear_at_least, inputs,
+excluded tools, a tool_uses trigger)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from shared_data import PUBLIC
+
+from engine import replay as replay_mod
+from engine.profiles import profile_for
+from engine.server_clearing import clear_on_server
+from engine.simulate import simulate
+from engine.transcript import build_transcript, load_transcript
+
+from .conftest import need_shared, spotter_sessions
+
+
+class SpecClearing:
+    """The specification behind the incremental class's interface."""
+
+    def __init__(self, edit, estimate, step=1):
+        self.edit, self.estimate, self.step = edit, estimate, step
+
+    def view(self, sent, costs, overhead):
+        return clear_on_server(sent, costs, overhead, self.edit, self.estimate, self.step)
+
+
+def both(tr, scenario, clear_env, monkeypatch):
+    # the incremental replay is the fixed STEP rule's (an online policy uses the specification)
+    clear_env = {"CLAUDE_CTX_CLEAR_POLICY": "fixed", **clear_env}
+    prof = profile_for(tr.version or "2.1.39")
+    new = simulate(tr, prof, scenario, clear_env=clear_env)
+    with monkeypatch.context() as m:
+        m.setattr(replay_mod, "IncrementalClearing", SpecClearing)
+        old = simulate(tr, prof, scenario, clear_env=clear_env)
+    return old, new
+
+
+def assert_same(old, new):
+    assert new.requests == old.requests
+    assert new.events == old.events
+    assert any(e.kind == "server_clear" for e in new.events)  # the clearing did run
+
+
+def _shared():
+    public = sorted(PUBLIC.glob("*.jsonl.xz")) if PUBLIC.is_dir() else []
+    spotter = [p for p in spotter_sessions() if p.stat().st_size > 500_000]
+    # two in the fast suite, every one in the slow one (the specification is quadratic)
+    return [
+        pytest.param(p, marks=() if k < 2 else pytest.mark.slow)
+        for k, p in enumerate(spotter[:1] + public[:1] + spotter[1:] + public[1:])
+    ]
+
+
+@pytest.mark.parametrize("path", _shared(), ids=lambda p: p.name[:40])
+def test_shared_sessions_replay_the_same(path, monkeypatch):
+    tr = load_transcript(need_shared(path))
+    old, new = both(tr, "server_clearing", {"CLAUDE_CTX_CLEAR_TRIGGER": "30000"}, monkeypatch)
+    if not any(e.kind == "server_clear" for e in old.events):
+        pytest.skip(f"{path.name}: never reaches the clearing trigger (nothing to compare)")
+    assert_same(old, new)
+
+
+KNOBS = [
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_STEP": "5"},
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_KEEP": "0"},
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_AT_LEAST": "15000"},
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "1"},
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS": "Read"},
+]
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spotter-session.jsonl"
+
+
+@pytest.mark.parametrize(
+    "knobs", KNOBS, ids=lambda k: ",".join(f"{a[15:]}={b}" for a, b in k.items())
+)
+def test_knobs_replay_the_same(knobs, monkeypatch):
+    old, new = both(load_transcript(EXAMPLE), "server_clearing", knobs, monkeypatch)
+    assert_same(old, new)
+
+
+def test_compactions_and_the_prune_replay_the_same(monkeypatch):
+    """The example session twice over, patched at the default knobs: clearing, the text
+    prune rewriting records, compactions (the sent list restarts, the prefix is rebuilt)."""
+    from bench.bench_simulate import repeated
+
+    tr = build_transcript(repeated(list(load_transcript(EXAMPLE).records), 2), "x2")
+    old, new = both(tr, "patched", {}, monkeypatch)
+    assert_same(old, new)
