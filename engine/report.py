@@ -160,6 +160,15 @@ def render_compare(sims: Sequence[Simulation]) -> str:
     return "\n".join(lines)
 
 
+def tokens_label(v: float) -> str:
+    """An axis number as people read it: 167K, 1.2M."""
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.1f}M".replace(".0M", "M")
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.0f}K"
+    return f"{v:g}"
+
+
 def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> list[str]:
     """Tokens per request for each scenario, with the threshold lines (needs matplotlib).
 
@@ -176,6 +185,8 @@ def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> list[str]:
             why="matplotlib is not installed",
             hint="pip install 'ctxpatch[plot]', or leave out --plot",
         ) from e
+    from matplotlib.ticker import FuncFormatter
+
     fig, ax = plt.subplots(figsize=(10, 5))
     notes: list[str] = []
     drawn: list[tuple[list[int], str]] = []
@@ -196,16 +207,42 @@ def plot_simulations(sims: Sequence[Simulation], path: str | Path) -> list[str]:
             linestyle="--" if same else "-",
         )
         drawn.append((ys, s.scenario))
+        # each compaction where it happened: on the first request after it
+        lines = [r.line for r in s.requests]
+        xs_c, ys_c = [], []
+        for ev in s.events:
+            if ev.kind in ("auto_compact", "manual_compact") and ev.predicted is not False:
+                k = next((i for i, ln in enumerate(lines) if ln >= ev.line), None)
+                if k is not None:
+                    xs_c.append(s.requests[k].index)
+                    ys_c.append(ev.tokens)
+        if xs_c:
+            ax.scatter(
+                xs_c,
+                ys_c,
+                marker="v",
+                s=60,
+                color=ax.lines[-1].get_color(),
+                edgecolors="black",
+                zorder=4,
+                label=f"{s.scenario}: {len(xs_c)} compaction{'s' if len(xs_c) != 1 else ''}",
+            )
     t = sims[0].thresholds
     if t.auto_compact_enabled:
         ax.axhline(
-            t.auto_compact, color="red", linestyle="--", label=f"auto-compact {t.auto_compact:,}"
+            t.auto_compact,
+            color="red",
+            linestyle="--",
+            label=f"auto-compact {tokens_label(t.auto_compact)}",
         )
-    ax.axhline(t.warning, color="orange", linestyle=":", label=f"warning {t.warning:,}")
+    ax.axhline(t.warning, color="orange", linestyle=":", label=f"warning {tokens_label(t.warning)}")
     if t.blocking is not None:
-        ax.axhline(t.blocking, color="black", linestyle="-.", label=f"blocking {t.blocking:,}")
+        ax.axhline(
+            t.blocking, color="black", linestyle="-.", label=f"blocking {tokens_label(t.blocking)}"
+        )
     ax.set_xlabel("API request")
     ax.set_ylabel("prompt tokens")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: tokens_label(v)))
     ax.set_title(f"profile {sims[0].profile.name}, model {sims[0].model}")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()

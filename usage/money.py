@@ -72,3 +72,57 @@ def fmt_usd(value: float | None) -> str:
     if value is None:
         return "unpriced"
     return f"${value:,.2f}" if abs(value) >= 0.995 or value == 0 else f"${value:.3f}"
+
+
+@dataclass(frozen=True)
+class SimulationDollars:
+    """Dollars of ``simulate``'s scenarios: ``recorded`` from the transcript's real usage, a
+    replay from its requests (:func:`replay_usage`), at the session's model's prices."""
+
+    by_scenario: dict[str, dict[str, object]]
+    date: str
+
+    def of(self, scenario: str) -> dict[str, object]:
+        return self.by_scenario[scenario]
+
+    def saved(self, base: str, other: str) -> float | None:
+        a, b = self.by_scenario[base]["usd"], self.by_scenario[other]["usd"]
+        if not isinstance(a, float) or not isinstance(b, float):
+            return None
+        return usd(a - b)
+
+    def render(self) -> str:
+        items = list(self.by_scenario.items())
+        text = ", ".join(f"{name} {fmt_usd(d['usd'])}" for name, d in items)  # type: ignore[arg-type]
+        line = f"dollars (prices of {self.date}, output included): {text}"
+        if "unpatched" in self.by_scenario and "patched" in self.by_scenario:
+            line += (
+                f"; patched saves {fmt_usd(self.saved('unpatched', 'patched'))} against unpatched"
+            )
+        return line
+
+
+def simulation_dollars(
+    tr: Transcript, sims: Iterable[Simulation], table: PriceTable
+) -> SimulationDollars:
+    used = recorded_usage(tr)
+    hour = one_hour_cache(used.values())
+    out: dict[str, dict[str, object]] = {}
+    for s in sims:
+        if s.scenario == "recorded":
+            priced = price_by_model(used, table)
+            total = sum(used.values(), Usage())
+            out[s.scenario] = {
+                "usd": usd(priced.usd),
+                "usage": total.as_dict(),
+                "model": s.model,
+                **({"unpriced_models": list(priced.unpriced)} if priced.unpriced else {}),
+            }
+        else:
+            u = replay_usage(s, hour)
+            out[s.scenario] = {
+                "usd": usd(cost_usd(u, s.model, table)),
+                "usage": u.as_dict(),
+                "model": s.model,
+            }
+    return SimulationDollars(out, table.date)

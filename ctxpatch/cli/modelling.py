@@ -272,6 +272,12 @@ def simulate_cmd(
         Path | None,
         typer.Option("--plot", help="Write tokens per request with threshold lines to FILE.png."),
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices", help="A price file (TOML/JSON) over the built-in table (CTXPATCH_PRICES)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     strict: StrictOpt = False,
 ) -> None:
@@ -279,7 +285,8 @@ def simulate_cmd(
 
     The CLAUDE_CTX_CLEAR_* knobs come from this process's environment, then --env, then the
     --clear-* options. Cost is priced like the prompt cache, in base input-token units:
-    1.0 x uncached + 1.25 x cache write + 0.1 x cache read.
+    1.0 x uncached + 1.25 x cache write + 0.1 x cache read; and in US dollars from the dated
+    price table of the session's model (output included; --prices to override).
 
     Example: ctxpatch simulate ~/.claude/projects/x/session.jsonl --compare --keep 2 --plot out.png
     """
@@ -312,6 +319,13 @@ def simulate_cmd(
                 )
         if model is not None:
             _model(model)
+        from usage.prices import load_table
+
+        table = load_table(prices)  # a bad price file is a usage error before any work
+        if plot is not None:
+            from ctxpatch.cli.reporting import check_plot_path
+
+            check_plot_path(plot)
         environment = _env(env, pct_override)
         tr = load_transcript(transcript)
         if not tr.replies:
@@ -395,25 +409,45 @@ def simulate_cmd(
             err(f"plot written to {plot}")
             for note in plot_notes:
                 err(f"note: {note}")
+        from usage.money import simulation_dollars
+
+        money = simulation_dollars(tr, sims, table)
         if as_json:
             if compare:
                 # patched (everything `ctxpatch apply` installs) against unpatched, then each
                 patched = next(s for s in sims if s.scenario == "patched")
-                extra["comparison"] = compare_summary(sims[0], patched)
-                extra["vs_unpatched"] = {s.scenario: compare_summary(sims[0], s) for s in sims[1:]}
+                extra["comparison"] = {
+                    **compare_summary(sims[0], patched),
+                    "usd_saved": money.saved(sims[0].scenario, "patched"),
+                }
+                extra["vs_unpatched"] = {
+                    s.scenario: {
+                        **compare_summary(sims[0], s),
+                        "usd_saved": money.saved(sims[0].scenario, s.scenario),
+                    }
+                    for s in sims[1:]
+                }
                 extra["scenarios"] = {s.scenario: {"summary": s.summary} for s in sims}
             results = [
-                {**s.as_dict(), "vs_recorded": list(vs_recorded)}
-                if s is unpatched and vs_recorded is not None
-                else s.as_dict()
+                {
+                    **s.as_dict(),
+                    **(
+                        {"vs_recorded": list(vs_recorded)}
+                        if s is unpatched and vs_recorded is not None
+                        else {}
+                    ),
+                    "usd": money.of(s.scenario),
+                }
                 for s in sims
             ]
+            extra["prices"] = table.describe()
             emit_json(envelope(0, results, **extra, warnings=warnings), indent=1)
             return 0
         if compare:
             out(render_compare(sims))
         else:
             out(render_simulation(sims[0], all_requests))
+        out(money.render())
         if vs_recorded is not None:
             out(
                 ("\nunpatched " if compare else "\n")

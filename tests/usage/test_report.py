@@ -171,3 +171,52 @@ def test_human_axis_numbers() -> None:
     assert [human(x) for x in (900, 250_000, 1_500_000, 2_000_000)] == ["900", "250K", "1.5M", "2M"]
     assert [dollars(x) for x in (0.5, 42, 1500)] == ["$0.50", "$42", "$1.5K"]
     assert [dollars(x) for x in (0, 5, 2.5)] == ["$0", "$5", "$2.50"]
+
+
+# --- simulate in dollars ----------------------------------------------------------------------
+
+
+def test_simulate_shows_dollars_beside_the_units(tmp_path: Path) -> None:
+    code, out, _ = run_cli("simulate", str(SESSION), "--compare", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    usd = {r["scenario"]: r["usd"] for r in doc["results"]}
+    table = builtin_table()
+    for r in doc["results"]:
+        assert "cost" in r["summary"]  # the engine units stay
+        want = cost_usd(Usage(**r["usd"]["usage"]), r["model"], table)
+        assert r["usd"]["usd"] == pytest.approx(want, abs=1e-4)
+    saved = usd["unpatched"]["usd"] - usd["patched"]["usd"]
+    assert doc["comparison"]["usd_saved"] == pytest.approx(saved, abs=1e-3) and saved > 0
+    assert doc["vs_unpatched"]["server_clearing"]["usd_saved"] is not None
+    assert doc["prices"]["date"] == table.date
+    code, text, _ = run_cli("simulate", str(SESSION), "--compare")
+    assert code == 0 and f"dollars (prices of {table.date}" in text and "patched saves $" in text
+    code, one, _ = run_cli("simulate", str(SESSION), "--json")
+    (rec,) = json.loads(one)["results"]
+    assert rec["usd"]["usd"] > 0 and rec["usd"]["usage"]["cache_read"] > 0  # the real usage
+
+
+def test_simulate_plot_to_a_missing_folder_fails_first(tmp_path: Path, monkeypatch) -> None:
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("the transcript was read before the --plot check")
+
+    monkeypatch.setattr("engine.transcript.load_transcript", boom)
+    code, _, err = run_cli("simulate", str(SESSION), "--plot", str(tmp_path / "no" / "p.png"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_simulate_plot_reads_in_k_and_marks_compactions(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    from engine.report import tokens_label
+
+    assert [tokens_label(v) for v in (500, 167_000, 1_000_000, 1_250_000)] == [
+        "500",
+        "167K",
+        "1M",
+        "1.2M",
+    ]
+    png = tmp_path / "s.png"
+    code, _, err = run_cli("simulate", str(SESSION), "--compare", "--plot", str(png))
+    assert code == 0, err
+    assert png.read_bytes()[:4] == b"\x89PNG"
