@@ -92,7 +92,8 @@ def session_id(headers: Mapping[str, str], body: bytes) -> str | None:
     sid = safe_id(headers.get(SESSION_HEADER))
     if sid:
         return sid
-    m = _USER_ID_SESSION.search(body, max(0, len(body) - _SESSION_TAIL))
+    at = body.rfind(b'"user_id"', max(0, len(body) - _SESSION_TAIL))
+    m = _USER_ID_SESSION.match(body, at) if at >= 0 else None
     return m.group(1).decode() if m else None
 
 
@@ -152,53 +153,69 @@ class ReplyUsage:
 
 
 _MAX_LINE = 256 * 1024  # a message_start/message_delta line is far smaller; others are skipped
+_MARK = b'"message_'  # of "message_start" and "message_delta": one search for both
+_KINDS = (b'start"', b'delta"')
+_TAIL = 64  # bytes kept across chunks: a marker and its line start may straddle two chunks
+_HEAD = 48  # the marker is the value of the first key: within this many bytes of "data:"
 
 
 class SSETap:
     """Reads ``message_start`` / ``message_delta`` off an SSE stream, chunk by chunk, as it
-    passes: keeps at most one partial line of interest, never the stream."""
+    passes: two byte searches per chunk for the event names, then only those two lines are
+    kept and parsed (bounded); the rest of the stream is never copied."""
 
     def __init__(self, out: ReplyUsage) -> None:
         self.out = out
-        self._part = bytearray()
-        self._skip = False  # inside a line that is not one of ours (or too long)
+        self._tail = b""
+        self._line: bytearray | None = None  # inside one of our lines, not ended yet
 
     def feed(self, chunk: bytes) -> None:
         try:
             self._feed(chunk)
         except Exception:  # whatever the stream holds, the request goes on
-            self._skip, self._part = True, bytearray()
+            self._line, self._tail = None, b""
 
     def _feed(self, chunk: bytes) -> None:
-        start = 0
-        n = len(chunk)
-        while start < n:
-            nl = chunk.find(b"\n", start)
-            end = n if nl < 0 else nl
-            if not self._skip:
-                self._part += chunk[start:end]
-                if (len(self._part) >= 24 and not self._wanted(self._part)) or len(
-                    self._part
-                ) > _MAX_LINE:
-                    self._skip = True
-                    self._part.clear()
+        if self._line is not None:
+            nl = chunk.find(b"\n")
             if nl < 0:
+                self._line += chunk
+                if len(self._line) > _MAX_LINE:
+                    self._line = None
                 return
-            if not self._skip and self._part:
-                self._line(bytes(self._part))
-            self._part.clear()
-            self._skip = False
-            start = nl + 1
+            self._line += chunk[:nl]
+            self._parse(bytes(self._line))
+            self._line = None
+            chunk = chunk[nl + 1 :]
+            self._tail = b""
+        buf = self._tail + chunk if self._tail else chunk
+        pos = 0
+        while True:
+            p = buf.find(_MARK, pos)
+            if p < 0:
+                break
+            ls = buf.rfind(b"\n", 0, p) + 1
+            if p + len(_MARK) + 6 > len(buf):  # the event name goes on in the next chunk
+                pos = min(ls, p) if p - ls <= _HEAD else p
+                self._tail = buf[pos:]
+                return
+            if (
+                p - ls > _HEAD
+                or not buf.startswith(b"data:", ls)
+                or not buf.startswith(_KINDS, p + len(_MARK))
+            ):
+                pos = p + 1
+                continue
+            nl = buf.find(b"\n", p)
+            if nl < 0:
+                self._line = bytearray(buf[ls:])
+                self._tail = b""
+                return
+            self._parse(buf[ls:nl])
+            pos = nl + 1
+        self._tail = buf[max(pos, len(buf) - _TAIL) :]
 
-    @staticmethod
-    def _wanted(head: bytearray) -> bool:
-        return head.startswith(b"data:") and (
-            b'"message_start"' in head[:64] or b'"message_delta"' in head[:64] or len(head) < 64
-        )
-
-    def _line(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
-            return
+    def _parse(self, line: bytes) -> None:
         try:
             data = json.loads(line[5:])
         except ValueError:
@@ -318,7 +335,7 @@ class Ledger:
         self.max_bytes = max_bytes
         self.errors = 0
         self.written = 0
-        self._q: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[RequestRecord | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
         self._lock = threading.Lock()
@@ -326,8 +343,8 @@ class Ledger:
         self._idle = threading.Condition(self._lock)
 
     def record(self, rec: RequestRecord) -> None:
+        """Queue ``rec`` (its line is built and written on the ledger's thread)."""
         try:
-            data = json.dumps(rec.line(), separators=(",", ":")).encode() + b"\n"
             with self._lock:
                 self._pending += 1
                 if self._thread is None:
@@ -335,7 +352,7 @@ class Ledger:
                         target=self._run, name="ctxpatch-ledger", daemon=True
                     )
                     self._thread.start()
-            self._q.put(data)
+            self._q.put(rec)
         except Exception as exc:  # never fail a request
             self._failed(exc)
 
@@ -365,11 +382,11 @@ class Ledger:
 
     def _run(self) -> None:
         while True:
-            data = self._q.get()
-            if data is None:
+            rec = self._q.get()
+            if rec is None:
                 return
             try:
-                self._write(data)
+                self._write(json.dumps(rec.line(), separators=(",", ":")).encode() + b"\n")
                 self.written += 1
             except Exception as exc:
                 self._failed(exc)
