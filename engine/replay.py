@@ -25,6 +25,7 @@ cache (``engine.prompt_cache``).
 from __future__ import annotations
 
 import importlib
+import operator
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -220,6 +221,21 @@ def simulate_counterfactual(
         return (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1)
 
     share = by_identity(thinking_share)  # memoised by message identity
+    counted: tuple[list[dict], list[int]] = ([], [])
+
+    def block_counts(sent: list[dict]) -> list[int]:
+        """``block_count`` of each sent message: the previous request's counts reused for the
+        messages it sent too (the same objects, never mutated), so a growing history costs
+        only its new messages."""
+        nonlocal counted
+        before, counts = counted
+        n = len(before)
+        if len(sent) >= n and all(map(operator.is_, sent[:n], before)):
+            counts = counts + [block_count(m) for m in sent[n:]]
+        else:
+            counts = [block_count(m) for m in sent]
+        counted = (list(sent), counts)
+        return counts
 
     def live(sent: list[dict], at: int) -> list[float]:
         """Each sent message's share of its cost in the prompt of the request at ``at``:
@@ -351,7 +367,7 @@ def simulate_counterfactual(
                 (*sig_key(m), on_server.get(i, ()), factors[i]) for i, m in enumerate(sent)
             ]
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
-            blocks = [block_count(m) for m in sent]
+            blocks = block_counts(sent)
             # the carried history (before the file's first message) is a fixed prefix too: read
             # from the cache like the system prompt (it was written at 1.25x on every request)
             read = min(prompt, round(cache.read(sig, costs, blocks, cal.overhead + carried)))
