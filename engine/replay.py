@@ -342,11 +342,13 @@ def simulate_counterfactual(
             base = cal.overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
-            if clearing is not None:
-                view = clearing.view(sent, costs, base)
-            elif clear_edit is not None:
-                view = clear_on_server(
-                    sent, costs, base, clear_edit, estimate, clear_step, clear_policy
+            if clear_edit is not None:
+                view = (
+                    clearing.view(sent, costs, base)
+                    if clearing is not None
+                    else clear_on_server(
+                        sent, costs, base, clear_edit, estimate, clear_step, clear_policy
+                    )
                 )
                 if view.cleared_tool_uses:
                     costs, on_server = view.costs, view.changed
