@@ -161,6 +161,8 @@ def edit_for_request(
     return edit if keep == edit.keep else replace(edit, keep=keep)
 
 
+ENV_WINDOW_GUARD = "CLAUDE_CTX_CLEAR_WINDOW_GUARD"
+"""``1``: leave the edit out :func:`near_window` (off by default; ``gateway/window.py`` says why)."""
 NEAR_WINDOW_CHARS_PER_TOKEN = 3
 NEAR_WINDOW_RESERVE = 20_000 + 13_000
 

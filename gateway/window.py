@@ -48,6 +48,13 @@ def client_version(user_agent: str) -> tuple[int, int, int] | None:
     return (int(m[1]), int(m[2]), int(m[3])) if m else None
 
 
+GUARD_ENV = "CLAUDE_CTX_CLEAR_WINDOW_GUARD"
+"""``1`` turns the guard on (off by default: Anthropic's context-editing documentation presents
+clearing as what keeps a conversation within the context window, i.e. the window is measured on
+the edited prompt; the guard is for the cautious reading, where it is measured before clearing,
+which no measurement here can settle without the real API)."""
+
+
 def stop_clearing(
     user_agent: str,
     model: str | None,
@@ -55,7 +62,10 @@ def stop_clearing(
     body_size: int,
     env: Mapping[str, str],
 ) -> bool:
-    """Whether this request goes without the edit (see the module docstring)."""
+    """Whether this request goes without the edit (see the module docstring); only with
+    :data:`GUARD_ENV` set to ``1``."""
+    if env.get(GUARD_ENV) != "1":
+        return False
     version = client_version(user_agent)
     if version is None or version >= RECOVERS_FROM:
         return False

@@ -32,19 +32,25 @@ def test_the_threshold_is_the_engines_auto_compact_one() -> None:
 
 def test_clearing_stops_only_for_builds_that_do_not_recover() -> None:
     near = 167_000 * BYTES_PER_TOKEN
-    assert stop_clearing(OLD, MODEL, [], near, {})
-    assert not stop_clearing(OLD, MODEL, [], near - 1, {})
-    assert not stop_clearing(NEW, MODEL, [], near * 2, {})  # 2.1.330 compacts on the 400
-    assert not stop_clearing("Anthropic/Python 0.70.0", MODEL, [], near * 2, {})  # an SDK
+    on = {"CLAUDE_CTX_CLEAR_WINDOW_GUARD": "1"}
+    assert stop_clearing(OLD, MODEL, [], near, on)
+    assert not stop_clearing(OLD, MODEL, [], near, {})  # off by default
+    assert not stop_clearing(OLD, MODEL, [], near - 1, on)
+    assert not stop_clearing(NEW, MODEL, [], near * 2, on)  # 2.1.330 compacts on the 400
+    assert not stop_clearing("Anthropic/Python 0.70.0", MODEL, [], near * 2, on)  # an SDK
 
 
 def test_through_the_gateway_a_large_body_from_an_old_build_goes_without_the_edit() -> None:
     app, seen = recorder()
     small = compact(body_of())
     large = compact(body_of(messages=[{"role": "user", "content": "x" * 510_000}]))
-    with AppThread(app) as up, ThreadedGateway(upstream=up.url, edit=EDIT) as gw:
-        for body, ua in ((small, OLD), (large, OLD), (large, NEW)):
-            assert post(gw.url, "/v1/messages", body, {**HEADERS, "user-agent": ua})[0] == 200
+    guard = {"CLAUDE_CTX_CLEAR_WINDOW_GUARD": "1"}  # opt-in (gateway/window.py)
+    with AppThread(app) as up:
+        for env in (guard, {}):
+            with ThreadedGateway(upstream=up.url, edit=EDIT, env=env) as gw:
+                for body, ua in ((small, OLD), (large, OLD), (large, NEW)):
+                    headers = {**HEADERS, "user-agent": ua}
+                    assert post(gw.url, "/v1/messages", body, headers)[0] == 200
     edited = [b"clear_tool_uses_20250919" in sent for _, sent, _ in seen]
-    assert edited == [True, False, True]
+    assert edited == [True, False, True, True, True, True]  # without the guard: always edited
     assert seen[1][1] == large  # untouched: the prompt reports its whole size

@@ -47,8 +47,8 @@ function _ctxpatchContextClearing(value, mode) {
   // Never sent: when disabled; under Bedrock, Vertex or Foundry
   // (CLAUDE_CODE_USE_BEDROCK / _VERTEX / _FOUNDRY); to Claude 3 models (they do not
   // support context editing); when the request has no betas list (Claude Code
-  // sends betas only where the endpoint takes them); once the prompt nears Claude
-  // Code's auto-compact threshold (nearWindow, below); when Claude Code already sends
+  // sends betas only where the endpoint takes them); with CLAUDE_CTX_CLEAR_WINDOW_GUARD=1, once
+  // the prompt nears Claude Code's auto-compact threshold (nearWindow, below); when Claude Code already sends
   // its own clear_tool_uses edit; and, for the rest of the process, to a model the
   // API refused it for (HTTP 400 naming clear_tool_uses_20250919 or
   // context_management). clear_thinking_20251015 stays first in the edits list, as
@@ -393,7 +393,10 @@ function _ctxpatchContextClearing(value, mode) {
     }
   }
 
-  // Near the window. With clearing, Claude Code's count follows the edited usage, so its own
+  // Near the window (only with CLAUDE_CTX_CLEAR_WINDOW_GUARD=1: the API documents context editing
+  // as what keeps a conversation within the window, so by default the edited prompt is what must
+  // fit; the guard is for the cautious reading, where the window is measured before clearing).
+  // With clearing, Claude Code's count follows the edited usage, so its own
   // auto-compaction stops firing while the prompt it sends grows; past the model's window the
   // API may refuse the prompt as sent ("prompt is too long"), and Claude Code <= 2.1.113 never
   // recovers from that (measured: tests/e2e/test_over_window.py). So once the request's JSON
@@ -435,7 +438,7 @@ function _ctxpatchContextClearing(value, mode) {
     if (cm !== undefined && cm !== null && !(isObject(cm) && Array.isArray(cm.edits))) {
       return "context_management has a form ctxpatch does not know";
     }
-    if (nearWindow(request)) {
+    if (env.CLAUDE_CTX_CLEAR_WINDOW_GUARD === "1" && nearWindow(request)) {
       return "the prompt nears the auto-compact threshold: Claude Code compacts instead";
     }
     return null;

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from engine.context_clear import (
     ENV_NAMES,
+    ENV_WINDOW_GUARD,
     edit_for_request,
     knobs_from_env,
     near_window,
@@ -30,7 +31,7 @@ const fn = SNIPPET;
 const names = NAMES;
 const out = [];
 for (const [env, messages] of CASES) {
-  for (const n of names) delete process.env[n];
+  for (const n of [...names, "CLAUDE_CTX_CLEAR_WINDOW_GUARD"]) delete process.env[n];
   Object.assign(process.env, env);
   const req = {model: "claude-sonnet-4-5", messages, betas: [], max_tokens: 1, system: __SYSTEM__, tools: __TOOLS__};
   const frozen = JSON.stringify(req);
@@ -110,6 +111,7 @@ _ENV = st.fixed_dictionaries(
         "CLAUDE_CTX_CLEAR_STEP": st.sampled_from(["1", "20"]),
         "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS": st.sampled_from(["", "Bash", "Read,Edit"]),
         "CLAUDE_CTX_CLEAR_TOOL_INPUTS": st.sampled_from(["1", "0", "Edit"]),
+        "CLAUDE_CTX_CLEAR_WINDOW_GUARD": st.sampled_from(["1", "0"]),
     },
 )
 
@@ -119,7 +121,7 @@ def twin_keep(env: dict[str, str], messages: list[dict]) -> int | None:
     if edit is None:
         return None
     request = {"model": "claude-sonnet-4-5", "messages": messages, "betas": [], "system": SYSTEM}
-    if near_window({**request, "tools": TOOLS}):
+    if env.get(ENV_WINDOW_GUARD) == "1" and near_window({**request, "tools": TOOLS}):
         return None
     if policy_from_env(env) == "fixed":
         return edit_for_request(edit, messages, step_from_env(env)).keep

@@ -12,7 +12,10 @@ firing while the prompt it sends keeps growing. Measured here:
   keeps them out of it: the gateway (``gateway.window``) and the injected snippet
   (``nearWindow``) stop clearing once the request is large enough that the unedited prompt may
   have reached Claude Code's auto-compact threshold, so that request reports the whole prompt
-  and Claude Code compacts before the next one, inside the window.
+  and Claude Code compacts before the next one, inside the window. That guard is opt-in
+  (``CLAUDE_CTX_CLEAR_WINDOW_GUARD=1``): the API documents context editing as what keeps a
+  conversation within the window, i.e. the window measured on the edited prompt, which the mock's
+  switch assumes otherwise; only a real request past 200K tokens can settle it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ thinking_session = lab("scenarios").thinking_session
 prompt_tokens = lab("server_edits").prompt_tokens
 sign_session = lab("signing").sign_session
 ARGS, CLEAR = lab("verify_thinking").ARGS, lab("verify_thinking").CLEAR
+GUARD = {"CLAUDE_CTX_CLEAR_WINDOW_GUARD": "1"}  # the guard is opt-in (gateway/window.py)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -97,7 +101,7 @@ def test_native_2_1_330_recovers_from_prompt_too_long_by_itself(native_exe, mock
 def test_native_2_1_113_through_the_gateway_compacts_inside_the_window(native_exe, mock, e2e_root):
     version = "2.1.113"
     sb = GatewaySandbox(e2e_root / f"over-window-{version}", native_exe(version))
-    env = env_for(version)
+    env = {**env_for(version), **GUARD}
     # a session whose prompt is just over 2.1.113's auto-compact threshold (167,000)
     s = thinking_session(str(sb.proj), version=version, turns=6, result_chars=110_000)
     sign_session(sb, mock, s, model=MODEL, env=env, args=ARGS, live=True)
@@ -121,7 +125,7 @@ def test_native_2_1_113_through_the_gateway_compacts_inside_the_window(native_ex
 def test_cli_2_1_112_patched_compacts_inside_the_window(sandbox_for, mock):
     version = "2.1.112"
     sb = sandbox_for(version, True)
-    env = {**THINK_ENV, **CLEAR, "CLAUDE_TEXT_PRUNE_DISABLE": "1"}
+    env = {**THINK_ENV, **CLEAR, **GUARD, "CLAUDE_TEXT_PRUNE_DISABLE": "1"}
     s = thinking_session(str(sb.proj), version=version, turns=6, result_chars=110_000)
     sign_session(sb, mock, s, model=MODEL, env=env, args=ARGS, live=True)
     probe = run_turns(sb, mock, s, PROMPTS, config(), model=MODEL, env=env, args=ARGS, timeout=300)
