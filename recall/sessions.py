@@ -11,7 +11,7 @@ build, not guessed):
   goes stale after ``/clear`` or an in-app ``/resume``, which change the session but keep the
   server running.
 
-So the hooks say it: ``ctxpatch recall hook`` (SessionStart and UserPromptSubmit) calls
+So the hooks say it: ``ctxpatch recall hook`` (SessionStart, which fires on startup, resume, clear and compact) calls
 :func:`remember`, which records, in the state dir, the Claude Code process the hook runs under
 (its nearest ancestor that is not a shell, with its start time against pid reuse) ->
 ``{session_id, transcript_path}``. The MCP server, a child of the same Claude Code process,
