@@ -194,8 +194,10 @@ def test_the_gateway_changes_only_context_management(native_exe, mock, e2e_root,
         assert hy.pop("x-ctxpatch-hop", None) is not None
         assert hy == hx
     # HOME: the gateway run wrote no file the direct run did not (names with their digits
-    # masked: 2.1.113's npm writes a timestamped log on every start)
-    assert home_files["gateway"] <= home_files["direct"], (
+    # masked: 2.1.113's npm writes a timestamped log on every start), but ctxpatch's own ledger
+    # of numbers in its XDG state dir (usage.ledger; CTXPATCH_LEDGER=0 turns it off)
+    extra = home_files["gateway"] - home_files["direct"]
+    assert extra == {".local/state/ctxpatch/ledger/ledger.jsonl"}, (
         home_files["gateway"] ^ home_files["direct"]
     )
 
