@@ -148,8 +148,10 @@ def tool_use_input(rec: Mapping[str, JsonValue], tool_use_id: str) -> JsonValue:
     return None
 
 
-def content_text(content: Content) -> str:
-    """The text of a tool_result's content (images and other blocks left out)."""
+def content_text(content: Content, other: str | None = None) -> str:
+    """The text of a tool_result's content. Other blocks (images ...) are left out, or, with
+    ``other``, shown as ``other`` formatted with their ``kind`` (for a reader: a terminal, the
+    model)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -158,6 +160,8 @@ def content_text(content: Content) -> str:
     for b in content:
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
             parts.append(str(b["text"]))
+        elif other is not None:
+            parts.append(other.format(kind=b.get("type", "?") if isinstance(b, dict) else "?"))
     return "\n".join(parts)
 
 

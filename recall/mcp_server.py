@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ctxpatch.errors import CtxpatchError, UsageError, from_exception
+from recall import extract
 from recall.sessions import current_transcript
 
 if TYPE_CHECKING:
@@ -103,7 +104,10 @@ class Recall:
         head = f"{result.tool_use_id} | {result.summary}" + (" [error]" if result.is_error else "")
         if not result.answered:
             return f"{head}\n(no result recorded yet)"
-        text = _text(result.full_output if result.full_output is not None else result.content)
+        text = extract.content_text(
+            result.full_output if result.full_output is not None else result.content,
+            "[{kind} block: see `ctxpatch recall get <id> --json`]",
+        )
         page = text[offset : offset + PAGE_CHARS]
         end = offset + len(page)
         if offset == 0 and end >= len(text):
@@ -127,21 +131,6 @@ class Recall:
         for ix in self._indexes.values():
             ix.close()
         self._indexes.clear()
-
-
-def _text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts = []
-    for b in content:
-        if isinstance(b, dict) and b.get("type") == "text":
-            parts.append(str(b.get("text", "")))
-        else:
-            kind = b.get("type", "?") if isinstance(b, dict) else "?"
-            parts.append(f"[{kind} block: see `ctxpatch recall get <id> --json`]")
-    return "\n".join(parts)
 
 
 def _prewarm(transcript: Callable[[], Path]) -> threading.Thread:

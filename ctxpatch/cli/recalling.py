@@ -108,21 +108,6 @@ def result_json(r: Result) -> dict[str, object]:
     }
 
 
-def content_text(content: object) -> str:
-    """A result's content for a terminal: text blocks as they are, other blocks named."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts = []
-    for b in content:
-        if isinstance(b, dict) and b.get("type") == "text":
-            parts.append(str(b.get("text", "")))
-        else:
-            parts.append(f"[{b.get('type', '?') if isinstance(b, dict) else '?'} block]")
-    return "\n".join(parts)
-
-
 @recall_app.command("search")
 def search(
     query: Annotated[str, typer.Argument(help="Words of the result, a command, a file path.")],
@@ -172,6 +157,7 @@ def get(
     """
 
     def body() -> int:
+        from recall import extract
         from recall.index import open_index
 
         path = _transcript(transcript)
@@ -192,9 +178,9 @@ def get(
         if not result.answered:
             out("(no result in the transcript yet)")
         elif result.full_output is not None:
-            out(content_text(result.full_output))
+            out(extract.content_text(result.full_output, "[{kind} block]"))
         else:
-            out(content_text(result.content))
+            out(extract.content_text(result.content, "[{kind} block]"))
         return 0
 
     raise typer.Exit(handle(body, as_json))
