@@ -163,7 +163,7 @@ def run_gateway(upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue)
     """The real gateway; each message on ``ctl`` is answered with this process's CPU time."""
     import logging
 
-    from engine.context_management import ClearToolUses
+    from engine.api.context_management import ClearToolUses
     from gateway.server import Gateway
 
     logging.getLogger("ctxpatch.gateway").setLevel(logging.ERROR)  # the kill's warnings: expected

@@ -2,7 +2,7 @@
 
 1. For every shared session (spotter + public), the engine's replay with the default server-side
    clearing (``server_clearing``, no knobs) says which tool results the server clears (the
-   record blocks ``engine.server_clearing.clear_on_server`` changes, collected over the whole
+   record blocks ``engine.api.server_clearing.clear_on_server`` changes, collected over the whole
    replay). For each: ``recall get`` (the CLI's ``result_json``) returns the transcript's own
    ``content`` byte-exact (its JSON), and ``recall search`` with a distinctive phrase of the
    result (the run of words whose rarest word is rarest in the session) ranks it in the top 5.
@@ -55,9 +55,9 @@ def cleared_ids(path: Path) -> set[str] | str:
     """The tool_use_ids whose results the engine's default server-side clearing clears."""
     from real_sessions import _read
 
-    import engine.replay as replay
+    import engine.replay.counterfactual as replay
     from engine.profiles import profile_for
-    from engine.simulate import simulate
+    from engine.replay.session import simulate
 
     tr = _read(path)
     try:

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.profiles import profile_for  # noqa: E402 (after the sys.path insert)
-from engine.simulate import simulate  # noqa: E402 (after the sys.path insert)
+from engine.replay.session import simulate  # noqa: E402 (after the sys.path insert)
 from engine.transcript import build_transcript, load_transcript  # noqa: E402 (after the sys.path insert)
 
 SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))

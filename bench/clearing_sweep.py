@@ -2,7 +2,7 @@
 
 For each knob set, every session is replayed as ``server_clearing`` (engine.replay) and compared
 with its ``unpatched`` replay. Printed per knob set, summed over the sessions: compactions left
-(against the real ones), tokens sent and cost (prompt-cache prices, engine.prompt_cache) relative
+(against the real ones), tokens sent and cost (prompt-cache prices, engine.api.prompt_cache) relative
 to unpatched, cache breaks, the largest edited and unedited prompt, and how many sessions got
 more expensive.
 

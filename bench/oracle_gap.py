@@ -1,10 +1,10 @@
-"""How close the defaults come to the hindsight optimum (scenario ``oracle``, engine/oracle.py).
+"""How close the defaults come to the hindsight optimum (scenario ``oracle``, engine/replay/oracle.py).
 
 Every shared session with a real auto-compaction (scripts/real_sessions.py) is replayed
 ``unpatched``, ``patched`` at the defaults (what ``ctxpatch apply`` installs: the text prune and
 server-side clearing at the ``CLAUDE_CTX_CLEAR_*`` defaults, or under ``--env NAME=VALUE``) and
 ``oracle``. Printed per session: real / replayed auto-compactions, the cost of each scenario
-relative to unpatched (prompt-cache prices, engine.prompt_cache), and the share of the oracle's
+relative to unpatched (prompt-cache prices, engine.api.prompt_cache), and the share of the oracle's
 saving the defaults reach; then the issue's bars: sessions dearer than unpatched, compactions
 left, and the total saving against the oracle's.
 

@@ -2,11 +2,11 @@
 
 The shared real sessions have only 3-5 typed prompts each, too few for the cutoff to move, so
 this replays a synthetic long session (``bench/synthetic.py``: N typed turns, each with prose,
-tool round trips and a long answer) through the Python twin of the injected function (engine.textprune, identical to
+tool round trips and a long answer) through the Python twin of the injected function (engine.twins.textprune, identical to
 the JS by the differential test), request by request, and prices every request the way
 Anthropic's prompt cache does: the longest prefix of messages identical to the previous
 request is read from the cache (0.1x input price), the rest is written (1.25x)
-(``engine.thinking_check.price``, the pricing of ``bench/thinking_prune.py`` too).
+(``engine.api.thinking_check.price``, the pricing of ``bench/thinking_prune.py`` too).
 
     python bench/step_sweep.py [--turns 60] [--keep 4] [--steps 1,2,4,8]
 
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synthetic import synthetic  # bench/synthetic.py
 
-from engine.textprune import prune
-from engine.textprune_estimate import estimate_tokens
-from engine.thinking_check import price, reply_starts
+from engine.api.thinking_check import price, reply_starts
+from engine.twins.textprune import prune
+from engine.twins.textprune_estimate import estimate_tokens
 
 
 def requests(turns: int) -> list[list[dict]]:

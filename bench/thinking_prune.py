@@ -1,6 +1,6 @@
 """Which text prune survives the preserved-thinking check: the candidates, measured.
 
-Replays sessions request by request the way Claude Code sends them (``engine.thinking_check.replay``:
+Replays sessions request by request the way Claude Code sends them (``engine.api.thinking_check.replay``:
 a typed prompt starts from the full history, a tool round continues from what the previous request
 sent) through each candidate prune, runs the modelled binding check over every request, and prices
 the requests like the prompt cache (longest identical message prefix read at 0.1x, the rest
@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from synthetic import synthetic  # bench/synthetic.py
 
-from engine.textprune import prune
-from engine.textprune_turns import THINKING_TYPES
-from engine.thinking_check import check, replay
+from engine.api.thinking_check import check, replay
 from engine.transcript import is_message, is_sidechain, load_transcript
+from engine.twins.textprune import prune
+from engine.twins.textprune_turns import THINKING_TYPES
 
 KNOBS = {
     "defaults": {},

@@ -2,7 +2,7 @@
 truthiness, ``parseInt``/``parseFloat``, ``Math.round(n/d)``.
 
 One module for the engine: :mod:`engine.tokens` (Claude Code's estimators) and
-:mod:`engine.textprune` (the injected function's twin) both count what node computes, so
+:mod:`engine.twins.textprune` (the injected function's twin) both count what node computes, so
 ``{"a": 1.0}`` is ``{"a":1}`` here as in node (``json.dumps`` writes ``1.0``).
 ``tests/differential/test_javascript_vs_node.py`` checks these against node.
 """

@@ -37,7 +37,7 @@ profiles were split there (versions.md had bisected only a sample):
   newer-messages estimate from 2.1.33 (2.1.32: not); ``newer_image_tokens`` 2000 and
   ``mc_clears_images`` from 2.1.38 (2.1.37: 1334, and MC leaves images alone).
 * ``newer_renders_attachments``: from 2.1.45 that estimate no longer counts an attachment's
-  JSON but the messages it is rendered to (its ``<system-reminder>`` text; ``engine.attachments``
+  JSON but the messages it is rendered to (its ``<system-reminder>`` text; ``engine.claude_code.attachments``
   says which types are modelled). 2.1.44 still counts the JSON (2.1.43 was never published);
   2.1.45 renders, and so does every published version read after it (2.1.47-2.1.112, each
   ``cli.js`` checked). The e2e suite sees it with 2.1.112's skill listing: 2612 JSON chars
@@ -75,7 +75,7 @@ profiles were split there (versions.md had bisected only a sample):
   file recorded (seen to the token in real 2.1.17 and 2.1.29 sessions). 2.1.30 replaces the last
   block's usage on ``message_delta`` (2.1.112: every block's). The 2.1.7 era is split at 2.1.8.
 * the request as sent (``user_string_blocks``, ``merge_seam_newline``,
-  ``compaction_through_loop``; ``engine.flatten``, ``lab.predict``): seen in real
+  ``compaction_through_loop``; ``engine.claude_code.flatten``, ``lab.predict``): seen in real
   requests. A user message's string content is sent as a text block up to 2.1.29 (1.0.128,
   2.0.30, 2.0.76, 2.1.7, 2.1.9, 2.1.14, 2.1.20, 2.1.25, 2.1.29) and as the string from 2.1.30
   (2.1.30, 2.1.50, 2.1.68, 2.1.112). Consecutive user messages are joined with a ``"\\n"`` seam
@@ -208,10 +208,10 @@ class Profile:
     restore_max_files: int = 5
     restore_total_tokens: int = 50_000
     restore_file_tokens: int = 5_000
-    # --- the request as sent (engine.flatten, lab.predict) ----------------------------
+    # --- the request as sent (engine.claude_code.flatten, lab.predict) ----------------------------
     # a user message's string content sent as [text block], up to 2.1.29 (2.1.30: as the string)
     user_string_blocks: bool = True
-    # consecutive user messages merged with a "\n" seam between their text, 2.1.78+ (engine.flatten)
+    # consecutive user messages merged with a "\n" seam between their text, 2.1.78+ (engine.claude_code.flatten)
     merge_seam_newline: bool = False
     # the summary request made by a forked query loop (a patched cli.js prunes it once more), 2.1.86+
     compaction_through_loop: bool = False
@@ -321,7 +321,7 @@ _SERVER_NOTE = (
     "sum of cleared_input_tokens over the clear_tool_uses_20250919 entries of "
     "message.context_management.applied_edits of the last assistant record (or "
     "client_estimated_cleared_input_tokens when client_cut_tool_uses > 0, not modelled); "
-    "engine.count adds the applied_edits sum. Claude Code keeps applied_edits in the message "
+    "engine.claude_code.count adds the applied_edits sum. Claude Code keeps applied_edits in the message "
     "only for an edit it built itself (xq): an edit added by a gateway (ctxpatch run) leaves "
     "context_management null, so there the count follows the edited usage (measured)"
 )

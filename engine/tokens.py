@@ -21,7 +21,7 @@
   2.1.74 also ``tool_use`` as name + JSON of its input, ``thinking`` and ``redacted_thinking`` as
   their text, documents as images, any other block as its JSON (``newer_counts_all_blocks``).
   Attachment records: as their JSON in 2.1.33-2.1.44, rendered to the messages they are sent as
-  from 2.1.45 (``engine.attachments``; ``zO8`` in 2.1.45, ``ZZY`` in 2.1.112).
+  from 2.1.45 (``engine.claude_code.attachments``; ``zO8`` in 2.1.45, ``ZZY`` in 2.1.112).
 * ``usage_total`` mirrors ``ix1``: input + cache creation + cache read + output tokens.
 """
 
@@ -31,7 +31,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.attachments import render_attachment
+from engine.claude_code.attachments import render_attachment
 from engine.javascript import js_json_stringify, js_round_div, utf16_len
 from engine.profiles import Profile
 
@@ -219,7 +219,7 @@ def rendered_tokens(rendered: Any) -> int:
 def attachment_tokens(att: Mapping[str, Any], profile: Profile) -> int:
     """An attachment in the newer-messages estimate: its JSON at chars/4 (2.1.33-2.1.44), or
     from 2.1.45 each message it is rendered to, at chars/4 rounded per message; types
-    ``engine.attachments`` does not model keep the JSON count."""
+    ``engine.claude_code.attachments`` does not model keep the JSON count."""
     if profile.newer_renders_attachments:
         texts = render_attachment(att)
         if texts is not None:

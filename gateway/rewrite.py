@@ -45,7 +45,13 @@ from typing import Any
 
 import orjson
 
-from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, ClearToolUses, to_json
+from engine.api.context_management import (
+    BETA,
+    CLEAR_THINKING,
+    CLEAR_TOOL_USES,
+    ClearToolUses,
+    to_json,
+)
 from gateway.toplevel import TopLevel, scan
 
 _MESSAGES_PATH = re.compile(r"(^|/)v1/messages/?$")

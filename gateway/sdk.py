@@ -108,7 +108,7 @@ class _State:
         self.users: dict[tuple[str, str], weakref.WeakSet[Any]] = {}
 
     def gateway_for(self, upstream: str, env: Mapping[str, str]) -> ThreadedGateway:
-        from engine.context_clear import knobs_from_env
+        from engine.twins.context_clear import knobs_from_env
 
         key = (upstream, repr(knobs_from_env(env)))
         with self.lock:

@@ -9,7 +9,7 @@
 * :mod:`lab.thinking_binding`: the preserved-thinking check (signatures that bind
   the prefix, the modes ``error`` / ``drop_block`` / ``off``), pure.
 * :mod:`lab.server_edits`: server-side context editing as the mock answers it (beta,
-  400s, ``applied_edits``) around ``engine.context_editing``.
+  400s, ``applied_edits``) around ``engine.api.context_editing``.
 * :mod:`lab.session`: writes session transcripts that ``--resume`` loads.
 * :mod:`lab.signing`: signs a written session's thinking blocks over what the CLI sends.
 * :mod:`lab.chain`: thinking-on sessions: several turns in one process or several

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.textprune_shorten import MARKER as PRUNE_MARKER
+from engine.twins.textprune_shorten import MARKER as PRUNE_MARKER
 from lab.harness import CLEARED_RE, MODEL
 from lab.mock import Logged, MockConfig, MockServer
 from lab.predict import tool_results

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.count import autocompact_tokens, last_usage_tokens
-from engine.flatten import api_style
+from engine.claude_code.count import autocompact_tokens, last_usage_tokens
+from engine.claude_code.flatten import api_style
+from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile, profile_for
-from engine.thresholds import Thresholds, compute_thresholds
 from lab.mock import Logged, MockConfig, MockServer
 from lab.predict import (
     Prediction,

@@ -24,7 +24,7 @@ this module holds what does not depend on the wire:
     checked against the conversation as the client sent it; ``error`` answers the documented
     400, ``drop_block`` drops the block and lists it in ``input_transformations``; a request's
     ``thinking.block_binding`` overrides the account's mode;
-  * context editing (:mod:`lab.server_edits`, :mod:`engine.context_editing`): with the
+  * context editing (:mod:`lab.server_edits`, :mod:`engine.api.context_editing`): with the
     ``context-management-2025-06-27`` beta, ``context_management.edits`` run on the server's
     copy after the check; ``applied_edits`` goes in the message; the documented 400s for a
     missing beta, malformed edits and unsupported models.

@@ -3,11 +3,11 @@
 Prediction (:func:`expected_messages`), in the order ``cli.js`` does it before the request:
 
 1. the resumed transcript's records, plus the new prompt as a user record;
-2. legacy micro-compaction (``engine.microcompact``) under the version's profile and thresholds,
+2. legacy micro-compaction (``engine.claude_code.microcompact``) under the version's profile and thresholds,
    with the real tool-results folder of the session for the 2.1.x ``<persisted-output>`` pointer;
-3. patched only: the text prune (``engine.textprune.prune``) with the ``CLAUDE_TEXT_PRUNE_*``
+3. patched only: the text prune (``engine.twins.textprune.prune``) with the ``CLAUDE_TEXT_PRUNE_*``
    settings of the run;
-4. flattening to API messages (``engine.flatten``), with a placeholder ``isMeta`` reminder merged
+4. flattening to API messages (``engine.claude_code.flatten``), with a placeholder ``isMeta`` reminder merged
    where the CLI puts its own (see VOLATILE).
 
 VOLATILE (what the comparison ignores, on both sides, and nothing else):
@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.flatten import flatten
-from engine.microcompact import MicroCompactResult, microcompact
+from engine.claude_code.flatten import flatten
+from engine.claude_code.microcompact import MicroCompactResult, microcompact
+from engine.claude_code.thresholds import Thresholds
 from engine.profiles import Profile
-from engine.thresholds import Thresholds
 
 REMINDER_PREFIX = "<system-reminder>"
 COMPACT_PLACEHOLDER = (
@@ -122,7 +122,7 @@ def strip_volatile(api_messages: Sequence[Mapping[str, Any]]) -> list[dict]:
 class Prediction:
     api_messages: list[dict]  # flattened, volatile parts stripped
     mc: MicroCompactResult
-    prune: Any = None  # engine.textprune.PruneOutcome when patched
+    prune: Any = None  # engine.twins.textprune.PruneOutcome when patched
     records_sent: list[dict] = field(default_factory=list)  # before flattening
 
 
@@ -146,7 +146,7 @@ def expected_messages(
     sent = mc.messages
     outcome = None
     if prune_env is not None:
-        from engine.textprune import prune_detailed
+        from engine.twins.textprune import prune_detailed
 
         outcome = prune_detailed(sent, prune_env)
         sent = outcome.messages
@@ -162,7 +162,7 @@ def expected_messages(
             }
         )
         if prune_env is not None and compaction_through_loop:
-            from engine.textprune import prune_detailed
+            from engine.twins.textprune import prune_detailed
 
             # the summary prompt is one more turn start: the cutoff can move on
             with_meta = list(prune_detailed(with_meta, prune_env).messages)

@@ -1,13 +1,13 @@
 """Server-side context editing as the mock answers it (pure; the semantics live in the engine).
 
 The edits themselves (``clear_tool_uses_20250919``, ``clear_thinking_20251015``) are
-:mod:`engine.context_editing`, the pure twin of the documented server behaviour that the engine's
+:mod:`engine.api.context_editing`, the pure twin of the documented server behaviour that the engine's
 simulation uses too. This module adds what only a server does around them
 (shared/research/api-2026.md, "Server-side context editing"):
 
 * the request must carry the ``context-management-2025-06-27`` beta (``anthropic-beta``
   header, a comma list) to use ``context_management``; else 400;
-* malformed edits: 400 with the engine's :class:`~engine.context_management.EditError` text;
+* malformed edits: 400 with the engine's :class:`~engine.api.context_management.EditError` text;
 * a model on the configured "unsupported" list answers 400 ``<model> does not support the
   clear_tool_uses_20250919 context management strategy`` (the documented text) when the request
   asks for that strategy (patterns as :func:`fnmatch.fnmatchcase`);
@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
-from engine.context_editing import apply_edits
-from engine.context_management import EditError, parse_edits
+from engine.api.context_editing import apply_edits
+from engine.api.context_management import EditError, parse_edits
 from lab.thinking_binding import thinking_on
 
 CONTEXT_BETA = "context-management-2025-06-27"

@@ -9,8 +9,8 @@ What resuming needs (shared/research/e2e.md §5, checked on 2.0.76-2.1.112):
 * the newest assistant line's ``usage`` (input + cache creation + cache read + output) is the
   number every compaction threshold is compared with on the first request after resuming.
 
-The records built here are also exactly what the engine reads (``engine.microcompact``,
-``engine.textprune``, ``engine.flatten`` take ``{type, message: {role, content}, ...}``), so one
+The records built here are also exactly what the engine reads (``engine.claude_code.microcompact``,
+``engine.twins.textprune``, ``engine.claude_code.flatten`` take ``{type, message: {role, content}, ...}``), so one
 list is both the file written and the engine's input. UUIDs and timestamps are deterministic
 (derived from ``seed``), so two runs of a scenario write the same bytes.
 """

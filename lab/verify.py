@@ -10,7 +10,7 @@
    (``KEEP=2 STEP=3 MAX_CHARS=60 THRESHOLD=1000``) and, where micro-compaction is live, the last
    usage at the engine's micro-compaction boundary, so both mechanisms fire.
 4. The captured main-loop ``messages`` are compared with the engine's prediction (micro-compaction,
-   then ``engine.textprune``, then ``engine.flatten``) byte for byte, except the fields
+   then ``engine.twins.textprune``, then ``engine.claude_code.flatten``) byte for byte, except the fields
    ``lab.predict`` documents as volatile.
 
 5. Where ``apply`` installed server-side clearing, a second run in the same sandbox
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ctxpatch.errors import NodeMissing, NotPatched, Unsupported
 from engine.profiles import profile_for
-from engine.textprune_shorten import MARKER
+from engine.twins.textprune_shorten import MARKER
 from lab.harness import Case, Outcome, engine_boundaries, run_case
 from lab.mock import MockServer
 from lab.sandbox import Sandbox
@@ -325,6 +325,6 @@ def _blocks(r: dict) -> list[dict]:
 
 
 def _typed(r: dict) -> bool:
-    from engine.textprune_turns import is_turn_start
+    from engine.twins.textprune_turns import is_turn_start
 
     return is_turn_start(r)

@@ -15,7 +15,7 @@ preserved-thinking check and answering usage that follows the edited prompt. Its
 ``clearing sent`` (every main-loop request carries ``clear_tool_uses_20250919`` after Claude
 Code's own ``clear_thinking_20251015``, with the beta, and the mock cleared), ``clearing
 counted`` (the usage Claude Code recorded is the edited prompt's: its next auto-compact count,
-:func:`engine.count.autocompact_tokens`, is lower by what the server cleared), ``thinking
+:func:`engine.claude_code.count.autocompact_tokens`, is lower by what the server cleared), ``thinking
 check`` (0 HTTP 400, 0 dropped thinking blocks). Plus: the run was offline (the namespace held
 ``lo`` only, every connection was forwarded to the mock) and the install is unchanged (size,
 modification time and inode of the binary before and after).
@@ -50,9 +50,9 @@ def native_executable(path: Path) -> Path:
     itself (the native installer's ``~/.local/share/claude/versions/<version>`` or its
     ``~/.local/bin/claude`` link), or a folder holding it (a platform package, the npm wrapper
     with its platform package, the Python SDK's); a wrapper without its binary: the refusal of
-    :func:`patcher.native.inspect.find_binary`."""
+    :func:`patcher.native.package.find_binary`."""
     from patcher.discover import native_of
-    from patcher.native.inspect import find_binary
+    from patcher.native.package import find_binary
 
     found = native_of(path)
     if found is not None:

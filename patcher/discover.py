@@ -7,7 +7,7 @@ Native builds (Claude Code >= 2.1.113) are where users have them:
 * ``claude`` on ``PATH``, links resolved (the installer's link, npm's ``bin/claude.exe``);
 * the npm packages ``@anthropic-ai/claude-code`` >= 2.1.113 and ``@anthropic-ai/claude-agent-sdk``
   >= 0.2.113 (found like the cli.js packages; their binary is in the ``-<platform>`` package
-  beside them, :func:`patcher.native.inspect.find_binary`);
+  beside them, :func:`patcher.native.package.find_binary`);
 * the Python ``claude-agent-sdk``: ``claude_agent_sdk/_bundled/claude`` in this interpreter's
   ``site-packages`` or a ``.venv``/``venv`` from here upward.
 
@@ -314,7 +314,7 @@ def _binary_in(folder: Path) -> Path | None:
         versions = folder
     if versions is not None:
         return _installer_version(versions)
-    from patcher.native.inspect import find_binary  # here: the package-folder rules
+    from patcher.native.package import find_binary  # here: `check` of a cli.js never needs it
 
     return find_binary(folder, must=False)
 
@@ -357,10 +357,10 @@ def kind_of(binary: Path, found_as: Path | None = None) -> str:
             return "native installer"
         if hop.parent.name == "_bundled" and hop.parent.parent.name == "claude_agent_sdk":
             return "python sdk"
-    from patcher.native.inspect import _package_name
+    from patcher.native.package import package_name
 
     for folder in (binary.parent, binary.parent.parent, found_as):
-        name = _package_name(folder) if folder is not None and folder.is_dir() else None
+        name = package_name(folder) if folder is not None and folder.is_dir() else None
         if name and name.startswith("@anthropic-ai/claude-agent-sdk"):
             return "agent-sdk"
         if name and name.startswith("@anthropic-ai/claude-code"):

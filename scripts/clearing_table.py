@@ -6,12 +6,12 @@ real auto-compaction: a Markdown table, one row per session, and the totals.
     python scripts/clearing_table.py --doc docs/clearing-defaults.md   # also replace its block there
 
 Each session is replayed (``engine.replay``) ``unpatched`` and ``patched`` (the text prune and
-server-side tool-result clearing), at the ``DEFAULT_*`` knobs of ``engine.context_clear`` (what
+server-side tool-result clearing), at the ``DEFAULT_*`` knobs of ``engine.twins.context_clear`` (what
 the injected JavaScript sends) and at ``PLAIN_API`` (the API's own defaults with the plain keep,
 STEP 1: what a client sending the bare edit gets). Columns: real auto-compactions in
 the file, auto-compactions of the unpatched replay, and for each patched run its
-auto-compactions, tokens sent and cost (prompt-cache prices, ``engine.prompt_cache``) relative
-to unpatched; then the ``oracle`` (``engine.oracle``: the cheapest clearing schedule in
+auto-compactions, tokens sent and cost (prompt-cache prices, ``engine.api.prompt_cache``) relative
+to unpatched; then the ``oracle`` (``engine.replay.oracle``: the cheapest clearing schedule in
 hindsight), and the sessions the defaults make dearer, with why. ``--doc FILE`` (alias
 ``--readme``) replaces the text between
 ``<!-- clearing-table:begin -->`` and ``<!-- clearing-table:end -->``. The output depends only

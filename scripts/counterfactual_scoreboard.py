@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from real_sessions import _read, paths, short_name
 
-from engine.calibration import calibrate
 from engine.profiles import profile_for
-from engine.simulate import simulate
+from engine.replay.calibration import calibrate
+from engine.replay.session import simulate
 
 
 def score(path: Path) -> dict:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from readme_block import markers, update_file  # noqa: E402 (after the sys.path insert)
 
 from engine.profiles import profile_for  # noqa: E402 (after the sys.path insert)
-from engine.simulate import simulate_recorded  # noqa: E402 (after the sys.path insert)
+from engine.replay.recorded import simulate_recorded  # noqa: E402 (after the sys.path insert)
 from engine.transcript import TranscriptError, load_transcript  # noqa: E402 (after the sys.path insert)
 
 SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))

@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.calibration import Calibration, calibrate  # noqa: E402 (after the sys.path insert)
 from engine.profiles import Profile, profile_for  # noqa: E402
-from engine.simulate import Simulation, simulate  # noqa: E402
+from engine.replay.calibration import Calibration, calibrate  # noqa: E402 (after the sys.path insert)
+from engine.replay.model import Simulation  # noqa: E402
+from engine.replay.session import simulate  # noqa: E402
 from engine.transcript import Transcript, build_transcript, parse_records  # noqa: E402
 
 SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))

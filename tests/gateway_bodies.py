@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine.context_management import CLEAR_THINKING, ClearToolUses
+from engine.api.context_management import CLEAR_THINKING, ClearToolUses
 
 EDIT = ClearToolUses(trigger_value=50, keep=1)
 MODEL = "claude-opus-4-6"

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.context_management import BETA, CLEAR_THINKING, ClearToolUses, to_json
+from engine.api.context_management import BETA, CLEAR_THINKING, ClearToolUses, to_json
 from gateway.server import ThreadedGateway
 
 EDIT = ClearToolUses(trigger_value=50, keep=1)

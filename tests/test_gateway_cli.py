@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.request
 
-from engine.context_management import BETA, CLEAR_TOOL_USES
+from engine.api.context_management import BETA, CLEAR_TOOL_USES
 from lab.mock import MockServer
 
 CTXPATCH = [sys.executable, "-m", "ctxpatch"]

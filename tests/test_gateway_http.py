@@ -22,7 +22,7 @@ from aiohttp import web
 from gateway_bodies import EDIT, MODEL, THINKING_EDIT, body_of, compact, messages
 from multidict import CIMultiDict
 
-from engine.context_management import (
+from engine.api.context_management import (
     BETA,
     CLEAR_TOOL_USES,
     to_json,

@@ -12,13 +12,13 @@ import json
 import pytest
 from gateway_bodies import EDIT, MODEL, THINKING_EDIT, body_of, compact, messages
 
-from engine.context_clear import knobs_from_env
-from engine.context_management import (
+from engine.api.context_management import (
     BETA,
     CLEAR_TOOL_USES,
     to_json,
     unsupported_model_message,
 )
+from engine.twins.context_clear import knobs_from_env
 from gateway.redact import REDACTED, redacted
 from gateway.rewrite import decide, refused_model, with_edit
 from gateway.server import upstream_from_env

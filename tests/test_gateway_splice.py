@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.context_management import CLEAR_THINKING, CLEAR_TOOL_USES, ClearToolUses, to_json
+from engine.api.context_management import CLEAR_THINKING, CLEAR_TOOL_USES, ClearToolUses, to_json
 from gateway import toplevel
 from gateway.rewrite import decide
 

@@ -1,7 +1,7 @@
 """Dollars of a session: what it really used (its transcript's usage) and what each replay would
 have used, priced with :mod:`usage.prices`.
 
-A replayed request (``engine.simulate.Request``) is billed as ``prompt - cache_read -
+A replayed request (``engine.replay.model.Request``) is billed as ``prompt - cache_read -
 cache_write`` uncached input, ``cache_write`` written, ``cache_read`` read and its recorded
 output. The engine does not model the cache's lifetime: a replay's writes are priced at the
 lifetime the real session wrote most (Claude Code uses the 1-hour cache for some accounts), so a
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from engine.simulate import Simulation
+from engine.replay.model import Simulation
 from engine.transcript import Transcript
 from usage.prices import PriceTable, Usage, cost_usd
 

@@ -46,8 +46,8 @@ def compare_replays(
     microcompact_on: bool | None = None,
 ) -> tuple[Any, list[Any]]:
     """The recorded simulation and the ``names`` replays, as ``simulate --compare`` runs them."""
-    from engine.calibration import calibrate
-    from engine.simulate import simulate
+    from engine.replay.calibration import calibrate
+    from engine.replay.session import simulate
 
     kw: dict[str, Any] = {"model": model, "env": dict(env or {})}
     recorded = simulate(tr, prof, "recorded", **kw)
@@ -112,7 +112,7 @@ def replay_session(
 ) -> SessionNumbers:
     """Replay one session file (a worker process runs this)."""
     from ctxpatch.errors import TranscriptError
-    from engine.previous_thinking import main_model
+    from engine.api.previous_thinking import main_model
     from engine.profiles import profile_for
     from engine.transcript import load_transcript
 

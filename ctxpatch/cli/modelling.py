@@ -157,8 +157,8 @@ def _thresholds(
     as_json: bool,
     strict: bool,
 ) -> int:
-    from engine.report import render_thresholds
-    from engine.thresholds import compute_thresholds
+    from engine.claude_code.thresholds import compute_thresholds
+    from engine.replay.report import render_thresholds
 
     if profile:
         versions = profile
@@ -292,13 +292,13 @@ def simulate_cmd(
     """
 
     def body() -> int:
-        from engine.report import (
+        from engine.replay.report import (
             compare_summary,
             plot_simulations,
             render_compare,
             render_simulation,
         )
-        from engine.simulate import simulate
+        from engine.replay.session import simulate
         from engine.transcript import load_transcript
 
         for name, val, low in (
@@ -372,7 +372,7 @@ def simulate_cmd(
         if scenario is ScenarioChoice.recorded and not compare:
             sims = [simulate(tr, prof, "recorded", **kw)]
         else:
-            from engine.calibration import calibrate
+            from engine.replay.calibration import calibrate
 
             if mc is None:
                 rec = simulate(tr, prof, "recorded", **kw)
@@ -388,7 +388,7 @@ def simulate_cmd(
             sims = [simulate(tr, prof, name, **replay) for name in names]
         extra = {}
         if tokenizer is TokenizerChoice.tiktoken:
-            from engine.simulate import memory_records
+            from engine.replay.recorded import memory_records
             from engine.tokenizers import compare_counts
 
             extra["tokenizer"] = compare_counts(memory_records(tr, prof))
@@ -396,7 +396,7 @@ def simulate_cmd(
         vs_recorded: tuple[str, ...] | None = None
         unpatched = next((s for s in sims if s.scenario == "unpatched"), None)
         if unpatched is not None:
-            from engine.divergence import vs_recorded as explain
+            from engine.replay.divergence import vs_recorded as explain
 
             vs_recorded = explain(simulate(tr, prof, "recorded", **kw), unpatched)
         if plot is not None:
@@ -470,7 +470,7 @@ def simulate_cmd(
 def _clear_env(environment: dict[str, str], options: dict[str, object]) -> dict[str, str]:
     """The CLAUDE_CTX_CLEAR_* knobs: this process's environment, then --env, then the options;
     a knob the patched Claude Code would ignore (and replace by its default) is a warning."""
-    from engine.context_clear import ENV_NAMES, knob_errors
+    from engine.twins.context_clear import ENV_NAMES, knob_errors
 
     env = {k: v for k, v in os.environ.items() if k in ENV_NAMES}
     env |= {k: v for k, v in environment.items() if k in ENV_NAMES}

@@ -103,7 +103,7 @@ def report_cmd(
                 hint="pass Claude Code's projects folder with --projects DIR",
             )
         files = rep.find_sessions(folder, when, project)
-        from engine.context_clear import ENV_NAMES
+        from engine.twins.context_clear import ENV_NAMES
 
         clear_env = {k: v for k, v in os.environ.items() if k in ENV_NAMES}
         bar = None

@@ -15,23 +15,18 @@ is a warning (an error with ``strict``).
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxpatch.errors import CtxpatchError, NotABundle, NotFound
+from ctxpatch.errors import CtxpatchError
 from patcher.native.app import App, read_app
 from patcher.native.levels import Levels, extract
+from patcher.native.package import find_binary
 from patcher.native.reader import NativeBinary
 
-WRAPPERS = ("@anthropic-ai/claude-code", "@anthropic-ai/claude-agent-sdk")
-_EXECUTABLES = ("claude", "claude.exe")
-_PLACEHOLDER_MAX = 64 << 10  # the wrapper's bin/claude.exe before install is ~500 bytes
 _OLD_ANCHOR = b"isAboveAutoCompactThreshold"
 
 # Profile fields compared with what levels.extract reads: (constant or feature, Profile attr)
@@ -91,62 +86,6 @@ def is_native(path: Path) -> bool:
     return head in (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe") or head[:2] == b"MZ"
 
 
-def platform_tag() -> str:
-    osname = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(
-        sys.platform, sys.platform
-    )
-    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
-        platform.machine().lower(), platform.machine().lower()
-    )
-    return f"{osname}-{arch}"
-
-
-def find_binary(folder: Path, must: bool = True) -> Path | None:
-    """The native executable for a package folder.
-
-    A platform package (``claude-code-linux-x64``) holds ``claude`` itself; the wrapper packages
-    (``@anthropic-ai/claude-code`` ≥ 2.1.113, ``@anthropic-ai/claude-agent-sdk`` ≥ 0.2.113) name
-    it through their platform package, installed beside them (``node_modules/@anthropic-ai/
-    claude-code-<platform>``) or inside them; the wrapper's ``bin/claude.exe`` counts once the
-    postinstall has replaced its placeholder with the real binary.
-    """
-    for exe in _EXECUTABLES:
-        if _real_executable(folder / exe):
-            return folder / exe
-    name = _package_name(folder)
-    if name in WRAPPERS:
-        short = name.split("/", 1)[1]
-        scopes = [folder.parent, folder / "node_modules" / "@anthropic-ai"]
-        found = [
-            p / exe
-            for scope in scopes
-            for p in sorted(scope.glob(f"{short}-*"))
-            for exe in _EXECUTABLES
-            if _real_executable(p / exe)
-        ]
-        mine = [p for p in found if p.parent.name.startswith(f"{short}-{platform_tag()}")]
-        if mine or found:
-            return (mine or found)[0]
-        if _real_executable(folder / "bin" / "claude.exe"):
-            return folder / "bin" / "claude.exe"
-        if must:
-            raise NotFound(
-                f"{name} in {folder} has no native binary installed",
-                why=f"from 2.1.113 the package runs {short}-<platform>'s `claude`, and none was "
-                "found beside it or inside it (optional dependencies skipped?)",
-                hint=f"reinstall without --omit=optional, or pass the binary: ctxpatch inspect "
-                f"node_modules/@anthropic-ai/{short}-{platform_tag()}/claude",
-            )
-    elif must:
-        raise NotABundle(
-            f"{folder} holds no Claude Code native build",
-            why="no `claude` executable and not an @anthropic-ai/claude-code or claude-agent-sdk "
-            "package folder",
-            hint="pass the `claude` executable or the package folder",
-        )
-    return None
-
-
 def discover() -> Path | None:
     """The ``claude`` on PATH when it is a native build (the native installer's symlink)."""
     found = shutil.which("claude")
@@ -184,27 +123,12 @@ def _version_of_binary(exe: Path) -> str | None:
         return read_app(nb).version
 
 
-def _real_executable(p: Path) -> bool:
-    try:
-        return p.is_file() and p.stat().st_size > _PLACEHOLDER_MAX
-    except OSError:
-        return False
-
-
 def _has_trailer(p: Path) -> bool:
     try:
         with NativeBinary(p):
             return True
     except (CtxpatchError, OSError):
         return False
-
-
-def _package_name(folder: Path) -> str | None:
-    try:
-        meta = json.loads((folder / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return meta.get("name") if isinstance(meta, dict) else None
 
 
 # --- inspecting ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Differential test: the ``keep`` the injected clearing JavaScript sends with a request's
 messages (CLAUDE_CTX_CLEAR_STEP, and the round in progress always kept) against its Python twin
-``engine.context_clear.edit_for_request``, under node, over generated conversations."""
+``engine.twins.context_clear.edit_for_request``, under node, over generated conversations."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from conftest import injected_clearing_js, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.context_clear import ENV_NAMES, edit_for_request, knobs_from_env, step_from_env
+from engine.twins.context_clear import ENV_NAMES, edit_for_request, knobs_from_env, step_from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

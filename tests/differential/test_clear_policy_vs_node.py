@@ -14,7 +14,7 @@ from conftest import injected_clearing_js, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.context_clear import (
+from engine.twins.context_clear import (
     ENV_NAMES,
     ENV_WINDOW_GUARD,
     edit_for_request,
@@ -22,7 +22,7 @@ from engine.context_clear import (
     near_window,
     step_from_env,
 )
-from engine.policy import ceiling_from_env, paid_edit, patience_from_env, policy_from_env
+from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env, policy_from_env
 
 DRIVER = r"""
 import { readFileSync } from "node:fs";

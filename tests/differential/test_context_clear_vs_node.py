@@ -1,5 +1,5 @@
 """Differential test: the knob parsing of the injected clearing JavaScript against its Python
-twin ``engine.context_clear.knobs_from_env``, under node.
+twin ``engine.twins.context_clear.knobs_from_env``, under node.
 
 Every generated environment (valid values, blanks, ``_`` separators, Unicode digits and
 whitespace, words, comma lists, garbage) goes through ``_ctxpatchContextClearing`` (taken out of
@@ -20,8 +20,8 @@ from conftest import injected_clearing_js, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.context_clear import ENV_NAMES, knobs_from_env
-from engine.context_management import to_json
+from engine.api.context_management import to_json
+from engine.twins.context_clear import ENV_NAMES, knobs_from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """Differential tests: the injected JavaScript against its Python twin, under node.
 
 node is the ground truth for JavaScript. Every generated case is run through
-``_aggressiveTextPrune`` (by ``harness.mjs``) and through ``engine.textprune.prune``; the
+``_aggressiveTextPrune`` (by ``harness.mjs``) and through ``engine.twins.textprune.prune``; the
 results must be identical: the same ``JSON.stringify`` text, the same "returned the input
 itself" answer, and the JavaScript side must not mutate, throw or print, and must share every
 unchanged message and block.
@@ -36,9 +36,9 @@ from hypothesis import strategies as st
 from msgs import EAGER, assistant, properties, text, user
 
 from engine.javascript import js_json_stringify, js_truthy, utf16_len
-from engine.textprune import prune_detailed
-from engine.textprune_estimate import estimate_tokens
-from engine.textprune_shorten import MARKER
+from engine.twins.textprune import prune_detailed
+from engine.twins.textprune_estimate import estimate_tokens
+from engine.twins.textprune_shorten import MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPET_PATH = ROOT / "patcher" / "snippets" / "text_prune.js"

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI
 
-from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES
+from engine.api.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES
 from lab import netns
 from lab.mock import MockServer
 from lab.sandbox import SANDBOX_ENV

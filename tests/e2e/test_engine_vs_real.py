@@ -8,7 +8,7 @@ For one real version per call-site shape with a live micro-compaction (2.0.76 S1
 * auto-compaction: one token below the engine's boundary no summarisation request, at it one,
   with and without ``CLAUDE_AUTOCOMPACT_PCT_OVERRIDE``;
 * every captured request (the main-loop one, or the summarisation one when it fires) equals the
-  engine's prediction byte for byte after ``engine.flatten``, except the fields
+  engine's prediction byte for byte after ``engine.claude_code.flatten``, except the fields
   ``lab.predict`` documents as volatile;
 * patched (``patcher.ops.apply_file`` on a sandbox copy) with prune knobs set so it fires: the
   same, with micro-compaction then the text prune; turn boundaries, STEP and untouched blocks
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.flatten import api_style
-from engine.textprune_shorten import MARKER
-from engine.textprune_turns import find_cutoff, is_turn_start
+from engine.claude_code.flatten import api_style
+from engine.twins.textprune_shorten import MARKER
+from engine.twins.textprune_turns import find_cutoff, is_turn_start
 from lab.harness import Case, Outcome, engine_boundaries, run_case
 from lab.predict import expected_messages, tool_results
 from lab.scenarios import (
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.e2e
 
 MC_VERSIONS = ("2.0.76", "2.1.7", "2.1.30", "2.1.50", "2.1.68")
 ALL_VERSIONS = (*MC_VERSIONS, "2.1.112")
-# where the request format changes (engine.flatten.api_style, lab.predict): the last
+# where the request format changes (engine.claude_code.flatten.api_style, lab.predict): the last
 # version sending user strings as blocks, deferred tools, the merge seam, summarising through
 # the loop
 WIDER = ("2.1.29", "2.1.69", "2.1.78", "2.1.90")

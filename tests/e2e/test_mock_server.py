@@ -11,7 +11,7 @@ import json
 import pytest
 from mock_http import assemble, events, post
 
-from engine.context_editing import PLACEHOLDER
+from engine.api.context_editing import PLACEHOLDER
 from lab.mock import MockConfig, MockServer, Step
 from lab.server_edits import CONTEXT_BETA, prompt_tokens
 from lab.thinking_binding import check

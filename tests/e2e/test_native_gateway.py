@@ -24,7 +24,7 @@ Checked, on each version:
 * Claude Code's next count follows the edited usage and its auto-compaction fires exactly
   where the engine predicts (one output token below: no; at it: yes); without the edit it
   fires one token below. On 2.1.330 too: it adds back the server's ``cleared_input_tokens``
-  only for an edit it built itself (``engine.count``), never for the gateway's. (After its own
+  only for an edit it built itself (``engine.claude_code.count``), never for the gateway's. (After its own
   compaction 2.1.330 gets one HTTP 400 from the check and retries without the thinking blocks,
   with or without the edit: Claude Code's, pinned here);
 * the binary and its package are byte-identical afterwards, and the sandbox ``HOME`` holds
@@ -42,11 +42,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.context_clear import ENV_DISABLE, knobs_from_env
-from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, to_json
-from engine.count import autocompact_tokens
+from engine.api.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, to_json
+from engine.claude_code.count import autocompact_tokens
+from engine.claude_code.thresholds import compute_thresholds
 from engine.profiles import profile_for
-from engine.thresholds import compute_thresholds
+from engine.twins.context_clear import ENV_DISABLE, knobs_from_env
 from lab import netns
 from lab.chain import THINK_ENV, Turns, run_turns
 from lab.harness import MODEL, REQUEST_TIME_ATTACHMENTS
@@ -314,7 +314,7 @@ def test_clearing_moves_auto_compaction_exactly_where_the_engine_predicts(
         r["message"]["usage"]["input_tokens"] == first.input_tokens for r in recorded
     ), recorded
     # Claude Code does not record the server's applied_edits for an edit it did not build:
-    # nothing for 2.1.330's add-back to read (engine.count.server_cleared_tokens)
+    # nothing for 2.1.330's add-back to read (engine.claude_code.count.server_cleared_tokens)
     assert not any((r["message"].get("context_management") or {}) for r in recorded), recorded
     count = predicted_next_count(version, transcript)  # with output_tokens 1
     at = th.auto_compact - (count - 1)  # the output_tokens that put the count at the threshold

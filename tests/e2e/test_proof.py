@@ -12,9 +12,9 @@
   (With the 0.1.0 prune, ``CLAUDE_TEXT_PRUNE_THINKING=ignore``, the first request after the
   cutoff's first move is refused: tests/e2e/test_thinking_where_we_stand.py.)
 * The auto-compaction boundary: the engine predicts Claude Code's next count from the edited
-  prompt (the twin, :mod:`engine.context_editing`, applied to what the CLI sent, counted like the
-  mock counts, then :func:`engine.count.autocompact_tokens` over the CLI's own transcript) and the
-  threshold (:mod:`engine.thresholds`); the mock's reply ``output_tokens`` puts that count one
+  prompt (the twin, :mod:`engine.api.context_editing`, applied to what the CLI sent, counted like the
+  mock counts, then :func:`engine.claude_code.count.autocompact_tokens` over the CLI's own transcript) and the
+  threshold (:mod:`engine.claude_code.thresholds`); the mock's reply ``output_tokens`` puts that count one
   token below the boundary (no compaction) or at it (compaction). Without the clearing edit the
   same session compacts one token below: clearing moved the compaction.
 
@@ -27,7 +27,18 @@ import json
 
 import pytest
 
-from engine.context_clear import (
+from engine.api.context_editing import apply_edits
+from engine.api.context_management import (
+    BETA,
+    CLEAR_THINKING,
+    CLEAR_TOOL_USES,
+    parse_edits,
+    to_json,
+)
+from engine.claude_code.count import autocompact_tokens
+from engine.claude_code.thresholds import compute_thresholds
+from engine.profiles import profile_for
+from engine.twins.context_clear import (
     ENV_DISABLE,
     ENV_KEEP,
     ENV_POLICY,
@@ -37,11 +48,6 @@ from engine.context_clear import (
     knobs_from_env,
     step_from_env,
 )
-from engine.context_editing import apply_edits
-from engine.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES, parse_edits, to_json
-from engine.count import autocompact_tokens
-from engine.profiles import profile_for
-from engine.thresholds import compute_thresholds
 from lab.chain import THINK_ENV, Turns, run_turns
 from lab.harness import MODEL
 from lab.mock import MockConfig, Step

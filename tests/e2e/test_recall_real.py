@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER
+from engine.twins.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER
 from lab.chain import _is_result, drive, stream_json_prompts
 from lab.harness import MODEL
 from lab.mock import MockConfig, MockServer, Step

@@ -89,10 +89,10 @@ def test_verify_fails_when_the_clearing_edit_is_not_sent(
 def test_verify_fails_when_the_request_differs_from_the_prediction(
     patched_install: Path, fake_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engine.textprune_shorten
+    import engine.twins.textprune_shorten
 
     monkeypatch.setattr(
-        engine.textprune_shorten, "MARKER", "\n[a marker the snippet does not write]"
+        engine.twins.textprune_shorten, "MARKER", "\n[a marker the snippet does not write]"
     )
     res = CliRunner().invoke(_app(), ["verify", "--path", str(patched_install)])
     assert res.exit_code == 1, res.output

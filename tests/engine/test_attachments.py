@@ -1,10 +1,15 @@
 """Attachments in the newer-messages estimate: JSON at chars/4 in 2.1.33-2.1.44, rendered to the
-``<system-reminder>`` message(s) cli.js sends from 2.1.45 on (engine/attachments.py)."""
+``<system-reminder>`` message(s) cli.js sends from 2.1.45 on (engine/claude_code/attachments.py)."""
 
 import pytest
 
-from engine.attachments import MODELLED, SENT_AS_NOTHING, render_attachment, system_reminder
-from engine.count import autocompact_tokens
+from engine.claude_code.attachments import (
+    MODELLED,
+    SENT_AS_NOTHING,
+    render_attachment,
+    system_reminder,
+)
+from engine.claude_code.count import autocompact_tokens
 from engine.javascript import js_json_stringify
 from engine.profiles import profile_for
 from engine.tokens import attachment_tokens, count_text, estimate_newer

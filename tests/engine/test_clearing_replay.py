@@ -6,13 +6,13 @@ import itertools
 
 import pytest
 
-from engine.context_editing import PLACEHOLDER
-from engine.context_management import ClearToolUses
+from engine.api.context_editing import PLACEHOLDER
+from engine.api.context_management import ClearToolUses
+from engine.api.prompt_cache import LOOKBACK_BLOCKS, PromptCache, price
+from engine.api.server_clearing import BlockEstimates, clear_on_server
 from engine.profiles import profile_for
-from engine.prompt_cache import LOOKBACK_BLOCKS, PromptCache, price
-from engine.replay import SCENARIOS
-from engine.server_clearing import BlockEstimates, clear_on_server
-from engine.simulate import simulate
+from engine.replay.counterfactual import SCENARIOS
+from engine.replay.session import simulate
 from engine.transcript import build_transcript
 
 OPUS = "claude-opus-4-6"

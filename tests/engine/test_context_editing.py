@@ -10,7 +10,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.context_clear import (
+from engine.api.context_editing import (
+    PLACEHOLDER,
+    apply_edits,
+    assistant_turns,
+    default_thinking_clearing,
+    tool_uses,
+)
+from engine.api.context_management import (
+    THINKING_REQUIRED,
+    ClearThinking,
+    ClearToolUses,
+    EditError,
+    parse_edits,
+    to_json,
+    unsupported_model_message,
+)
+from engine.twins.context_clear import (
     DEFAULT_AT_LEAST,
     DEFAULT_EXCLUDE,
     DEFAULT_KEEP,
@@ -22,22 +38,6 @@ from engine.context_clear import (
     knobs_from_env,
     step_from_env,
     trailing_results,
-)
-from engine.context_editing import (
-    PLACEHOLDER,
-    apply_edits,
-    assistant_turns,
-    default_thinking_clearing,
-    tool_uses,
-)
-from engine.context_management import (
-    THINKING_REQUIRED,
-    ClearThinking,
-    ClearToolUses,
-    EditError,
-    parse_edits,
-    to_json,
-    unsupported_model_message,
 )
 
 SETTINGS = settings(

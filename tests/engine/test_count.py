@@ -1,8 +1,8 @@
-"""engine.count: the add-back of server-cleared tokens on 2.1.284+ (``YG``/``eCt`` in 2.1.330)."""
+"""engine.claude_code.count: the add-back of server-cleared tokens on 2.1.284+ (``YG``/``eCt`` in 2.1.330)."""
 
 from __future__ import annotations
 
-from engine.count import autocompact_tokens, server_cleared_tokens
+from engine.claude_code.count import autocompact_tokens, server_cleared_tokens
 from engine.profiles import profile_for
 
 

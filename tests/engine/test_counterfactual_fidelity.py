@@ -3,7 +3,7 @@
 Synthetic sessions, each built the way the API and Claude Code behave, where the replay must
 reproduce every recorded prompt and compact only where the session did (each fails without its
 fix: the replay then overshoots and compacts where the session did not); then the per-model
-rule of ``engine.previous_thinking``; then every shared real session (``../shared``, read in
+rule of ``engine.api.previous_thinking``; then every shared real session (``../shared``, read in
 place like the golden tests): the unpatched replay compacts at each real auto-compaction's line
 with the count within 1% of ``preTokens``, and nowhere else.
 """
@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from shared_data import PUBLIC
 
-from engine.calibration import calibrate, full_estimate
-from engine.previous_thinking import (
+from engine.api.previous_thinking import (
     main_model,
     model_strips_by_default,
     sends_keep_all,
@@ -27,7 +26,9 @@ from engine.previous_thinking import (
     thinking_share,
 )
 from engine.profiles import profile_for
-from engine.simulate import LINE_KEY, memory_records, simulate
+from engine.replay.calibration import calibrate, full_estimate
+from engine.replay.recorded import LINE_KEY, memory_records
+from engine.replay.session import simulate
 from engine.tokens import thinking_chars
 from engine.transcript import build_transcript, is_compact_boundary, load_transcript
 
@@ -411,7 +412,7 @@ def _drops_per_model() -> dict[str, list[float]]:
 
 
 def test_the_measured_drop_at_a_human_prompt_agrees_with_the_per_model_rule():
-    """The evidence of ``engine.previous_thinking``, re-measured: on sonnet-4-5 the prompt
+    """The evidence of ``engine.api.previous_thinking``, re-measured: on sonnet-4-5 the prompt
     drops by most of the thinking of the turn just ended, on the opus models by none of it."""
     need_shared(PUBLIC / "MANIFEST.json")
     drops = _drops_per_model()

@@ -10,9 +10,11 @@ from conftest import app_with
 from typer.testing import CliRunner
 
 from ctxpatch.cli.modelling import register
-from engine.divergence import vs_recorded
 from engine.profiles import profile_for
-from engine.simulate import EVENT_KINDS, simulate, simulate_recorded
+from engine.replay.divergence import vs_recorded
+from engine.replay.model import EVENT_KINDS
+from engine.replay.recorded import simulate_recorded
+from engine.replay.session import simulate
 from engine.transcript import load_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +101,7 @@ def test_a_plot_whose_lines_coincide_says_so(tr, tmp_path):
     """#10 defect 11: with knobs under which the prune never fires, text_prune = unpatched and
     one line hid the other without a word."""
     pytest.importorskip("matplotlib", reason="the plot needs the [plot] extra (matplotlib)")
-    from engine.report import plot_simulations
+    from engine.replay.report import plot_simulations
 
     p = profile_for(tr.version)
     sims = [simulate(tr, p, "unpatched"), simulate(tr, p, "text_prune")]

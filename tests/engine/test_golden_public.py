@@ -13,7 +13,8 @@ import pytest
 from shared_data import PUBLIC, public_manifest
 
 from engine.profiles import profile_for
-from engine.simulate import simulate, simulate_recorded
+from engine.replay.recorded import simulate_recorded
+from engine.replay.session import simulate
 from engine.transcript import load_transcript
 
 from .conftest import need_shared
@@ -65,7 +66,7 @@ KNOWN_MISSES = {
 
 
 # Newly shared sessions (issue 14) where cli.js counted a message it never wrote (the boundary's
-# logicalParentUuid is no line of the file; see engine.simulate.unwritten_tail): not recoverable.
+# logicalParentUuid is no line of the file; see engine.replay.recorded.unwritten_tail): not recoverable.
 UNWRITTEN = {
     "FSM1__cipher-box__fcdd6c6f-e3f3-4f79-9cc3-98345b993339.jsonl.xz": (
         "2.1.42, line 340: count 135491 vs preTokens 171539 (-21.0%). The last message counted is "

@@ -10,7 +10,8 @@ import pytest
 from shared_data import missing_message
 
 from engine.profiles import profile_for
-from engine.simulate import simulate, simulate_recorded
+from engine.replay.recorded import simulate_recorded
+from engine.replay.session import simulate
 from engine.transcript import load_transcript
 
 from .conftest import SPOTTER, spotter_sessions

@@ -1,12 +1,12 @@
 """Unit tests per mechanism, naming the version and constant they check."""
 
-from engine.compact import files_to_restore, full_compact, offline_summary
-from engine.count import autocompact_tokens, last_usage_tokens
-from engine.flatten import flatten, validate_tool_pairs
-from engine.microcompact import microcompact, persisted_pointer
+from engine.claude_code.compact import files_to_restore, full_compact, offline_summary
+from engine.claude_code.count import autocompact_tokens, last_usage_tokens
+from engine.claude_code.flatten import flatten, validate_tool_pairs
+from engine.claude_code.microcompact import microcompact, persisted_pointer
+from engine.claude_code.session_memory import keep_start, session_memory_compact, sm_enabled
+from engine.claude_code.thresholds import compute_thresholds
 from engine.profiles import CLEARED_TEXT, profile_for
-from engine.session_memory import keep_start, session_memory_compact, sm_enabled
-from engine.thresholds import compute_thresholds
 
 P39 = profile_for("2.1.39")
 P76 = profile_for("2.0.76")
@@ -152,7 +152,7 @@ def test_mc_keeps_last_3_and_clears_to_40000_2_1_39():
 def test_mc_result_size_counts_documents_from_2_1_47():
     """Legacy MC sizes a tool result with the estimator's helper (JmY -> gt4 in 2.1.47): a
     document in the result counts 2000 from 2.1.47 (estimate_counts_documents), 0 in 2.1.45."""
-    from engine.microcompact import compactable_results
+    from engine.claude_code.microcompact import compactable_results
 
     doc = {"type": "document", "source": {"type": "text", "data": "d" * 400}}
     msgs = [

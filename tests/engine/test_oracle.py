@@ -1,4 +1,4 @@
-"""The hindsight optimum (engine.oracle): the dynamic programme against brute force, the replay
+"""The hindsight optimum (engine.replay.oracle): the dynamic programme against brute force, the replay
 of its schedule, and the carried history the prompt cache reads."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from engine.oracle import Observed, plan, schedule_cost
+from engine.api.prompt_cache import PromptCache
 from engine.profiles import profile_for
-from engine.prompt_cache import PromptCache
-from engine.simulate import simulate
+from engine.replay.oracle import Observed, plan, schedule_cost
+from engine.replay.session import simulate
 from engine.transcript import build_transcript
 
 OPUS = "claude-opus-4-6"

@@ -273,7 +273,7 @@ def test_message_estimate_block_text_from_2_1_75_and_newer_estimate_from_2_1_105
 def test_request_format_switches_are_profile_fields_at_their_first_version():
     """User strings as blocks up to 2.1.29, the merge seam from 2.1.78, the summary through the
     query loop from 2.1.86: read off the profile, at the versions seen in real requests."""
-    from engine.flatten import api_style
+    from engine.claude_code.flatten import api_style
     from lab.predict import compaction_runs_the_loop
 
     assert profile_for("2.1.29").user_string_blocks and not profile_for("2.1.30").user_string_blocks

@@ -5,10 +5,10 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.flatten import flatten, validate_tool_pairs
-from engine.microcompact import compactable_results, microcompact
+from engine.claude_code.flatten import flatten, validate_tool_pairs
+from engine.claude_code.microcompact import compactable_results, microcompact
+from engine.claude_code.thresholds import compute_thresholds
 from engine.profiles import profile_for
-from engine.thresholds import compute_thresholds
 from engine.tokens import count_text, estimate_messages, estimate_newer
 
 SETTINGS = settings(

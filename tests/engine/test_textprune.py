@@ -1,4 +1,4 @@
-"""Unit and property tests of engine.textprune (the Python twin of the injected snippet): the
+"""Unit and property tests of engine.twins.textprune (the Python twin of the injected snippet): the
 settings, the cut, pruning and the properties. Turns/cutoff/threshold are in
 test_textprune_turns.py, the estimate in test_textprune_estimate.py, the JavaScript helpers in
 test_javascript.py."""
@@ -28,8 +28,8 @@ from msgs import (
 )
 
 from engine.javascript import js_truthy, utf16_len
-from engine.textprune import PruneSettings, prune, prune_detailed
-from engine.textprune_shorten import MARKER, pruned_text
+from engine.twins.textprune import PruneSettings, prune, prune_detailed
+from engine.twins.textprune_shorten import MARKER, pruned_text
 
 PROPERTY_SETTINGS = properties(health=(HealthCheck.too_slow, HealthCheck.data_too_large))
 

@@ -1,4 +1,4 @@
-"""engine.textprune_estimate: the token estimate the prune compares with its threshold."""
+"""engine.twins.textprune_estimate: the token estimate the prune compares with its threshold."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from msgs import (
 )
 
 from engine.javascript import js_json_stringify
-from engine.textprune_estimate import estimate_tokens, message_tokens
+from engine.twins.textprune_estimate import estimate_tokens, message_tokens
 
 # --------------------------------------------------------------------------- estimate
 

@@ -1,5 +1,5 @@
-"""The thinking-safe text prune (engine.textprune, CLAUDE_TEXT_PRUNE_THINKING) under the modelled
-binding check (engine.thinking_check), on sessions replayed the way Claude Code sends them."""
+"""The thinking-safe text prune (engine.twins.textprune, CLAUDE_TEXT_PRUNE_THINKING) under the modelled
+binding check (engine.api.thinking_check), on sessions replayed the way Claude Code sends them."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from msgs import MAX_EXAMPLES, assistant, properties, text, user
 
-from engine.textprune import prune, prune_detailed
-from engine.textprune_shorten import MARKER
-from engine.thinking_check import Request, check, replay
+from engine.api.thinking_check import Request, check, replay
+from engine.twins.textprune import prune, prune_detailed
+from engine.twins.textprune_shorten import MARKER
 
 EAGER = {
     "CLAUDE_TEXT_PRUNE_KEEP": "1",

@@ -1,4 +1,4 @@
-"""engine.textprune_turns: turn starts, the cutoff and its STEP, the threshold."""
+"""engine.twins.textprune_turns: turn starts, the cutoff and its STEP, the threshold."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from msgs import (
     user,
 )
 
-from engine.textprune import prune, prune_detailed
-from engine.textprune_estimate import estimate_tokens
-from engine.textprune_turns import find_cutoff, is_turn_start, turn_starts
+from engine.twins.textprune import prune, prune_detailed
+from engine.twins.textprune_estimate import estimate_tokens
+from engine.twins.textprune_turns import find_cutoff, is_turn_start, turn_starts
 
 # --------------------------------------------------------------------------- turns
 

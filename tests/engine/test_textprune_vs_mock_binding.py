@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from msgs import MAX_EXAMPLES, assistant, properties, text, user
 
-from engine.textprune import prune
-from engine.thinking_check import in_tool_round
+from engine.api.thinking_check import in_tool_round
+from engine.twins.textprune import prune
 from lab import thinking_binding as binding
 
 LONG = "0123456789abcdefghij" * 2

@@ -1,7 +1,7 @@
 """Thresholds: why a 200K Opus session compacts at 167000 on 2.1.39 and 155000 on 2.0.76."""
 
+from engine.claude_code.thresholds import compute_thresholds, js_parse_float, js_parse_int
 from engine.profiles import profile_for
-from engine.thresholds import compute_thresholds, js_parse_float, js_parse_int
 
 OPUS = "claude-opus-4-6"
 
@@ -82,8 +82,8 @@ def test_js_parsers():
 def test_disable_compact_keeps_the_warning_base_where_only_the_dispatcher_reads_it() -> None:
     """2.0.30-2.0.64: DISABLE_COMPACT is read by the auto-compact dispatcher only, so the
     warning base stays the threshold; from 2.0.65 the enabled function reads it too."""
+    from engine.claude_code.thresholds import compute_thresholds as _ct
     from engine.profiles import profile_for
-    from engine.thresholds import compute_thresholds as _ct
 
     env = {"DISABLE_COMPACT": "1"}
     old = _ct(profile_for("2.0.50"), model="claude-sonnet-4-5", env=env)

@@ -4,9 +4,9 @@ build really has (native builds clear tool results after idle: ``inspect`` finds
 
 from __future__ import annotations
 
+from engine.claude_code.thresholds import compute_thresholds
 from engine.profiles import profile_for
-from engine.report import render_thresholds
-from engine.thresholds import compute_thresholds
+from engine.replay.report import render_thresholds
 
 OPUS = "claude-opus-4-6"
 

@@ -163,7 +163,7 @@ def _chain(*recs):
 def test_carried_over_boundary_is_not_checkable_not_mispredicted():
     """A file that starts with a compact_boundary has no usage before it: reported, not missed."""
     from engine.profiles import profile_for
-    from engine.simulate import simulate_recorded
+    from engine.replay.recorded import simulate_recorded
 
     boundary = {
         "type": "system",
@@ -182,9 +182,9 @@ def test_carried_over_boundary_is_not_checkable_not_mispredicted():
 
 def test_count_uses_the_message_start_output_in_2_1_8_to_2_1_29():
     """2.1.8-2.1.29 keep the placeholder in memory; 2.1.7 and 2.1.30+ the final count."""
-    from engine.count import autocompact_tokens
+    from engine.claude_code.count import autocompact_tokens
     from engine.profiles import profile_for
-    from engine.simulate import memory_records
+    from engine.replay.recorded import memory_records
 
     rec = _reply("a", 150_000, out=3)
     rec["message"]["content"] = [{"type": "text", "text": "y" * 8000}]  # 2000 at chars/4
@@ -209,7 +209,7 @@ def test_a_boundary_whose_parent_is_not_in_the_file_says_the_count_lacks_it():
     """logicalParentUuid names the last message cli.js compacted; not in the file = a message
     it did not write (an attachment), counted from 2.1.33 on, not before."""
     from engine.profiles import profile_for
-    from engine.simulate import simulate_recorded
+    from engine.replay.recorded import simulate_recorded
 
     user = {"type": "user", "uuid": "u1", "message": {"content": "hi"}}
     reply = {**_reply("a", 168_000), "uuid": "a1"}
@@ -227,7 +227,7 @@ def test_counterfactual_replay_keeps_the_message_start_output_on_2_1_8_to_2_1_29
     """The unpatched replay counts like the recorded one in every era: 2.1.8-2.1.29 keep the
     placeholder in memory (Profile.usage_final_in_memory), the others the final count."""
     from engine.profiles import profile_for
-    from engine.simulate import simulate
+    from engine.replay.session import simulate
 
     first = _reply("a", 150_000, out=3)
     first["message"]["content"] = [{"type": "text", "text": "y" * 8000}]  # 2000 at chars/4
@@ -245,7 +245,7 @@ def test_counterfactual_replay_keeps_the_message_start_output_on_2_1_8_to_2_1_29
 def test_queued_prompt_evidence():
     """Which queued prompt was attached before a boundary: a non-string one (no content in its
     enqueue), one whose enqueue is missing, or none (a string prompt, or nothing queued)."""
-    from engine.simulate import queued_prompt_evidence
+    from engine.replay.recorded import queued_prompt_evidence
 
     usage = {"type": "assistant", "message": {"usage": {"input_tokens": 1}}}
 

@@ -167,7 +167,7 @@ CASES: dict[tuple[str, int], Setup] = {
     ],
     ("thresholds", 3): None,  # thresholds reads no input: nothing to refuse
     ("thresholds", 5): lambda t, mp: [
-        mp.setattr("engine.thresholds.compute_thresholds", boom),
+        mp.setattr("engine.claude_code.thresholds.compute_thresholds", boom),
         "thresholds",
     ][1:],
     ("report", 0): lambda t, mp: [
@@ -186,7 +186,7 @@ CASES: dict[tuple[str, int], Setup] = {
         str(t / "projects"),
     ][2:],
     ("simulate", 5): lambda t, mp: [
-        mp.setattr("engine.simulate.simulate", boom),
+        mp.setattr("engine.replay.session.simulate", boom),
         "simulate",
         str(ROOT / "examples" / "spotter-session.jsonl"),
     ][1:],

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from ctxpatch.cli.app import app
 from ctxpatch.errors import NotABundle, NotFound
 from patcher.native import inspect as native
+from patcher.native import package
 from patcher.native.app import Source
 from patcher.native.levels import extract
 
@@ -105,21 +106,21 @@ def test_find_binary_in_package_layouts(tmp_path: Path) -> None:
     (wrapper / "bin").mkdir()
     (wrapper / "bin" / "claude.exe").write_bytes(b"placeholder\n")
     with pytest.raises(NotFound, match="no native binary installed"):
-        native.find_binary(wrapper)
+        package.find_binary(wrapper)
     other = _pkg(scope / "claude-code-zz-other", "@anthropic-ai/claude-code-zz-other", big)
-    assert native.find_binary(wrapper) == other / "claude"  # any platform package beside it
-    mine = _pkg(scope / f"claude-code-{native.platform_tag()}", "@anthropic-ai/claude-code-x", big)
-    assert native.find_binary(wrapper) == mine / "claude"  # this machine's platform first
-    assert native.find_binary(mine) == mine / "claude"
+    assert package.find_binary(wrapper) == other / "claude"  # any platform package beside it
+    mine = _pkg(scope / f"claude-code-{package.platform_tag()}", "@anthropic-ai/claude-code-x", big)
+    assert package.find_binary(wrapper) == mine / "claude"  # this machine's platform first
+    assert package.find_binary(mine) == mine / "claude"
     sdk = _pkg(scope / "claude-agent-sdk", "@anthropic-ai/claude-agent-sdk")
     nested = _pkg(
         sdk / "node_modules" / "@anthropic-ai" / "claude-agent-sdk-linux-arm64",
         "@anthropic-ai/claude-agent-sdk-linux-arm64",
         big,
     )
-    assert native.find_binary(sdk) == nested / "claude"
+    assert package.find_binary(sdk) == nested / "claude"
     with pytest.raises(NotABundle):
-        native.find_binary(tmp_path)
+        package.find_binary(tmp_path)
 
 
 def test_inspect_a_package_folder_and_a_binary(tmp_path: Path) -> None:
@@ -232,7 +233,7 @@ def test_installed_version_reads_a_local_native_install(tmp_path: Path) -> None:
     scope = tmp_path / "proj" / "node_modules" / "@anthropic-ai"
     _pkg(scope / "claude-code", "@anthropic-ai/claude-code")
     _pkg(
-        scope / f"claude-code-{native.platform_tag()}",
+        scope / f"claude-code-{package.platform_tag()}",
         "@anthropic-ai/claude-code-x",
         split_binary("2.1.290") + b"\0" * (70 << 10),
     )

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from ctxpatch.cli.app import app
 from ctxpatch.errors import ExitCode
 from patcher.discover import KINDS, kind_of, native_installs, native_of, targets
-from patcher.native.inspect import platform_tag
+from patcher.native.package import platform_tag
 
 runner = CliRunner()
 IDLE_CHUNK = (  # our own code, shaped like 2.1.330's idle clearing (tests/patcher/test_native_levers)

@@ -21,7 +21,7 @@ it cannot avoid:
 
 from __future__ import annotations
 
-from engine.simulate import Request, Simulation
+from engine.replay.model import Request, Simulation
 
 _COMPACTIONS = ("auto_compact", "manual_compact")
 

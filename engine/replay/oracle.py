@@ -4,7 +4,7 @@ Knowing the whole session, the oracle chooses before every request how many of t
 uses the ``clear_tool_uses_20250919`` edit clears (the *boundary* ``b``: the request's edit
 keeps ``n - b`` of its ``n`` tool uses, never fewer than the round in progress), and whether the
 text prune runs, so as to minimise the session's cost at prompt-cache prices
-(``engine.prompt_cache``) without an auto-compaction wherever clearing can avoid one. The
+(``engine.api.prompt_cache``) without an auto-compaction wherever clearing can avoid one. The
 formulation, its assumptions and why the dynamic programme is exact are in
 ``docs/oracle.md``; in short:
 
@@ -12,7 +12,7 @@ formulation, its assumptions and why the dynamic programme is exact are in
 * A *probe* replay clears as much as the mechanism can at every request, so it compacts only
   where no schedule avoids it; it records each request's messages and their costs. Clearing a
   tool use frees a fixed amount of each request's prompt (its result's and input's share of
-  their records' calibrated costs, as ``engine.server_clearing`` prices an edited record), so
+  their records' calibrated costs, as ``engine.api.server_clearing`` prices an edited record), so
   ``F_r(b)``, the tokens boundary ``b`` frees from request ``r``, is a prefix sum.
 * Request ``r`` at boundary ``b`` costs, if the boundary stayed where it was,
   ``0.1 × read + 1.25 × (prompt - read)`` with ``read`` the previous prompt (as the probe's cache
@@ -36,17 +36,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.calibration import Calibration, calibrate
-from engine.compact import Summarizer
-from engine.context_clear import trailing_results
-from engine.context_editing import CLEARED_INPUT, PLACEHOLDER, blocks_of, is_block, tool_uses
-from engine.context_management import ClearToolUses
+from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER, blocks_of, is_block, tool_uses
+from engine.api.context_management import ClearToolUses
+from engine.api.prompt_cache import LOOKBACK_BLOCKS, READ_PRICE, WRITE_PRICE
+from engine.claude_code.compact import Summarizer
 from engine.identity_memo import by_identity
 from engine.profiles import Profile
-from engine.prompt_cache import LOOKBACK_BLOCKS, READ_PRICE, WRITE_PRICE
-from engine.simulate import Simulation
+from engine.replay.calibration import Calibration, calibrate
+from engine.replay.model import Simulation
 from engine.tokens import block_tokens
 from engine.transcript import Transcript
+from engine.twins.context_clear import trailing_results
 
 # the edit the oracle fits: always on (its plan decides), inputs cleared with the results
 ORACLE_ENV = {
@@ -71,7 +71,7 @@ class Observed:
 
 @dataclass
 class Probe:
-    """A :data:`~engine.server_clearing.ClearPolicy` that clears all it may and records."""
+    """A :data:`~engine.api.server_clearing.ClearPolicy` that clears all it may and records."""
 
     seen: list[Observed] = field(default_factory=list)
 
@@ -294,7 +294,7 @@ def plan(
 
 
 class Follow:
-    """A :data:`~engine.server_clearing.ClearPolicy` that sends a plan's boundaries in order."""
+    """A :data:`~engine.api.server_clearing.ClearPolicy` that sends a plan's boundaries in order."""
 
     def __init__(self, boundaries: Sequence[int]) -> None:
         self.boundaries = list(boundaries)
@@ -328,7 +328,7 @@ def simulate_oracle(
 
     ``clear_env`` may name ``CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS`` / ``CLAUDE_CTX_CLEAR_TOOL_INPUTS``
     (what the edit may clear); the trigger, keep and step are the plan's."""
-    from engine.replay import simulate_counterfactual
+    from engine.replay.counterfactual import simulate_counterfactual
 
     cal = calibration or calibrate(tr, profile)
     cenv = {**ORACLE_ENV}

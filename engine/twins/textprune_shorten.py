@@ -1,7 +1,7 @@
 """How the injected text prune shortens an older message: its texts cut to their first line.
 
 Part of the Python twin of ``_aggressiveTextPrune`` (the rules, "Pruning", are in
-:mod:`engine.textprune`'s docstring).
+:mod:`engine.twins.textprune`'s docstring).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.identity_memo import by_identity_and
 from engine.javascript import utf16_len, utf16_units
-from engine.textprune_turns import conversation_message
+from engine.twins.textprune_turns import conversation_message
 
 __all__ = ["MARKER", "pruned_text", "shortened_message", "shortens"]
 
@@ -78,7 +78,7 @@ def shortened_message(msg: object, max_chars: int) -> tuple[Any, int]:
     return {**msg, "message": {**message, "content": copied}}, count
 
 
-# Per (message object, max_chars), like engine.textprune_turns.message_facts.
+# Per (message object, max_chars), like engine.twins.textprune_turns.message_facts.
 @by_identity_and
 def shortens(msg: object, max_chars: int) -> bool:
     """Whether :func:`shortened_message` would shorten ``msg``."""

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engine.context_editing import blocks_of, is_block, tool_uses
-from engine.context_management import ClearToolUses
+from engine.api.context_editing import blocks_of, is_block, tool_uses
+from engine.api.context_management import ClearToolUses
 from engine.javascript import js_json_stringify, utf16_len
 
 ENV_TRIGGER = "CLAUDE_CTX_CLEAR_TRIGGER"
@@ -23,7 +23,7 @@ ENV_EXCLUDE = "CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS"
 ENV_INPUTS = "CLAUDE_CTX_CLEAR_TOOL_INPUTS"
 ENV_DISABLE = "CLAUDE_CTX_CLEAR_DISABLE"
 ENV_STEP = "CLAUDE_CTX_CLEAR_STEP"
-# the online policy's (engine.policy)
+# the online policy's (engine.twins.policy)
 ENV_POLICY = "CLAUDE_CTX_CLEAR_POLICY"
 ENV_CEILING = "CLAUDE_CTX_CLEAR_CEILING"
 ENV_PATIENCE = "CLAUDE_CTX_CLEAR_PATIENCE"

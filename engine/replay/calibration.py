@@ -6,15 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.javascript import js_json_stringify
-from engine.previous_thinking import (
+from engine.api.previous_thinking import (
     main_model,
     starts_turn,
     strips_previous_thinking,
     thinking_share,
 )
+from engine.javascript import js_json_stringify
 from engine.profiles import Profile
-from engine.simulate import LINE_KEY, memory_records
+from engine.replay.recorded import LINE_KEY, memory_records
 from engine.tokens import count_text, raw_message_tokens
 from engine.transcript import Transcript, is_compact_boundary
 
@@ -55,7 +55,7 @@ class Calibration:
     # first compaction, measured as the first prompt's excess over the post-compaction one
     carried: int = 0
     # the recorded prompts leave out the thinking of turns before the last human prompt (the
-    # session's main model's rule, engine.previous_thinking); each thinking record's cost is
+    # session's main model's rule, engine.api.previous_thinking); each thinking record's cost is
     # the tokens it added while it counted
     strips_thinking: bool = False
     resumes: tuple[Resume, ...] = ()
@@ -93,7 +93,7 @@ def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
     (``memory_records``); the fit reads the recorded prompts, which no version rule changes.
 
     What the prompt leaves out is fitted too, each from its cause: on models that keep only
-    the thinking of the turn in progress (``engine.previous_thinking``) a new human prompt
+    the thinking of the turn in progress (``engine.api.previous_thinking``) a new human prompt
     removes the earlier turns' thinking (the increase is the new messages minus it); a resumed
     process (``Resume``) loses what the ended one held unwritten; a file that starts in the
     middle of a conversation carries history whose tokens sit in its first prompt

@@ -2,24 +2,24 @@
 
 Scenarios (``SCENARIOS``)
     ``unpatched``: Claude Code as it is, under ``env``.
-    ``text_prune``: plus the text prune (``engine.textprune``) after micro-compaction.
+    ``text_prune``: plus the text prune (``engine.twins.textprune``) after micro-compaction.
     ``server_clearing``: plus server-side tool-result clearing (``clear_tool_uses_20250919``,
-    ``engine.server_clearing``) at the ``CLAUDE_CTX_CLEAR_*`` knobs (``clear_env``).
+    ``engine.api.server_clearing``) at the ``CLAUDE_CTX_CLEAR_*`` knobs (``clear_env``).
     ``patched``: everything ``ctxpatch apply`` installs: the text prune, then the clearing.
 
 Prompt sizes come from per-message costs calibrated on the recorded usage
-(``engine.calibration``), so an unpatched replay with the recorded settings reproduces the
+(``engine.replay.calibration``), so an unpatched replay with the recorded settings reproduces the
 recorded numbers. What a prompt leaves out is replayed from its cause: the thinking of turns
 before the last human prompt on models that keep only the turn in progress's
-(``engine.previous_thinking``), what a resumed process did not reload
+(``engine.api.previous_thinking``), what a resumed process did not reload
 (``calibration.Resume``), history the file does not hold until the first compaction
 (``Calibration.carried``); where the session compacted, the file's own boundary and summary
 (their fitted costs hold what came back with them); a ``/compact`` the user typed, where it was
 typed. Each request's usage, which Claude Code's next auto-compact count follows, is
 the prompt as the server counts it: after its clearing, so clearing delays or avoids compaction
 while Claude Code keeps (and sends) its full history (2.1.284+ adds the cleared tokens back only
-for an edit it built itself, never for ctxpatch's: ``engine.count``). Each request is priced like the prompt
-cache (``engine.prompt_cache``).
+for an edit it built itself, never for ctxpatch's: ``engine.claude_code.count``). Each request is priced like the prompt
+cache (``engine.api.prompt_cache``).
 """
 
 from __future__ import annotations
@@ -29,35 +29,33 @@ import operator
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from engine.calibration import Calibration, calibrate, full_estimate
-from engine.clearing_incremental import IncrementalClearing
-from engine.compact import Summarizer, full_compact, offline_summary
-from engine.context_clear import knobs_from_env, step_from_env
-from engine.context_management import to_json
-from engine.count import autocompact_tokens, last_usage_tokens
+from engine.replay.calibration import Calibration, calibrate, full_estimate
+from engine.replay.clearing_incremental import IncrementalClearing
+from engine.claude_code.compact import Summarizer, full_compact, offline_summary
+from engine.twins.context_clear import knobs_from_env, step_from_env
+from engine.api.context_management import to_json
+from engine.claude_code.count import autocompact_tokens, last_usage_tokens
 from engine.identity_memo import by_identity
-from engine.microcompact import microcompact
-from engine.policy import clear_policy_from_env, policy_from_env
-from engine.previous_thinking import (
+from engine.claude_code.microcompact import microcompact
+from engine.twins.policy import clear_policy_from_env, policy_from_env
+from engine.api.previous_thinking import (
     main_model,
     starts_turn,
     strips_previous_thinking,
     thinking_share,
 )
 from engine.profiles import Profile, parse_version
-from engine.prompt_cache import PromptCache, block_count
-from engine.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
-from engine.simulate import (
+from engine.api.prompt_cache import PromptCache, block_count
+from engine.api.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
+from engine.replay.model import Event, Request, Simulation
+from engine.replay.recorded import (
     LINE_KEY,
-    Event,
-    Request,
-    Simulation,
     _mc_event,
     memory_output,
     memory_records,
     simulate_recorded,
 )
-from engine.thresholds import compute_thresholds
+from engine.claude_code.thresholds import compute_thresholds
 from engine.transcript import Transcript, is_compact_boundary
 
 SCENARIOS = ("unpatched", "text_prune", "server_clearing", "patched")
@@ -67,10 +65,10 @@ CLEAR_SCENARIOS = frozenset({"server_clearing", "patched"})
 
 def _load_textprune():
     try:
-        return importlib.import_module("engine.textprune")
+        return importlib.import_module("engine.twins.textprune")
     except ImportError as e:  # pragma: no cover - the twin ships with the engine
         raise RuntimeError(
-            "engine.textprune is missing: the text_prune and patched scenarios need it"
+            "engine.twins.textprune is missing: the text_prune and patched scenarios need it"
         ) from e
 
 
@@ -141,7 +139,7 @@ def simulate_counterfactual(
     th = compute_thresholds(profile, model, env)
     cal = calibration or calibrate(tr, profile)
     # the API leaves out the thinking of turns before the last human prompt on some models
-    # (engine.previous_thinking): ``model`` when asked for, else the session's main model; the
+    # (engine.api.previous_thinking): ``model`` when asked for, else the session's main model; the
     # session's own version when the profile holds it
     strip = strips_previous_thinking(
         asked_model or main_model(r.model for r in tr.replies), _version_in(profile, tr.version)
@@ -159,10 +157,10 @@ def simulate_counterfactual(
     clear_edit = knobs_from_env(cenv) if scenario in CLEAR_SCENARIOS else None
     clear_step = step_from_env(cenv)
     if clear_policy is None and clear_edit is not None:
-        # the online policy of the injected JavaScript (engine.policy; CLAUDE_CTX_CLEAR_POLICY)
+        # the online policy of the injected JavaScript (engine.twins.policy; CLAUDE_CTX_CLEAR_POLICY)
         clear_policy = clear_policy_from_env(cenv, cal.overhead)
     estimate = BlockEstimates()
-    # the fixed STEP rule replays incrementally (engine.clearing_incremental); an online policy
+    # the fixed STEP rule replays incrementally (engine.replay.clearing_incremental); an online policy
     # fits the edit to every request's messages: clear_on_server, the specification
     clearing = (
         IncrementalClearing(clear_edit, estimate, clear_step)

@@ -1,8 +1,8 @@
 """The rough token estimate the injected text prune computes: Claude Code 2.x's, x4/3.
 
 Part of the Python twin of ``_aggressiveTextPrune`` (the rules, "Token estimate", are in
-:mod:`engine.textprune`'s docstring); the prune skips a list whose estimate is below
-``CLAUDE_TEXT_PRUNE_THRESHOLD``, and :mod:`engine.thinking_check` counts with it too.
+:mod:`engine.twins.textprune`'s docstring); the prune skips a list whose estimate is below
+``CLAUDE_TEXT_PRUNE_THRESHOLD``, and :mod:`engine.api.thinking_check` counts with it too.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 Claude Code keeps its full history; with the patch each request carries a
 ``clear_tool_uses_20250919`` edit and the server applies it to its own copy
-(:func:`engine.context_editing.apply_edits`) before counting. The usage it reports, which
+(:func:`engine.api.context_editing.apply_edits`) before counting. The usage it reports, which
 Claude Code's auto-compact count follows, is that of the edited prompt.
 
 The edit is the one the injected JavaScript sends with these messages
-(:func:`engine.context_clear.edit_for_request`: ``keep`` covers at least the round in
+(:func:`engine.twins.context_clear.edit_for_request`: ``keep`` covers at least the round in
 progress). Here the messages are Claude Code records, each with a calibrated token cost. The server's
 counter is ``overhead + Σ cost``; a record the edit changed costs its calibrated cost scaled by
 the chars/4 estimate of its blocks after / before the edit (the same rule the replay uses for
@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.context_clear import edit_for_request
-from engine.context_editing import apply_edits
-from engine.context_management import ClearToolUses
+from engine.api.context_editing import apply_edits
+from engine.api.context_management import ClearToolUses
 from engine.identity_memo import by_identity, by_identity_and
 from engine.tokens import block_tokens
+from engine.twins.context_clear import edit_for_request
 
 _IDX = "__record"
 

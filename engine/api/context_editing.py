@@ -1,10 +1,10 @@
 """A pure twin of what the API's server-side context editing does to the prompt.
 
-The edits of a request's ``context_management`` field (:mod:`engine.context_management`: the
+The edits of a request's ``context_management`` field (:mod:`engine.api.context_management`: the
 types, their validation and JSON form) are applied by :func:`apply_edits` to the server's copy
 of the prompt (the client's history is never touched):
 
-``clear_tool_uses_20250919`` (:class:`~engine.context_management.ClearToolUses`)
+``clear_tool_uses_20250919`` (:class:`~engine.api.context_management.ClearToolUses`)
     * Runs only when the trigger is reached: ``input_tokens`` -> ``count(messages) >= value``;
       ``tool_uses`` -> the number of ``tool_use`` blocks in the messages ``>= value``.
     * The most recent ``keep`` tool uses are kept (``keep`` counts every tool use, excluded
@@ -20,7 +20,7 @@ of the prompt (the client's history is never touched):
     * A tool use whose result is already the placeholder (and, where inputs are cleared, whose
       input is already empty) is not cleared again: applying the edits to their own output
       changes nothing.
-``clear_thinking_20251015`` (:class:`~engine.context_management.ClearThinking`)
+``clear_thinking_20251015`` (:class:`~engine.api.context_management.ClearThinking`)
     * ``keep`` = the number of most recent *thinking turns* whose ``thinking`` /
       ``redacted_thinking`` blocks stay, or ``"all"``. A turn is everything the assistant says
       between two human messages (a user message with any block other than ``tool_result``),
@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.context_management import (
+from engine.api.context_management import (
     CLEAR_THINKING,
     CLEAR_TOOL_USES,
     ClearThinking,

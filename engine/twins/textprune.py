@@ -1,9 +1,9 @@
 """Pure-Python twin of the injected ``_aggressiveTextPrune`` (``patcher/snippets/text_prune.js``).
 
 This module holds the whole rule (below), the settings and the entry points (:func:`prune`,
-:func:`prune_detailed`); the parts live in :mod:`engine.textprune_estimate` (the token
-estimate), :mod:`engine.textprune_turns` (turns, cutoff, rounds), :mod:`engine.textprune_shorten`
-(the shortened texts) and :mod:`engine.textprune_thinking` (the thinking-safe rule's plan).
+:func:`prune_detailed`); the parts live in :mod:`engine.twins.textprune_estimate` (the token
+estimate), :mod:`engine.twins.textprune_turns` (turns, cutoff, rounds), :mod:`engine.twins.textprune_shorten`
+(the shortened texts) and :mod:`engine.twins.textprune_thinking` (the thinking-safe rule's plan).
 
 The JavaScript snippet runs inside Claude Code on every API request; this module computes
 exactly the same result so the pruning can be simulated offline. ``tests/differential`` runs
@@ -42,7 +42,7 @@ Turns and cutoff
     STEP``; when ``P' <= 0`` nothing is pruned, else ``cutoff = starts[P']``. Messages before
     ``cutoff`` are *older*; nothing at or after ``cutoff`` is ever touched.
 
-Token estimate (:func:`engine.textprune_estimate.estimate_tokens`, Claude Code 2.x's rough count)
+Token estimate (:func:`engine.twins.textprune_estimate.estimate_tokens`, Claude Code 2.x's rough count)
     Sum over user/assistant messages with an object ``message``: string content ``round(len
     / 4)``; list content per block: ``text`` ``round(len(text) / 4)``; ``thinking``
     ``round(len(thinking) / 4)``; ``image``/``document`` 2000; ``tool_result`` its content
@@ -69,7 +69,7 @@ Thinking blocks (the thinking-safe rule)
     Used when some ``type == "assistant"`` message with an object ``message`` has a list
     ``content`` holding a ``thinking`` or ``redacted_thinking`` block, and THINKING is not
     ``"ignore"``. The API binds each such block to everything before it when it was produced
-    (``engine/thinking_check.py`` models the check). For a prefix ``messages[0:k]``, its *edit end*
+    (``engine/api/thinking_check.py`` models the check). For a prefix ``messages[0:k]``, its *edit end*
     is what the rule above would do to that prefix as a whole list: 0 when disabled by the gates
     (turns of the prefix, STEP, nothing to shorten before its cutoff, its estimate below
     THRESHOLD), else 1 + the index of the last message before its cutoff that pruning shortens.
@@ -104,10 +104,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.textprune_estimate import estimate_tokens
-from engine.textprune_shorten import shortened_message, shortens
-from engine.textprune_thinking import plan_thinking
-from engine.textprune_turns import THINKING_TYPES, find_cutoff, message_facts, turn_starts, type_of
+from engine.twins.textprune_estimate import estimate_tokens
+from engine.twins.textprune_shorten import shortened_message, shortens
+from engine.twins.textprune_thinking import plan_thinking
+from engine.twins.textprune_turns import (
+    THINKING_TYPES,
+    find_cutoff,
+    message_facts,
+    turn_starts,
+    type_of,
+)
 
 __all__ = ["PruneOutcome", "PruneSettings", "prune", "prune_detailed"]
 
@@ -207,7 +213,7 @@ def prune(messages: list[Any], env: Mapping[str, str] | None = None) -> list[Any
     """Exactly what ``_aggressiveTextPrune(messages)`` returns under ``env`` (default ``os.environ``).
 
     Older texts longer than ``MAX_CHARS`` become their cut first line plus the marker only when
-    that is shorter than the text (:func:`engine.textprune_shorten.pruned_text`): nothing is made
+    that is shorter than the text (:func:`engine.twins.textprune_shorten.pruned_text`): nothing is made
     longer.
     The input is never mutated; the same list object comes back when nothing changed.
     """
@@ -256,7 +262,7 @@ def _prune_thinking(
     messages: list[Any], settings: PruneSettings, starts: list[int]
 ) -> PruneOutcome:
     """The thinking-safe rule (module docstring, "Thinking blocks"): the plan of
-    :func:`engine.textprune_thinking.plan_thinking`, applied."""
+    :func:`engine.twins.textprune_thinking.plan_thinking`, applied."""
     plan = plan_thinking(
         messages,
         starts,

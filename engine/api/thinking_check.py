@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.textprune_estimate import estimate_tokens
+from engine.twins.textprune_estimate import estimate_tokens
 
 THINKING_TYPES = ("thinking", "redacted_thinking")
 CACHE_READ, CACHE_WRITE = 0.1, 1.25

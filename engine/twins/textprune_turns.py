@@ -1,7 +1,7 @@
 """Turns and rounds of a message list as the injected text prune sees them.
 
 Part of the Python twin of ``_aggressiveTextPrune`` (the rules, "Turns and cutoff" and
-"Thinking blocks", are in :mod:`engine.textprune`'s docstring): which messages start a turn,
+"Thinking blocks", are in :mod:`engine.twins.textprune`'s docstring): which messages start a turn,
 where the cutoff falls, which messages hold thinking blocks or carry tool results.
 """
 
@@ -45,7 +45,7 @@ def conversation_message(msg: object) -> tuple[dict[str, Any], dict[str, Any]] |
 
 
 def is_turn_start(msg: object) -> bool:
-    """Whether ``msg`` is a user message a person typed (see :mod:`engine.textprune`)."""
+    """Whether ``msg`` is a user message a person typed (see :mod:`engine.twins.textprune`)."""
     found = conversation_message(msg)
     if found is None or found[0]["type"] != "user":
         return False

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.count import last_usage_tokens
+from engine.claude_code.count import last_usage_tokens
+from engine.claude_code.thresholds import Thresholds
 from engine.profiles import CLEARED_TEXT, Profile
-from engine.thresholds import Thresholds
 from engine.tokens import tool_result_tokens
 
 PERSISTED_OPEN = "<persisted-output>"

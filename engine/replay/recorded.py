@@ -2,164 +2,35 @@
 
 Scenarios
     ``recorded``: follows the session as it happened. Before every API request (the first line
-    of each reply ``message.id``) it forms the count ``cli.js`` forms (``engine.count``: last
+    of each reply ``message.id``) it forms the count ``cli.js`` forms (``engine.claude_code.count``: last
     usage + newer-messages estimate in 2.1.2+), compares it with the thresholds, and says which
     mechanism fires. Each ``compact_boundary`` line is checked: an ``auto`` one must be predicted
     there (the check that fired ran on the messages before it), a ``manual`` one is reported as
     manual. Micro-compaction is reported as predicted by the local logic and as ``observed`` only
     when the recorded usage drops accordingly (2.1.30-2.1.68 have a remote kill switch).
     ``unpatched`` / ``text_prune`` / ``server_clearing`` / ``patched``: counterfactual replays
-    of the same conversation under given knobs (``engine.replay``).
-    ``oracle``: the cheapest clearing schedule in hindsight (``engine.oracle``).
+    of the same conversation under given knobs (``engine.replay.counterfactual``).
+    ``oracle``: the cheapest clearing schedule in hindsight (``engine.replay.oracle``).
 
-Every request carries its cache read / write and cost (``engine.prompt_cache``: recorded from
+Every request carries its cache read / write and cost (``engine.api.prompt_cache``: recorded from
 the usage, replayed from the earlier cache entries the prompt still starts with).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from engine.count import autocompact_tokens, last_usage_index, last_usage_tokens
-from engine.microcompact import microcompact
+from engine.claude_code.count import autocompact_tokens, last_usage_index, last_usage_tokens
+from engine.claude_code.microcompact import microcompact
+from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile
-from engine.prompt_cache import price
-from engine.thresholds import Thresholds, compute_thresholds
+from engine.replay.model import Event, Request, Simulation
 from engine.transcript import Reply, Transcript, is_compact_boundary, is_sidechain
 
-Scenario = Literal["recorded", "unpatched", "text_prune", "server_clearing", "patched", "oracle"]
 IN_MEMORY_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 LINE_KEY = "__line"
-# Session-memory compaction (engine.session_memory) is not replayed: it needs the session-memory
-# summary, which a transcript does not hold, and it is off unless remote flags (off offline) or
-# ENABLE_CLAUDE_CODE_SM_COMPACT turn it on. The README lists these kinds.
-EVENT_KINDS = (
-    "micro_compact",
-    "text_prune",
-    "server_clear",
-    "auto_compact",
-    "blocking",
-    "manual_compact",
-)
 CACHE_BREAK_RATIO = 0.98  # recorded: cache read below 98% of the previous prompt
-
-
-@dataclass(frozen=True)
-class Event:
-    kind: str
-    line: int
-    tokens: int
-    threshold: int | None = None
-    saved_tokens: int | None = None
-    recorded: bool | None = None
-    predicted: bool | None = None
-    pre_tokens: int | None = None
-    note: str = ""
-
-    def as_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
-
-
-@dataclass(frozen=True)
-class Request:
-    index: int
-    line: int
-    tokens: int  # the count cli.js compares with the thresholds before this request
-    prompt_tokens: int  # what was (or would be) sent: input + cache creation + cache read
-    output_tokens: int
-    output_estimated: bool
-    cache_break: bool
-    events: tuple[str, ...]
-    cache_read: int = 0  # prompt tokens read from the cache
-    cache_write: int = 0  # prompt tokens written to the cache (the rest is uncached input)
-    server_cleared: int = 0  # tokens the server's context editing cleared from this prompt
-
-    @property
-    def cost(self) -> float:
-        """``engine.prompt_cache.price`` of this prompt, in base input-token units."""
-        uncached = self.prompt_tokens - self.cache_read - self.cache_write
-        return price(uncached, self.cache_write, self.cache_read)
-
-    def as_dict(self, thresholds: Mapping[str, Any]) -> dict:
-        d = asdict(self)
-        d["events"] = list(self.events)
-        d["cost"] = round(self.cost)
-        d["thresholds"] = dict(thresholds)
-        return d
-
-
-@dataclass(frozen=True)
-class Simulation:
-    profile: Profile
-    scenario: str
-    model: str
-    thresholds: Thresholds
-    requests: tuple[Request, ...]
-    events: tuple[Event, ...]
-    knobs: dict = field(default_factory=dict)
-
-    def threshold_dict(self) -> dict:
-        t = self.thresholds
-        return {
-            "auto_compact": t.auto_compact if t.auto_compact_enabled else None,
-            "warning": t.warning,
-            "error": t.error,
-            "blocking": t.blocking,
-        }
-
-    @property
-    def summary(self) -> dict:
-        ev = self.events
-        auto = [e for e in ev if e.kind == "auto_compact" and e.predicted]
-        rec_auto = [e for e in ev if e.kind == "auto_compact" and e.recorded]
-        return {
-            "requests": len(self.requests),
-            "auto_compactions": len(auto),
-            "recorded_auto_compactions": len(rec_auto),
-            "matched_auto_compactions": sum(
-                1 for e in ev if e.kind == "auto_compact" and e.predicted and e.recorded
-            ),
-            "manual_compactions": sum(1 for e in ev if e.kind == "manual_compact"),
-            "micro_compactions": sum(
-                1 for e in ev if e.kind == "micro_compact" and e.recorded is not False
-            ),
-            # predicted by the local logic but absent from the recorded usage (switched off)
-            "micro_compactions_not_observed": sum(
-                1 for e in ev if e.kind == "micro_compact" and e.recorded is False
-            ),
-            "text_prunes": sum(1 for e in ev if e.kind == "text_prune"),
-            "server_clears": sum(1 for e in ev if e.kind == "server_clear"),
-            "blocking": sum(1 for e in ev if e.kind == "blocking"),
-            "tokens_sent": sum(r.prompt_tokens for r in self.requests),
-            "max_prompt_tokens": max((r.prompt_tokens for r in self.requests), default=0),
-            "max_unedited_prompt_tokens": max(
-                (r.prompt_tokens + r.server_cleared for r in self.requests), default=0
-            ),
-            "cache_breaks": sum(1 for r in self.requests if r.cache_break),
-            "cache_read_tokens": sum(r.cache_read for r in self.requests),
-            "cost": round(sum(r.cost for r in self.requests)),
-            "outputs_estimated": sum(1 for r in self.requests if r.output_estimated),
-        }
-
-    def as_dict(self) -> dict:
-        th = self.threshold_dict()
-        return {
-            "profile": {
-                "name": self.profile.name,
-                "range": self.profile.range,
-                "verified_in": list(self.profile.verified_in),
-                "notes": list(self.profile.notes),
-            },
-            "scenario": self.scenario,
-            "model": self.model,
-            "knobs": dict(self.knobs),
-            "thresholds": self.thresholds.as_dict(),
-            "requests": [r.as_dict(th) for r in self.requests],
-            "events": [e.as_dict() for e in self.events],
-            "summary": self.summary,
-        }
 
 
 # --- in-memory message list ------------------------------------------------------------------
@@ -397,19 +268,3 @@ def simulate_recorded(
             prev_prompt = reply.prompt_tokens
         context.append(rec)
     return Simulation(profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env})
-
-
-# --- dispatch --------------------------------------------------------------------------------
-
-
-def simulate(tr: Transcript, profile: Profile, scenario: str = "recorded", **kw) -> Simulation:
-    """Dispatch to ``simulate_recorded`` or ``engine.replay.simulate_counterfactual``."""
-    if scenario == "recorded":
-        return simulate_recorded(tr, profile, kw.get("model"), kw.get("env"))
-    if scenario == "oracle":
-        from engine.oracle import simulate_oracle
-
-        return simulate_oracle(tr, profile, **kw)
-    from engine.replay import simulate_counterfactual
-
-    return simulate_counterfactual(tr, profile, scenario, **kw)

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.claude_code.thresholds import env_true
 from engine.profiles import Profile
-from engine.thresholds import env_true
 from engine.tokens import estimate_messages
 
 

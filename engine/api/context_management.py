@@ -1,7 +1,7 @@
 """The request field ``context_management`` (beta ``context-management-2025-06-27``): its edits.
 
 ``{"edits": [...]}`` asks the server to edit its own copy of the prompt before the model sees it
-(what the server does: :mod:`engine.context_editing`). This module holds the two edits as
+(what the server does: :mod:`engine.api.context_editing`). This module holds the two edits as
 types (:class:`ClearToolUses`, :class:`ClearThinking`, the API's defaults), reads a request's
 field as the API validates it (:func:`parse_edits`) and writes an edit back (:func:`to_json`).
 

@@ -2,7 +2,7 @@
 
 The cleared part of the prompt (the oldest tool uses, cleared by ``clear_tool_uses_20250919``)
 moves only when the move pays for the cache it rewrites. ``docs/oracle.md`` derives the rule;
-in short, with the prices of :mod:`engine.prompt_cache`:
+in short, with the prices of :mod:`engine.api.prompt_cache`:
 
 * a move rewrites what stays of the prompt after it, ``K - C`` (``K`` the messages kept now,
   ``C`` what the move clears): ``1.25 × (K - C)`` written instead of ``0.1 × (K - C)`` read, an
@@ -33,11 +33,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engine.context_clear import ENV_CEILING, ENV_PATIENCE, ENV_POLICY, _env_int, trailing_results
-from engine.context_editing import blocks_of, is_block
-from engine.context_management import ClearToolUses
+from engine.api.context_editing import blocks_of, is_block
+from engine.api.context_management import ClearToolUses
 from engine.identity_memo import by_identity
 from engine.javascript import utf16_len
+from engine.twins.context_clear import (
+    ENV_CEILING,
+    ENV_PATIENCE,
+    ENV_POLICY,
+    _env_int,
+    trailing_results,
+)
 
 __all__ = ["ENV_CEILING", "ENV_PATIENCE", "ENV_POLICY", "PaidPolicy", "paid_edit"]
 POLICIES = ("paid", "fixed")
@@ -227,7 +233,7 @@ def paid_edit(
 
 
 class PaidPolicy:
-    """:data:`engine.server_clearing.ClearPolicy` of the ``paid`` policy at given knobs.
+    """:data:`engine.api.server_clearing.ClearPolicy` of the ``paid`` policy at given knobs.
 
     ``fixed``: the replay's system prompt and tools; what its prompts hold beyond them before
     the messages is history the file does not hold (``Calibration.carried``), counted as the

@@ -29,9 +29,9 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.context_editing import CLEARED_INPUT, PLACEHOLDER
-from engine.context_management import ClearToolUses
-from engine.server_clearing import BlockEstimates, ServerView
+from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
+from engine.api.context_management import ClearToolUses
+from engine.api.server_clearing import BlockEstimates, ServerView
 from engine.tokens import block_tokens
 
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ctxpatch.errors import PlotUnavailable  # the one error module (README "Layout")
-from engine.simulate import Simulation
-from engine.thresholds import Thresholds
+from engine.claude_code.thresholds import Thresholds
+from engine.replay.model import Simulation
 
 
 def _n(v) -> str:
@@ -132,7 +132,7 @@ def _cell(sim: Simulation, key: str) -> str:
 
 def render_compare(sims: Sequence[Simulation]) -> str:
     """The summaries side by side, then each scenario against the first (``unpatched``)."""
-    from engine.prompt_cache import FORMULA
+    from engine.api.prompt_cache import FORMULA
 
     base = sims[0]
     keys = list(base.summary)

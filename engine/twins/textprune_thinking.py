@@ -2,10 +2,10 @@
 blocks go.
 
 Part of the Python twin of ``_aggressiveTextPrune`` (the rule, "Thinking blocks", is in
-:mod:`engine.textprune`'s docstring): the API binds each thinking block to everything before it
-when it was produced (:mod:`engine.thinking_check` models the check), so the prefix the prune
+:mod:`engine.twins.textprune`'s docstring): the API binds each thinking block to everything before it
+when it was produced (:mod:`engine.api.thinking_check` models the check), so the prefix the prune
 edits is the one in force at the earliest request that produced thinking, and the thinking of
-every request that saw a shorter edit is left out. This module plans; :mod:`engine.textprune`
+every request that saw a shorter edit is left out. This module plans; :mod:`engine.twins.textprune`
 builds the list.
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.textprune_estimate import TOKEN_FACTOR, message_tokens
-from engine.textprune_shorten import shortens
-from engine.textprune_turns import message_facts
+from engine.twins.textprune_estimate import TOKEN_FACTOR, message_tokens
+from engine.twins.textprune_shorten import shortens
+from engine.twins.textprune_turns import message_facts
 
 __all__ = ["ThinkingPlan", "plan_thinking"]
 
