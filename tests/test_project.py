@@ -48,15 +48,21 @@ def top_level_packages() -> list[str]:
 
 def test_every_package_is_shipped_and_type_checked() -> None:
     """The floor plan (README "Layout"): the product shell ``ctxpatch`` and the halves beside it.
-    Each top-level package is in the wheel and under mypy; none is left out of either."""
+    Each top-level package is in the wheel, under mypy and in the import contract (its layers,
+    which lint-imports checks in .ci/run); none is left out of any."""
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packages = top_level_packages()
     assert {"ctxpatch", "patcher", "engine", "gateway", "lab"} <= set(packages), packages
     include = meta["tool"]["setuptools"]["packages"]["find"]["include"]
     checked = meta["tool"]["mypy"]["files"]
+    contract = meta["tool"]["importlinter"]
+    layered = " ".join(
+        " ".join(c["layers"]) for c in contract["contracts"] if c["type"] == "layers"
+    )
     for name in packages:
         assert name in include and f"{name}.*" in include, (name, include)
         assert name in checked, (name, checked)
+        assert name in contract["root_packages"] and name in layered, (name, contract)
     assert meta["project"]["scripts"] == {"ctxpatch": "ctxpatch.cli:main"}
     assert (ROOT / "ctxpatch" / "cli" / "__init__.py").is_file()
     assert (ROOT / "ctxpatch" / "errors.py").is_file()
