@@ -1,6 +1,6 @@
 """Sweep the server-side clearing knobs over every shared session with a real auto-compaction.
 
-For each knob set, every session is replayed as ``server_clearing`` (engine.replay) and compared
+For each knob set, every session is replayed as ``server_clearing`` (engine.replay.counterfactual) and compared
 with its ``unpatched`` replay. Printed per knob set, summed over the sessions: compactions left
 (against the real ones), tokens sent and cost (prompt-cache prices, engine.api.prompt_cache) relative
 to unpatched, cache breaks, the largest edited and unedited prompt, and how many sessions got

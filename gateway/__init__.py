@@ -14,6 +14,7 @@ sends; messages are never touched). Modules:
 * :mod:`gateway.run`: ``ctxpatch run -- claude ...`` (a gateway for the lifetime of one command);
 * :mod:`gateway.fallback`: ``run --fallback`` (the command without the gateway when it cannot
   start: one warning line, then the plain command);
+* :mod:`gateway.launch`: ``ctxpatch run``'s entry, importing the gateway inside that fallback;
 * :mod:`gateway.shell_init`: ``ctxpatch shell-init bash|zsh|fish`` (``claude`` through ``run
   --fallback`` in every interactive shell) and where its line is in the user's rc files.
 """

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 PREFIX = "ctxpatch: "
 
@@ -35,23 +34,3 @@ def run_without_gateway(argv: Sequence[str], env: Mapping[str, str], exc: BaseEx
     sys.stdout.flush()
     os.execvpe(argv[0], list(argv), dict(env))
     raise AssertionError("unreachable: execvpe returns only by raising")  # pragma: no cover
-
-
-def launch(
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    upstream: str | None = None,
-    log_file: Path | None = None,
-    fallback: bool = False,
-) -> int:
-    """``ctxpatch run``'s body: the gateway's imports and settings inside the fallback too."""
-    try:
-        from gateway.run import run_command
-        from gateway.server import validate_upstream
-
-        target = validate_upstream(upstream) if upstream else None
-    except Exception as exc:  # the gateway's own imports or settings: it cannot start
-        if not (fallback and argv):
-            raise
-        return run_without_gateway(argv, env, exc)
-    return run_command(argv, env, upstream=target, log_file=log_file, fallback=fallback)

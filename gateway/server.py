@@ -53,8 +53,8 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from ctxpatch.errors import GatewayFailure, UsageError
-from engine.twins.context_clear import knobs_from_env
 from engine.api.context_management import ClearToolUses
+from engine.twins.context_clear import knobs_from_env
 from gateway import guard, limits, window
 from gateway.network import Route, route, shown, upstream_url
 from gateway.redact import redacted

@@ -98,7 +98,7 @@ def _engine_threshold(version: str, model: str, env: tuple[tuple[str, str], ...]
         try:  # engine/ grouped by concept (renovation step 2), or before it
             thresholds = importlib.import_module("engine.claude_code.thresholds")
         except ModuleNotFoundError:
-            thresholds = importlib.import_module("engine.thresholds")
+            thresholds = importlib.import_module("engine.claude_code.thresholds")
         th = thresholds.compute_thresholds(profile_for(version), model, dict(env))
     except Exception:  # no profile for this version, an odd model id: the default
         return None

@@ -29,11 +29,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.twins.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER, knobs_from_env
 from engine.api.context_management import BETA, CLEAR_TOOL_USES
 from engine.api.context_management import to_json as edit_json
 from engine.claude_code.count import autocompact_tokens
 from engine.profiles import profile_for
+from engine.twins.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER, knobs_from_env
 from lab.chain import THINK_ENV, Turns, run_turns
 from lab.harness import MODEL
 from lab.mock import MockConfig, MockServer, Step

@@ -5,7 +5,7 @@ real auto-compaction: a Markdown table, one row per session, and the totals.
     python scripts/clearing_table.py                      # print the table
     python scripts/clearing_table.py --doc docs/clearing-defaults.md   # also replace its block there
 
-Each session is replayed (``engine.replay``) ``unpatched`` and ``patched`` (the text prune and
+Each session is replayed (``engine.replay.counterfactual``) ``unpatched`` and ``patched`` (the text prune and
 server-side tool-result clearing), at the ``DEFAULT_*`` knobs of ``engine.twins.context_clear`` (what
 the injected JavaScript sends) and at ``PLAIN_API`` (the API's own defaults with the plain keep,
 STEP 1: what a client sending the bare edit gets). Columns: real auto-compactions in
@@ -30,7 +30,7 @@ from readme_block import markers, update_file
 from real_sessions import sessions
 
 from engine import context_clear as ce
-from engine.policy import DEFAULT_CEILING, DEFAULT_POLICY
+from engine.twins.policy import DEFAULT_CEILING, DEFAULT_POLICY
 
 BLOCK = "clearing-table"
 BEGIN, END = markers(BLOCK)

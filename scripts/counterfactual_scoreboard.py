@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How faithful the counterfactual replay is: the ``unpatched`` replay (``engine.replay``, prompt
+"""How faithful the counterfactual replay is: the ``unpatched`` replay (``engine.replay.counterfactual``, prompt
 sizes re-estimated from the messages, not read from the recorded usage) against each real
 session's own compactions, over every shared real session (spotter + public).
 

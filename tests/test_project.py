@@ -81,3 +81,54 @@ def test_top_level_import_names_are_this_project() -> None:
         assert mod.__file__ is not None
         assert Path(mod.__file__).resolve().is_relative_to(ROOT), mod.__file__
         assert set(owners.get(name, ["ctxpatch"])) == {"ctxpatch"}, (name, owners.get(name))
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of more than one module: the import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_strongly_connected_finds_a_cycle() -> None:
+    """The cycle finder itself: a -> b -> a is one component, c alone is none."""
+    assert strongly_connected({"a": {"b"}, "b": {"a", "c"}, "c": set()}) == [["a", "b"]]
+
+
+def test_no_import_cycle() -> None:
+    """No module imports itself through others (function-level imports included): grimp's graph,
+    the one lint-imports checks the layers on, over every top-level package."""
+    import grimp
+
+    packages = top_level_packages()
+    g = grimp.build_graph(*packages)
+    graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
+    assert strongly_connected(graph) == []

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         import os
 
         from ctxpatch.cli.output import handle
-        from gateway.fallback import launch
+        from gateway.launch import launch
 
         sys.exit(handle(lambda: launch(command, os.environ, fallback=True), as_json=False))
     quick = quick_check_args(args)

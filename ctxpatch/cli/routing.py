@@ -96,7 +96,7 @@ def run(
     """
 
     def body() -> int:
-        from gateway.fallback import launch
+        from gateway.launch import launch
 
         return launch(ctx.args, os.environ, upstream=upstream, log_file=log, fallback=fallback)
 

@@ -29,24 +29,23 @@ import operator
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from engine.replay.calibration import Calibration, calibrate, full_estimate
-from engine.replay.clearing_incremental import IncrementalClearing
-from engine.claude_code.compact import Summarizer, full_compact, offline_summary
-from engine.twins.context_clear import knobs_from_env, step_from_env
 from engine.api.context_management import to_json
-from engine.claude_code.count import autocompact_tokens, last_usage_tokens
-from engine.identity_memo import by_identity
-from engine.claude_code.microcompact import microcompact
-from engine.twins.policy import clear_policy_from_env, policy_from_env
 from engine.api.previous_thinking import (
     main_model,
     starts_turn,
     strips_previous_thinking,
     thinking_share,
 )
-from engine.profiles import Profile, parse_version
 from engine.api.prompt_cache import PromptCache, block_count
 from engine.api.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
+from engine.claude_code.compact import Summarizer, full_compact, offline_summary
+from engine.claude_code.count import autocompact_tokens, last_usage_tokens
+from engine.claude_code.microcompact import microcompact
+from engine.claude_code.thresholds import compute_thresholds
+from engine.identity_memo import by_identity
+from engine.profiles import Profile, parse_version
+from engine.replay.calibration import Calibration, calibrate, full_estimate
+from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.model import Event, Request, Simulation
 from engine.replay.recorded import (
     LINE_KEY,
@@ -55,8 +54,9 @@ from engine.replay.recorded import (
     memory_records,
     simulate_recorded,
 )
-from engine.claude_code.thresholds import compute_thresholds
 from engine.transcript import Transcript, is_compact_boundary
+from engine.twins.context_clear import knobs_from_env, step_from_env
+from engine.twins.policy import clear_policy_from_env, policy_from_env
 
 SCENARIOS = ("unpatched", "text_prune", "server_clearing", "patched")
 PRUNE_SCENARIOS = frozenset({"text_prune", "patched"})

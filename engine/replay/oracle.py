@@ -99,7 +99,7 @@ class Probe:
 
 @by_identity
 def _estimate(content: Any) -> int:
-    """A message's content as the cache tells it apart: its estimate (``engine.replay`` keys a
+    """A message's content as the cache tells it apart: its estimate (``engine.replay.counterfactual`` keys a
     changed message by its estimate too); memoised by identity (contents are never mutated)."""
     if isinstance(content, list):
         return sum(block_tokens(b) for b in content)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from engine.context_management import CLEAR_TOOL_USES, ClearToolUses
+from engine.api.context_management import CLEAR_TOOL_USES, ClearToolUses
 from gateway.server import ThreadedGateway
 from lab.harness import MODEL
 from lab.mock import MockConfig

@@ -1,4 +1,4 @@
-"""The incremental clearing replay (engine.clearing_incremental) against its specification
+"""The incremental clearing replay (engine.replay.clearing_incremental) against its specification
 (engine.server_clearing.clear_on_server, the whole edit recomputed on every request): the same
 Simulation, request for request and event for event, on the shared real sessions, a long
 synthetic one, and under the knobs that move the edit (step, keep, clear_at_least, inputs,
@@ -12,9 +12,9 @@ import pytest
 from shared_data import PUBLIC
 
 from engine import replay as replay_mod
+from engine.api.server_clearing import clear_on_server
 from engine.profiles import profile_for
-from engine.server_clearing import clear_on_server
-from engine.simulate import simulate
+from engine.replay.session import simulate
 from engine.transcript import build_transcript, load_transcript
 
 from .conftest import need_shared, spotter_sessions

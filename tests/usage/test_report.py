@@ -208,7 +208,7 @@ def test_simulate_plot_to_a_missing_folder_fails_first(tmp_path: Path, monkeypat
 
 def test_simulate_plot_reads_in_k_and_marks_compactions(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
-    from engine.report import tokens_label
+    from engine.replay.report import tokens_label
 
     assert [tokens_label(v) for v in (500, 167_000, 1_000_000, 1_250_000)] == [
         "500",
