@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from readme_block import markers, update_file
 from real_sessions import sessions
 
-from engine import context_clear as ce
+from engine.twins import context_clear as ce
 from engine.twins.policy import DEFAULT_CEILING, DEFAULT_POLICY
 
 BLOCK = "clearing-table"

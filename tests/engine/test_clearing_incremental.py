@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from shared_data import PUBLIC
 
-from engine import replay as replay_mod
 from engine.api.server_clearing import clear_on_server
 from engine.profiles import profile_for
+from engine.replay import counterfactual as replay_mod
 from engine.replay.session import simulate
 from engine.transcript import build_transcript, load_transcript
 

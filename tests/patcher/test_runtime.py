@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import SHAPE_FIXTURES, run_node
 
-from engine import textprune
+from engine.twins import textprune
 from patcher import ops
 
 SHAPES = SHAPE_FIXTURES
