@@ -176,9 +176,15 @@ def cli_js(package: str, version: str, root: Path | None = None) -> Path:
 # --- native builds (2.1.113 on): the platform packages, 230-380 MB each ----------------------
 #
 # ``@anthropic-ai/claude-code-linux-x64@2.1.330`` is a 175 MB download holding one 381 MB
-# executable (2.1.113: 74 MB / 236 MB). The cache keeps the unpacked binary only: the tarball
-# is deleted as soon as it is unpacked, and at most NATIVE_KEEP versions stay (least recently
-# used evicted first; ``CTXPATCH_NATIVE_KEEP`` overrides), so the cache stays under ~1.2 GB.
+# executable (2.1.113: 74 MB / 236 MB). Two ways to hold one:
+#
+# * ``native_binary(...)`` (``ctxpatch regress --native``, the benches): the unpacked binary is
+#   kept in the cache, the tarball deleted, at most NATIVE_KEEP versions (least recently used
+#   evicted first; ``CTXPATCH_NATIVE_KEEP`` overrides);
+# * ``native_binary(..., into=FOLDER)`` (the tests): the cache keeps the compressed tarball
+#   (``npm/native-tgz/<slug>.tgz``, at most NATIVE_KEEP of them, least recently used evicted
+#   first) and the binary is unpacked into FOLDER, the caller's scratch, deleted by the caller
+#   (tests/native_builds.py). A call without ``into`` unpacks a kept tarball too, and leaves it.
 
 NATIVE_PACKAGES = {
     "cc": "@anthropic-ai/claude-code-{platform}",
@@ -207,54 +213,90 @@ def native_binary(
     root: Path | None = None,
     *,
     log: Callable[[str], None] | None = None,
+    into: Path | None = None,
 ) -> Path:
-    """The ``claude`` executable of ``package``'s platform package at ``version``, cached.
+    """The ``claude`` executable of ``package``'s platform package at ``version``.
 
-    Only ``package/claude`` and ``package/package.json`` are unpacked; the tarball is deleted
-    right after; older native versions beyond :func:`native_keep` are evicted.
+    Only ``package/claude`` and ``package/package.json`` are unpacked. Without ``into`` they
+    are kept in the cache, the downloaded tarball deleted right after, older native versions
+    beyond :func:`native_keep` evicted. With ``into``: unpacked into ``into/<slug>/package/``
+    (the caller deletes it), the tarball kept in the cache (``npm/native-tgz/``, at most
+    :func:`native_keep` of them); a copy already unpacked in the cache is used as is.
     """
     name = NATIVE_PACKAGES.get(package, package).format(platform=platform)
     base = (root or cache_root()) / "npm"
     slug = _slug(name, version)
-    out = base / slug
+    for out in (base / slug, *([into / slug] if into is not None else [])):
+        exe = out / "package" / NATIVE_EXECUTABLE
+        if exe.is_file() and (out / "package" / "package.json").is_file():
+            if out.parent == base:  # unpacked in the cache (also for ``into``: used as is)
+                os.utime(out)  # recently used: evicted last
+            return exe
+    out = (into if into is not None else base) / slug
     exe = out / "package" / NATIVE_EXECUTABLE
-    if exe.is_file() and (out / "package" / "package.json").is_file():
-        os.utime(out)  # recently used: evicted last
-        return exe
     base.mkdir(parents=True, exist_ok=True)
-    tgz = base / f"{slug}.tgz"
-    if log is not None:
-        log(
-            f"fetching {name}@{version} (a 70-180 MB download, 230-380 MB unpacked; kept: "
-            f"the {native_keep()} most recently used native versions)"
-        )
+    tgz = base / f"{slug}.tgz"  # where npm pack puts a download: emptied below, always
+    kept = base / NATIVE_TARBALLS / f"{slug}.tgz"  # what ``into`` calls keep
     try:
-        if not tgz.is_file():
-            _npm_pack(name, version, base, tgz)
-        tmp = Path(tempfile.mkdtemp(dir=base, prefix=f".{slug}."))
-        try:
-            with tarfile.open(tgz) as tar:
-                members = [
-                    m
-                    for m in tar.getmembers()
-                    if m.name in (f"package/{NATIVE_EXECUTABLE}", "package/package.json")
-                ]
-                tar.extractall(tmp, members=members, filter="data")
-            if not (tmp / "package" / NATIVE_EXECUTABLE).is_file():
-                raise FetchFailed(
-                    f"{name}@{version} has no `{NATIVE_EXECUTABLE}` executable",
-                    why="the platform package's layout is not the one ctxpatch knows",
-                    hint="check the version; native builds start at claude-code 2.1.113",
+        if not kept.is_file() and not tgz.is_file():
+            if log is not None:
+                log(
+                    f"fetching {name}@{version} (a 70-180 MB download, 230-380 MB unpacked; "
+                    f"kept: the {native_keep()} most recently used native versions)"
                 )
-            if out.exists():
-                shutil.rmtree(out)
-            tmp.rename(out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _npm_pack(name, version, base, tgz)
+        if into is not None:
+            if not kept.is_file():
+                kept.parent.mkdir(exist_ok=True)
+                tgz.replace(kept)
+            os.utime(kept)  # recently used: evicted last
+            prune_native_tarballs(kept.parent, keep=native_keep(), spare=kept)
+            into.mkdir(parents=True, exist_ok=True)
+        _unpack_native(kept if kept.is_file() else tgz, out, name, version)
     finally:
         tgz.unlink(missing_ok=True)  # 70-180 MB that nothing reads again
-    prune_native(base, keep=native_keep(), spare=out)
+    if into is None:
+        prune_native(base, keep=native_keep(), spare=out)
     return exe
+
+
+def _unpack_native(tgz: Path, out: Path, name: str, version: str) -> None:
+    """``package/claude`` and ``package/package.json`` of ``tgz`` into ``out/package/``
+    (atomically: a temp folder beside ``out``, renamed)."""
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        with tarfile.open(tgz) as tar:
+            members = [
+                m
+                for m in tar.getmembers()
+                if m.name in (f"package/{NATIVE_EXECUTABLE}", "package/package.json")
+            ]
+            tar.extractall(tmp, members=members, filter="data")
+        if not (tmp / "package" / NATIVE_EXECUTABLE).is_file():
+            raise FetchFailed(
+                f"{name}@{version} has no `{NATIVE_EXECUTABLE}` executable",
+                why="the platform package's layout is not the one ctxpatch knows",
+                hint="check the version; native builds start at claude-code 2.1.113",
+            )
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# the folder of ``npm/`` holding the native tarballs ``into`` calls keep
+NATIVE_TARBALLS = "native-tgz"
+
+
+def prune_native_tarballs(folder: Path, keep: int, spare: Path | None = None) -> list[Path]:
+    """Delete all but the ``keep`` most recently used tarballs in ``folder`` (``npm/``'s
+    :data:`NATIVE_TARBALLS`); return what went."""
+    found = sorted((t for t in folder.glob("*.tgz") if t != spare), key=lambda t: t.stat().st_mtime)
+    gone = found[: max(0, len(found) - (keep - (1 if spare is not None else 0)))]
+    for t in gone:
+        t.unlink(missing_ok=True)
+    return gone
 
 
 def native_dirs(base: Path) -> list[Path]:

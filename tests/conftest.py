@@ -50,7 +50,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if report.skipped and isinstance(report.longrepr, tuple) and shared_data.missing():
         reason = str(report.longrepr[2]).removeprefix("Skipped: ")
         empty_set = reason.startswith("got empty parameter set") and _reads_shared(item)
-        if shared_data.is_shared_skip(reason) or empty_set:
+        if shared_data.is_about_shared(reason) or empty_set:
             report.longrepr = (shared_data.__file__, None, shared_data.skip_reason())
     return report
 

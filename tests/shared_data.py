@@ -40,6 +40,22 @@ def is_shared_skip(reason: str) -> bool:
     return reason.startswith(_SKIP_PREFIX)
 
 
+def is_about_shared(reason: str) -> bool:
+    """Whether a skip's reason is for want of the shared folder: the one reason, or any reason
+    naming a path inside it (a test's own ``pytest.skip(f"{path} absent")``)."""
+    return is_shared_skip(reason) or str(SHARED) in reason
+
+
+def need_shared(path: Path) -> Path:
+    """``path`` under the shared folder, or skip with the reason (CI never gets here without it:
+    ``tests/conftest.py`` stops the run first)."""
+    if not path.exists():
+        import pytest
+
+        pytest.skip(missing_message(path))
+    return path
+
+
 def missing_message(*paths: Path) -> str:
     gone = [*missing(), *(p for p in paths if not p.exists() and p not in missing())]
     return (

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import esprima
+import native_builds
 import pytest
-from conftest import patched_fixture
+from conftest import need, patched_fixture
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from msgs import EAGER, assistant, properties, text, user
 
+from ctxpatch.errors import CtxpatchError
 from engine.javascript import js_json_stringify, js_truthy, utf16_len
 from engine.twins.textprune import prune_detailed
 from engine.twins.textprune_estimate import estimate_tokens
@@ -504,27 +506,21 @@ def test_debug_line(tmp_path: Path) -> None:
 
 
 def node18() -> list[str]:
-    """A Node 18 command (``CTXPATCH_NODE18``, else ``npx -y node@18``), or a skip saying why."""
+    """A Node 18 command (``CTXPATCH_NODE18``, else the Node 18 that ``npx node@18`` would
+    install, fetched with npm pack: its tarball kept in ctxpatch's cache, never in ``~/.npm``,
+    tests/native_builds.py), or a skip saying why."""
     configured = os.environ.get("CTXPATCH_NODE18")
     if configured:
         return [configured]
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip("no npx to fetch node@18 (set CTXPATCH_NODE18 to a Node 18 binary)")
-    # npx keeps node@18 (88 MB) and its tarball in npm's cache: ctxpatch's cache instead, so
-    # ~/.npm stays untouched and `rm -rf ~/.cache/ctxpatch` clears everything the tests fetched
-    from patcher.npmcache import cache_root
-
-    npx_cmd = [npx, "--cache", str(cache_root() / "node18"), "-y", "node@18"]
+    need("npm", "Node 18 is fetched with npm pack (or set CTXPATCH_NODE18 to a Node 18 binary)")
     try:
-        done = subprocess.run(
-            [*npx_cmd, "--version"], capture_output=True, timeout=180, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.skip("npx -y node@18 took over 180 s (offline?); set CTXPATCH_NODE18")
+        node = native_builds.node18()
+    except (CtxpatchError, RuntimeError) as e:
+        pytest.skip(f"cannot fetch Node 18 ({e}); set CTXPATCH_NODE18 to a Node 18 binary")
+    done = subprocess.run([node, "--version"], capture_output=True, timeout=60, check=False)
     if done.returncode != 0 or not done.stdout.startswith(b"v18."):
-        pytest.skip("npx -y node@18 did not give Node 18: " + done.stderr.decode()[-200:])
-    return npx_cmd
+        pytest.skip(f"{node} is not Node 18: {done.stdout!r} {done.stderr.decode()[-200:]}")
+    return [str(node)]
 
 
 def debug_cases(tmp_path: Path) -> tuple[list[dict[str, Any]], Path, Path]:

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import native_builds
 import pytest
 from conftest import IN_CI, need
 
@@ -76,7 +77,7 @@ NATIVE_VERSIONS = ("2.1.113", "2.1.330")
 @pytest.fixture(scope="session")
 def native_exe():
     """``native_exe(version)``: the real linux-x64 ``claude`` of 2.1.113 or 2.1.330 from the
-    npm-pack cache. Fetched when the fixture is made (before a test moves ``HOME``, where the
+    npm-pack cache's tarball, unpacked for this session (tests/native_builds.py). Fetched when the fixture is made (before a test moves ``HOME``, where the
     cache lives); needs a network namespace (``unshare -rn``). Either missing: skip locally,
     fail in CI."""
     from lab.netns import netns_available
@@ -89,7 +90,7 @@ def native_exe():
     found: dict[str, Path | str] = {}
     for version in NATIVE_VERSIONS:
         try:
-            found[version] = npmcache.native_binary("cc", version)
+            found[version] = native_builds.native(version)
         except CtxpatchError as e:
             if IN_CI:
                 raise

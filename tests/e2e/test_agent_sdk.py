@@ -13,14 +13,13 @@ bundled Claude Code against the mock (reached through the bridge):
 The mock must see A's and B's requests carry Claude Code's own ``clear_thinking`` edit then
 ``clear_tool_uses_20250919`` (with its beta), and C's only Claude Code's own. The SDK's files
 are byte-identical afterwards. The SDK (pinned, with its dependencies) is installed with
-``pip install --target`` into the ctxpatch cache (its bundled binary hard-linked to the npm
-cache's identical 2.1.332 when that is there); no network namespace or no SDK: skip locally,
+``pip install --target`` into a scratch folder from its wheels, which the ctxpatch cache keeps
+(tests/native_builds.py: ``pip download`` once); no network namespace or no SDK: skip locally,
 fail in CI.
 """
 
 from __future__ import annotations
 
-import filecmp
 import hashlib
 import json
 import os
@@ -29,8 +28,10 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
+import native_builds
 import pytest
 from conftest import IN_CI
 
@@ -38,12 +39,10 @@ from engine.api.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES
 from lab import netns
 from lab.mock import MockServer
 from lab.sandbox import SANDBOX_ENV
-from patcher import npmcache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
-SDK_VERSION = "0.2.189"  # bundles Claude Code 2.1.332
-BUNDLED = "2.1.332"
+SDK_VERSION = native_builds.SDK_VERSION  # bundles Claude Code 2.1.332
 ROOT = Path(__file__).resolve().parents[2]
 
 PROGRAM = textwrap.dedent(
@@ -90,42 +89,40 @@ def _unavailable(why: str) -> None:
 
 
 def _install(dest: Path) -> None:
-    """``pip install --target`` the pinned SDK into ``dest`` (atomically: a temp folder renamed)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
+    """``pip install --target`` the pinned SDK from its cached wheels (offline)."""
     try:
-        r = subprocess.run(
-            [
-                sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                "--no-cache-dir", "--target", str(tmp), f"claude-agent-sdk=={SDK_VERSION}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )  # fmt: skip
-        if r.returncode != 0:
-            _unavailable(f"cannot install claude-agent-sdk=={SDK_VERSION}: {r.stderr[-500:]}")
-        bundled = tmp / "claude_agent_sdk" / "_bundled" / "claude"
-        npm = npmcache.cache_root() / "npm" / f"anthropic-ai-claude-code-linux-x64-{BUNDLED}"
-        twin = npm / "package" / "claude"
-        if twin.is_file() and filecmp.cmp(bundled, twin, shallow=False):
-            bundled.unlink()  # the same 400 MB once on disk
-            os.link(twin, bundled)
-        tmp.rename(dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        wheels = native_builds.sdk_wheels(SDK_VERSION)
+    except RuntimeError as e:
+        _unavailable(str(e))
+    r = subprocess.run(
+        [
+            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            "--no-cache-dir", "--no-index", "--find-links", str(wheels), "--target", str(dest),
+            f"claude-agent-sdk=={SDK_VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    if r.returncode != 0:
+        _unavailable(f"cannot install claude-agent-sdk=={SDK_VERSION}: {r.stderr[-500:]}")
 
 
 @pytest.fixture(scope="module")
-def sdk_site() -> Path:
-    """The folder holding the pinned SDK and its dependencies (for PYTHONPATH)."""
+def sdk_site() -> Iterator[Path]:
+    """The folder holding the pinned SDK and its dependencies (for PYTHONPATH): installed for
+    this module from the cached wheels, deleted after it (430 MB installed, 178 MB of wheels
+    kept)."""
     why = netns.netns_available()
     if why is not None:
         _unavailable(f"the Agent SDK e2e test runs the binary offline in a namespace: {why}")
-    site = npmcache.cache_root() / "pypi" / f"claude-agent-sdk-{SDK_VERSION}"
-    if not (site / "claude_agent_sdk" / "_bundled" / "claude").is_file():
+    site = Path(tempfile.mkdtemp(prefix="ctxpatch-agent-sdk-"))
+    try:
         _install(site)
-    return site
+        assert (site / "claude_agent_sdk" / "_bundled" / "claude").is_file()
+        yield site
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
 
 
 def _digest(folder: Path) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import native_builds
 import pytest
 from conftest import IN_CI
 
@@ -30,7 +31,6 @@ from lab.firstparty import (
 from lab.harness import Case, run_case
 from lab.netns import netns_available
 from lab.scenarios import rounds_session
-from patcher import npmcache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -110,7 +110,7 @@ def measure(e2e_root: Path, mock):
             return runs[key]
         if (version, first_party) not in sandboxes:
             try:
-                exe = npmcache.native_binary("cc", version)
+                exe = native_builds.native(version)
             except CtxpatchError as e:
                 if IN_CI:
                     raise

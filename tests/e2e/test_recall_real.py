@@ -28,20 +28,21 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+import native_builds
 import pytest
+from conftest import IN_CI
 
 from engine.twins.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER
 from lab.chain import _is_result, drive, stream_json_prompts
 from lab.harness import MODEL
 from lab.mock import MockConfig, MockServer, Step
 from lab.sandbox import GatewaySandbox, NativeSandbox, Sandbox, _kill_group
-from patcher import npmcache
 from recall import register
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
 ROOT = Path(__file__).resolve().parents[2]
-NEWEST = "2.1.332"  # the newest native build (npm dist-tag latest, 2026-11-25)
+NEWEST = native_builds.SDK_BUNDLED  # the newest native build (npm dist-tag latest, 2026-11-25)
 # the fixed policy (clear past the trigger, keep 1): the old result is cleared at once
 CLEAR = {ENV_POLICY: "fixed", ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
 TOOLS = "Bash,mcp__ctxpatch__get,mcp__ctxpatch__search"
@@ -54,13 +55,15 @@ KINDS = ("cli.js 2.1.112", "native 2.1.330", f"native {NEWEST}")
 
 
 def newest_native() -> Path:
-    """The newest native build when the npm-pack cache holds it (CI caches 2.1.113, 2.1.217
-    and 2.1.330; fetching another 175 MB would evict one of them)."""
-    base = npmcache.cache_root() / "npm" / f"anthropic-ai-claude-code-linux-x64-{NEWEST}"
-    exe = base / "package" / npmcache.NATIVE_EXECUTABLE
-    if not exe.is_file():
-        pytest.skip(f"claude-code-linux-x64@{NEWEST} is not in the npm-pack cache ({exe})")
-    return exe
+    """The newest native build: the one the pinned Python Agent SDK's wheel bundles (the same
+    bytes as claude-code-linux-x64@2.1.332; the wheel is cached once for the SDK test and this,
+    tests/native_builds.py). Its download failing: skip locally, fail in CI."""
+    try:
+        return native_builds.newest_native()
+    except RuntimeError as e:
+        if IN_CI:
+            raise
+        pytest.skip(str(e))
 
 
 @pytest.fixture

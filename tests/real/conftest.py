@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import native_builds
 import pytest
 from conftest import IN_CI, need
 
 from ctxpatch.errors import CtxpatchError
-from patcher import npmcache
 
 
 def binary(version: str) -> Path:
-    """The real linux-x64 native ``claude`` of ``version`` from the npm-pack cache (fetched with
-    npm pack when missing). npm missing or the fetch failing: skip locally, fail in CI."""
+    """The real linux-x64 native ``claude`` of ``version``: its tarball from the npm-pack cache
+    (fetched with npm pack when missing), unpacked for this session (tests/native_builds.py).
+    npm missing or the fetch failing: skip locally, fail in CI."""
     need("npm", "native builds are downloaded with npm pack")
     try:
-        return npmcache.native_binary("cc", version)
+        return native_builds.native(version)
     except CtxpatchError as e:
         if IN_CI:
             raise

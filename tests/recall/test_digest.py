@@ -109,11 +109,9 @@ def test_keep_needs_the_whole_tag() -> None:
 
 def test_a_real_session() -> None:
     """On a real shared session: the budget holds and every id named is one of its tool uses."""
-    from shared_data import SPOTTER
+    from shared_data import SPOTTER, need_shared
 
-    path = SPOTTER / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} absent (CI refuses to start without the shared sessions)")
+    path = need_shared(SPOTTER / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
     lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     d = digest.build(lines, 2000)
     ids = {c.id for c in digest.calls(lines)}
