@@ -2,9 +2,12 @@
 
 1. added latency per request, p50 <= 2 ms and p99 <= 10 ms, on a ~150K-token request (≈600 KB
    of JSON, Claude Code's key order: model, messages, system, tools, ..., context_management):
-   the same body N times straight to a loopback upstream and N times through the gateway
-   (which adds the clearing edit), interleaved, in the same run; ``--runs`` repeats it and the
-   verdict is on the median of the runs (the spread is printed);
+   the requests of a growing conversation (``--grow`` of them, each a tool round more than the
+   previous, the last block marked for the cache; ``--grow 1``: the same body every time) in
+   turn, N times straight to a loopback upstream and N times through the gateway (which adds
+   the clearing edit its policy fits to the messages, ``--policy``), interleaved, in the same
+   run; ``--runs`` repeats it and the verdict is on the median of the runs (the spread is
+   printed);
 2. first streamed byte not delayed: time to the first SSE byte, direct vs through the gateway
    (same bar as 1), and the stream is not buffered (the first byte arrives long before the
    upstream sends its last event);
@@ -18,7 +21,8 @@ The upstream (a small aiohttp app) and the gateway each run in their own process
 gateway and upstream do not share a GIL. The gateway's CPU time per request is printed too: on
 a loaded machine it is steadier than wall-clock latency.
 
-    python3 bench/bench_gateway.py [--runs 5] [--n 200] [--kb 600] [--streams 100]
+    python3 bench/bench_gateway.py [--runs 5] [--n 200] [--kb 600] [--streams 100] [--grow 20]
+                                   [--policy env|plain]
 """
 
 from __future__ import annotations
@@ -50,9 +54,20 @@ SSE_EVENTS, SSE_GAP = 20, 0.001  # the first-byte stream: 20 events 1 ms apart
 
 def make_body(kb: int) -> bytes:
     """A Messages API request of about ``kb`` KB (≈4 bytes per token) in Claude Code's key order."""
+    return make_bodies(kb, 1)[0]
+
+
+def make_bodies(kb: int, grow: int) -> list[bytes]:
+    """``grow`` requests of one conversation, the first of about ``kb`` KB: each the previous
+    one and a tool round more, the last block marked for the cache as Claude Code marks it
+    (so the clearing policy's walk resumes from the previous request's, as in a session)."""
     messages: list[dict] = [{"role": "user", "content": "Fix the failing tests."}]
     i = 0
-    while len(json.dumps(messages)) < kb * 1024:
+    base = None  # messages of the first request (about kb KB)
+    while base is None or len(messages) < base + 2 * (grow - 1):
+        if base is None and len(json.dumps(messages)) >= kb * 1024:
+            base = len(messages)
+            continue
         messages.append(
             {
                 "role": "assistant",
@@ -103,7 +118,20 @@ def make_body(kb: int) -> bytes:
         "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
         "stream": True,
     }
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    out = []
+    assert base is not None
+    for cut in range(base, len(messages) + 1, 2):
+        last = messages[cut - 1]
+        marked = {
+            **last,
+            "content": [
+                *last["content"][:-1],
+                {**last["content"][-1], "cache_control": {"type": "ephemeral"}},
+            ],
+        }
+        body["messages"] = [*messages[: cut - 1], marked]
+        out.append(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+    return out
 
 
 def event(stream: int, i: int, size: int) -> bytes:
@@ -159,7 +187,9 @@ def run_upstream(port_q: mp.Queue, closed_q: mp.Queue) -> None:
     asyncio.run(main())
 
 
-def run_gateway(upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue) -> None:
+def run_gateway(
+    upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue, policy: str = "env"
+) -> None:
     """The real gateway; each message on ``ctl`` is answered with this process's CPU time."""
     import logging
 
@@ -175,7 +205,11 @@ def run_gateway(upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue)
     threading.Thread(target=cpu_clock, daemon=True).start()
 
     async def main() -> None:
-        gw = Gateway(upstream=upstream, edit=ClearToolUses())
+        # policy "env": the clearing policy of CLAUDE_CTX_CLEAR_POLICY (paid by default);
+        # "plain": the edit as it is on every request (the gateway before the policy)
+        gw = Gateway(
+            upstream=upstream, edit=ClearToolUses(), policy="env" if policy == "env" else None
+        )
         await gw.start()
         port_q.put(gw.port)
         await asyncio.Event().wait()
@@ -186,7 +220,7 @@ def run_gateway(upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue)
 class Procs:
     """An upstream and a gateway in front of it, each in its own process."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: str = "env") -> None:
         self.closed: mp.Queue = mp.Queue()
         q: mp.Queue = mp.Queue()
         self.up = mp.Process(target=run_upstream, args=(q, self.closed), daemon=True)
@@ -195,7 +229,7 @@ class Procs:
         self.ctl: mp.Queue = mp.Queue()
         self.cpu_q: mp.Queue = mp.Queue()
         self.gw = mp.Process(
-            target=run_gateway, args=(self.direct, q, self.ctl, self.cpu_q), daemon=True
+            target=run_gateway, args=(self.direct, q, self.ctl, self.cpu_q, policy), daemon=True
         )
         self.gw.start()
         self.via = f"http://127.0.0.1:{q.get(timeout=30)}"
@@ -225,13 +259,16 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-async def latency_run(procs: Procs, body: bytes, n: int) -> dict[str, float]:
-    """One run: n requests of each kind, interleaved; ms."""
+async def latency_run(procs: Procs, bodies: list[bytes], n: int) -> dict[str, float]:
+    """One run: n requests of each kind, interleaved, through the bodies in turn; ms."""
     out: dict[str, list[float]] = {k: [] for k in ("direct", "gateway", "ttfb_d", "ttfb_g")}
     sse = f"/v1/messages?events={SSE_EVENTS}&gap={SSE_GAP * 1000}"
     async with aiohttp.ClientSession() as s:
+        turn = [0]
 
         async def once(base: str, path: str, first_byte: bool) -> float:
+            body = bodies[turn[0] // 2 % len(bodies)]  # direct and gateway: the same body
+            turn[0] += 1
             t0 = time.perf_counter()
             async with s.post(base + path, data=body, headers=HEADERS) as r:
                 if first_byte:
@@ -365,15 +402,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200, help="requests per series per run")
     ap.add_argument("--kb", type=int, default=600, help="request body size in KB")
     ap.add_argument("--streams", type=int, default=100, help="concurrent streams")
+    ap.add_argument(
+        "--grow",
+        type=int,
+        default=20,
+        help="requests of one growing conversation sent in turn (1: the same body every time)",
+    )
+    ap.add_argument(
+        "--policy",
+        choices=("env", "plain"),
+        default="env",
+        help="env: the clearing policy (CLAUDE_CTX_CLEAR_POLICY, paid by default); plain: the "
+        "edit as it is (the gateway before the policy)",
+    )
     args = ap.parse_args(argv)
-    body = make_body(args.kb)
+    bodies = make_bodies(args.kb, args.grow)
+    body = bodies[-1]
     load = os.getloadavg()
     print(
         f"request body: {len(body) / 1024:.0f} KB (~{len(body) // 4 // 1000}K tokens), "
-        f"{args.runs} runs x {args.n} requests per series, interleaved; "
+        f"{args.runs} runs x {args.n} requests per series, interleaved, through {len(bodies)} "
+        f"requests of a growing conversation; policy {args.policy}; "
         f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
-    procs = Procs()
+    procs = Procs(args.policy)
     ok_all = True
 
     def report(label: str, ok: bool, detail: str) -> None:
@@ -382,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  [{verdict(ok)}] {label}: {detail}")
 
     try:
-        runs = [asyncio.run(latency_run(procs, body, args.n)) for _ in range(args.runs)]
+        runs = [asyncio.run(latency_run(procs, bodies, args.n)) for _ in range(args.runs)]
         print(
             f"\n{'run':>4}{'direct p50':>12}{'gw p50':>9}{'added p50':>11}{'added p99':>11}"
             f"{'paired p50':>12}{'paired p99':>12}{'ttfb +p50':>11}{'gw CPU/req':>12}"

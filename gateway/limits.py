@@ -21,6 +21,11 @@ The limits follow the API's own, so the gateway never refuses a request the API 
 * **Memory after a large body**: glibc keeps the freed pages of a large body resident (32 MB
   after one refused body); after a body over :data:`TRIM_AFTER` (or a refused one) the
   gateway asks it to give them back (``malloc_trim``), so RSS returns to where it was.
+* **The clearing policy's memory** (:mod:`gateway.policy`): the last body of at most
+  :data:`MEMO_CONVERSATIONS` conversations, :data:`MEMO_BYTES` in all (least recently used
+  dropped first; a body over half of it is not kept), and the policy's state after each of
+  their messages (a few integers a message). Claude Code runs a main conversation and a few
+  subagents at a time, each under ~1 MB of JSON before it compacts.
 """
 
 from __future__ import annotations
@@ -33,3 +38,5 @@ IDLE_TIMEOUT = 60.0
 BODY_TIMEOUT = 60.0
 LINGER = 1.0
 TRIM_AFTER = 4 * 1024 * 1024
+MEMO_CONVERSATIONS = 16
+MEMO_BYTES = 48 * 1024 * 1024

@@ -9,8 +9,10 @@ to the request as it travels instead of inside Claude Code:
   edit for earlier (``refused``) and a ``context_management`` of a form we do not know are left
   alone; a client that already sends ``clear_tool_uses_20250919`` keeps its own;
 * otherwise ``context_management.edits`` becomes: the client's ``clear_thinking_20251015``
-  edits (the API wants them first), its other edits, then ours; other keys of
-  ``context_management`` stay; the beta joins ``anthropic-beta`` unless already there;
+  edits (the API wants them first), its other edits, then ours (its ``keep`` fitted to the
+  messages by the clearing policy, :mod:`gateway.policy`, as the injected JavaScript fits it);
+  other keys of ``context_management`` stay; the beta joins ``anthropic-beta`` unless already
+  there;
 * a body that is not changed is forwarded byte for byte. A changed one is spliced: the new
   ``context_management`` value is written (compact JSON) in place of the old one, or appended
   as the last member, so every other byte (``messages`` first of all) is the client's own.
@@ -38,6 +40,7 @@ API answers with the client's own error.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -52,7 +55,10 @@ from engine.api.context_management import (
     ClearToolUses,
     to_json,
 )
+from gateway.policy import Fitter
 from gateway.toplevel import TopLevel, scan
+
+log = logging.getLogger("ctxpatch.gateway")
 
 _MESSAGES_PATH = re.compile(r"(^|/)v1/messages/?$")
 
@@ -103,8 +109,12 @@ def decide(
     body: bytes,
     edit: ClearToolUses | None,
     refused: Collection[str] = (),
+    fitter: Fitter | None = None,
 ) -> Decision:
-    """The rewrite of one request (see the module docstring)."""
+    """The rewrite of one request (see the module docstring). ``fitter``: the clearing policy
+    (:mod:`gateway.policy`) that fits the edit's keep to the messages; None sends ``edit`` as
+    it is. The policy never fails a request: on any error the plain ``edit`` is sent and one
+    line logged."""
     if not is_messages(method, path):
         return Decision(reason="not POST /v1/messages")
     if edit is None:
@@ -113,6 +123,7 @@ def decide(
     if top is not None and top.gap is None and _loads(body) is _NOT_JSON:
         return Decision(reason="the body is not JSON")  # small enough to validate (no gap)
     model: Any = None
+    request: Any = None
     if top is None or not _decisive(body, top):
         request = _loads(body)
         if request is _NOT_JSON:
@@ -142,6 +153,11 @@ def decide(
     why = _skip_reason(model, cm, refused)
     if why:
         return Decision(model=model, reason=why)
+    if fitter is not None:
+        try:
+            edit = fitter.fit(edit, body, top, request)
+        except Exception as exc:  # the policy never fails a request: the plain edit
+            log.warning("clearing policy failed (%s): the plain edit is sent", type(exc).__name__)
     new_cm = _merged(cm, to_json(edit))
     if new_cm is None:
         return Decision(model=model, reason="the client sends its own clear_tool_uses_20250919")

@@ -57,6 +57,7 @@ from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import knobs_from_env
 from gateway import guard, limits, window
 from gateway.network import Route, route, shown, upstream_url
+from gateway.policy import Fitter, Knobs
 from gateway.redact import redacted
 from gateway.rewrite import Decision, decide, refused_model
 from usage import ledger as usage_ledger
@@ -186,6 +187,7 @@ class GatewayState:
 
     upstream: str
     edit: ClearToolUses | None
+    fitter: Fitter | None = None  # the clearing policy (gateway.policy); None: the plain edit
     refused: set[str] = field(default_factory=set)
     added: int = 0
     forwarded: int = 0
@@ -238,7 +240,11 @@ class Gateway:
         port: int = 0,
         env: Mapping[str, str] | None = None,
         ledger: usage_ledger.Ledger | str | None = "env",
+        policy: Knobs | str | None = "env",
     ) -> None:
+        """``policy``: the clearing policy's knobs (``"env"``: ``CLAUDE_CTX_CLEAR_POLICY`` and
+        its knobs, as the injected JavaScript reads them; None: the plain edit on every
+        request)."""
         env = os.environ if env is None else env
         # usage.ledger: one line of numbers per /v1/messages request (CTXPATCH_LEDGER=0: none)
         self.ledger = usage_ledger.default_ledger() if isinstance(ledger, str) else ledger
@@ -249,6 +255,9 @@ class Gateway:
             upstream=upstream.rstrip("/"),
             edit=knobs_from_env(env) if edit == "env" else edit,  # type: ignore[arg-type]
         )
+        knobs = Knobs.from_env(env) if policy == "env" else policy
+        if isinstance(knobs, Knobs):
+            self.state.fitter = Fitter(knobs)
         self.source = source  # what named the upstream (the loop refusal says which to change)
         parsed = URL(self.state.upstream)
         self._base = str(parsed.with_user(None)).rstrip("/")  # credentials go in a header
@@ -377,7 +386,13 @@ class Gateway:
             headers[guard.HOP_HEADER] = guard.with_hop(hop, self.state.id)
         betas = request.headers.getall("anthropic-beta", [])
         decision = decide(
-            request.method, request.path, betas, body, self.state.edit, self.state.refused
+            request.method,
+            request.path,
+            betas,
+            body,
+            self.state.edit,
+            self.state.refused,
+            self.state.fitter,
         )
         if decision.added and window.stop_clearing(
             request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env

@@ -61,7 +61,11 @@ def test_through_the_mock_edit_applied_messages_untouched_auth_passed() -> None:
     raw = compact(
         body_of(context_management={"edits": [THINKING_EDIT]}, thinking={"type": "adaptive"})
     )
-    with MockServer(cfg) as mock, ThreadedGateway(upstream=mock.base_url, edit=EDIT) as gw:
+    # the plain edit (no policy: test_gateway_policy sends the policy's through the mock)
+    with (
+        MockServer(cfg) as mock,
+        ThreadedGateway(upstream=mock.base_url, edit=EDIT, policy=None) as gw,
+    ):
         status, _, reply = post(gw.url, "/v1/messages?beta=true", raw, HEADERS)
         assert status == 200, reply
         (req,) = mock.requests()

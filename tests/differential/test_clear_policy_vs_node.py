@@ -13,6 +13,7 @@ import pytest
 from conftest import injected_clearing_js, need
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from policy_conversations import conversations
 
 from engine.twins.context_clear import (
     ENV_NAMES,
@@ -56,51 +57,6 @@ TOOLS = [
         },
     }
 ]
-TEXTS = st.sampled_from(["", "ok", "x" * 700, "é" * 300, "\U0001f600" * 90, "line\n" * 2_000])
-
-
-@st.composite
-def conversations(draw) -> list[dict]:
-    """A human prompt, then tool rounds of 1-3 parallel uses with results of 0-40K chars, a
-    typed prompt now and then; the last round's results may be missing."""
-    msgs: list[dict] = [{"role": "user", "content": draw(TEXTS)}]
-    k = 0
-    rounds = draw(
-        st.lists(
-            st.tuples(
-                st.integers(1, 3),
-                st.booleans(),
-                st.integers(0, 40_000),
-                st.sampled_from(["Read", "Bash", "Edit"]),
-            ),
-            max_size=30,
-        )
-    )
-    for width, typed, size, name in rounds:
-        uses = [
-            {"type": "tool_use", "id": f"t{k + i}", "name": name, "input": {"p": "y" * (size // 7)}}
-            for i in range(width)
-        ]
-        msgs.append({"role": "assistant", "content": [{"type": "text", "text": "on it"}, *uses]})
-        content = "r" * size if size % 2 else [{"type": "text", "text": "r" * size}]
-        msgs.append(
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": f"t{k + i}", "content": content}
-                    for i in range(width)
-                ],
-            }
-        )
-        k += width
-        if typed:
-            msgs.append({"role": "assistant", "content": [{"type": "text", "text": draw(TEXTS)}]})
-            msgs.append({"role": "user", "content": [{"type": "text", "text": draw(TEXTS)}]})
-    if len(msgs) > 2 and draw(st.booleans()):
-        msgs.pop()  # the round in progress: results not there yet
-    return msgs
-
-
 _ENV = st.fixed_dictionaries(
     {},
     optional={

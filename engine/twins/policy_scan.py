@@ -1,0 +1,329 @@
+"""The clearing policies' walk over a message list, resumable where a list only grew.
+
+:func:`engine.twins.policy.paid_boundary` (the twin of the injected JavaScript) walks the whole
+list on every request: ~8 ms in Python for 600 KB of messages, too slow for the gateway, which
+decides on every request of a conversation whose list grows by a few messages each time.
+:class:`PolicyScan` is the same walk kept as state: the state after each message
+(:class:`Point`), so that the walk of a longer list can start again after a message both lists
+share (:meth:`PolicyScan.resumable`, :meth:`PolicyScan.truncate`, :meth:`PolicyScan.extend`)
+and give the same ``keep`` as :func:`engine.twins.policy.paid_edit` (``paid``) or
+:func:`engine.twins.context_clear.edit_for_request` (``fixed``) on the whole list
+(``tests/engine/test_policy_scan.py`` holds them together).
+
+What makes a point resumable (the twin looks ahead: a tool use's gain is the size of its result,
+which comes in a later message, and a message is a request point when an assistant message
+follows it):
+
+* the point's message is a ``user`` or ``assistant`` one, and every tool use up to it has its
+  (last) result up to it (``reach``): nothing after it changes the gains before it;
+* its request-point status is the same in the new list (a ``user`` message stays the last one
+  or stays followed by an ``assistant`` one);
+* the new messages after it name no tool use id of the messages before it (their results would
+  change the gains counted before, or a result there would be looked up for a use after).
+
+Anything else (duplicate ids, a result before its use, a round whose results come later) only
+makes fewer points resumable; the walk from the start is always exact. Messages that are not
+JSON objects count as messages without a role, as the injected JavaScript reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine.api.context_management import ClearToolUses
+from engine.javascript import utf16_len
+from engine.twins.policy import (
+    DEFAULT_CEILING,
+    DEFAULT_PATIENCE,
+    MAX_DEPTH,
+    MEDIA_CHARS,
+    READ_X20,
+    WRITE_EXTRA_X20,
+    _clears_input,
+)
+
+_USER, _ASSISTANT = "user", "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The walk's state after one message."""
+
+    total: int  # characters of the user and assistant messages so far
+    trailing: int  # tool results in user messages since the last assistant one (the policy's)
+    trailing_any: int  # tool results in any non-assistant message since then (the keep floor)
+    cleared: int  # the boundary: tool uses cleared
+    rent: int  # clearable characters summed over the request points since the last move
+    uses: int  # tool uses so far
+    reach: int  # the last message holding the result of a tool use up to here (-1: none)
+    role: str | None  # "user", "assistant" or None (another role, or not an object)
+    decided: bool  # whether it was a request point
+
+
+def _role(m: Any) -> str | None:
+    role = m.get("role") if isinstance(m, dict) else None
+    return role if role in (_USER, _ASSISTANT) else None
+
+
+def _blocks(m: Any) -> list[Any]:
+    content = m.get("content") if isinstance(m, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def _typed(block: Any, kind: str) -> bool:
+    return isinstance(block, Mapping) and block.get("type") == kind
+
+
+# The sizes of engine.twins.policy (value_size, result_size, block_size, content_size), without
+# its identity memo: the gateway walks freshly parsed objects, which a memo would only keep alive.
+
+
+def _len(s: Any) -> int:
+    if not isinstance(s, str):
+        return 0
+    return len(s) if s.isascii() else utf16_len(s)
+
+
+def _value_size(value: Any, depth: int = 0) -> int:
+    if isinstance(value, str):
+        return _len(value)
+    if not isinstance(value, (dict, list)):
+        return 1
+    if depth >= MAX_DEPTH:
+        return 0
+    if isinstance(value, list):
+        return sum(_value_size(v, depth + 1) for v in value)
+    return sum(_len(str(k)) + _value_size(v, depth + 1) for k, v in value.items())
+
+
+def _result_size(content: Any) -> int:
+    if isinstance(content, str):
+        return _len(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for b in content:
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "text":
+            total += _len(b.get("text"))
+        elif kind in ("image", "document"):
+            total += MEDIA_CHARS
+    return total
+
+
+def _block_size(block: Any) -> int:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text":
+        return _len(block.get("text"))
+    if kind == "thinking":
+        return _len(block.get("thinking"))
+    if kind in ("image", "document"):
+        return MEDIA_CHARS
+    if kind == "tool_result":
+        return _result_size(block.get("content"))
+    return _value_size(block)
+
+
+def _content_size(content: Any) -> int:
+    if isinstance(content, str):
+        return _len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(_block_size(b) for b in content)
+
+
+class PolicyScan:
+    """The walk of :func:`engine.twins.policy.paid_boundary` over a list that grows."""
+
+    def __init__(
+        self,
+        edit: ClearToolUses,
+        ceiling: int = DEFAULT_CEILING,
+        patience: int = DEFAULT_PATIENCE,
+    ) -> None:
+        self.edit = edit
+        self.ceiling = ceiling
+        self.patience = patience
+        self.points: list[Point] = []
+        self.gains = [0]  # prefix sums of the characters clearing the oldest uses frees
+        self.use_at: dict[Any, int] = {}  # tool use id -> the first message naming it
+        self.result_at: dict[Any, int] = {}  # tool result id -> the first user message naming it
+        self._introduced: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+
+    @property
+    def knobs(self) -> tuple[ClearToolUses, int, int]:
+        return self.edit, self.ceiling, self.patience
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    # --- resuming ------------------------------------------------------------------------------
+
+    def resumable(self, j: int, tail: Sequence[Any]) -> bool:
+        """Whether the list of the first ``j + 1`` messages walked so far, followed by ``tail``,
+        is walked exactly by :meth:`truncate` ``(j)`` then :meth:`extend` ``(tail)``."""
+        if not 0 <= j < len(self.points):
+            return j == -1
+        p = self.points[j]
+        if p.role is None or p.reach > j:
+            return False
+        if p.role == _USER:
+            nxt = next((r for r in map(_role, tail) if r is not None), None)
+            if p.decided != (not tail or nxt == _ASSISTANT):
+                return False
+        use_at, result_at = self.use_at, self.result_at
+        for m in tail:
+            role = _role(m)
+            if role is None:
+                continue
+            for b in _blocks(m):
+                if role == _USER and _typed(b, "tool_result"):
+                    at = use_at.get(b.get("tool_use_id"))
+                elif role == _ASSISTANT and _typed(b, "tool_use"):
+                    at = result_at.get(b.get("id"))
+                else:
+                    continue
+                if at is not None and at <= j:
+                    return False
+        return True
+
+    def truncate(self, j: int) -> None:
+        """Keep the walk of the first ``j + 1`` messages only."""
+        for uses, results in self._introduced[j + 1 :]:
+            for i in uses:
+                self.use_at.pop(i, None)
+            for i in results:
+                self.result_at.pop(i, None)
+        del self._introduced[j + 1 :]
+        del self.points[j + 1 :]
+        del self.gains[(self.points[-1].uses if self.points else 0) + 1 :]
+
+    def extend(self, tail: Sequence[Any]) -> None:
+        """Walk ``tail``, the messages after those walked so far (see :meth:`resumable`)."""
+        base = len(self.points)
+        roles = [_role(m) for m in tail]
+        # the tail's results, last one per id (the twin's dict), and where each id's last is
+        results: dict[Any, Any] = {}
+        last_result: dict[Any, int] = {}
+        for k, m in enumerate(tail):
+            if roles[k] == _USER:
+                for b in _blocks(m):
+                    if _typed(b, "tool_result"):
+                        results[b.get("tool_use_id")] = b
+                        last_result[b.get("tool_use_id")] = base + k
+        # the role of the next user or assistant message after each one
+        following: list[str | None] = [None] * len(tail)
+        nxt: str | None = None
+        for k in range(len(tail) - 1, -1, -1):
+            following[k] = nxt
+            if roles[k] is not None:
+                nxt = roles[k]
+        p = self.points[-1] if self.points else None
+        total = p.total if p else 0
+        trailing = p.trailing if p else 0
+        trailing_any = p.trailing_any if p else 0
+        cleared = p.cleared if p else 0
+        rent = p.rent if p else 0
+        reach = p.reach if p else -1
+        edit = self.edit
+        keep, exclude = edit.keep, edit.exclude_tools
+        gains = self.gains
+        last = len(tail) - 1
+        for k, m in enumerate(tail):
+            role = roles[k]
+            index = base + k
+            new_uses: list[Any] = []
+            new_results: list[Any] = []
+            decided = False
+            if role is not None:
+                total += _content_size(m.get("content"))
+            if role == _ASSISTANT:
+                trailing = trailing_any = 0
+                for b in _blocks(m):
+                    if not _typed(b, "tool_use"):
+                        continue
+                    uid = b.get("id")
+                    if uid not in self.use_at:
+                        self.use_at[uid] = index
+                        new_uses.append(uid)
+                    reach = max(reach, last_result.get(uid, -1))
+                    name = b.get("name")
+                    gain = 0
+                    if name not in exclude:
+                        result = results.get(uid)
+                        if isinstance(result, Mapping):
+                            gain = _result_size(result.get("content"))
+                        if _clears_input(edit, name):
+                            gain += _value_size(b.get("input"), 1)
+                    gains.append(gains[-1] + gain)
+            else:
+                n_results = 0
+                for b in _blocks(m):
+                    if _typed(b, "tool_result"):
+                        n_results += 1
+                        rid = b.get("tool_use_id")
+                        if role == _USER and rid not in self.result_at:
+                            self.result_at[rid] = index
+                            new_results.append(rid)
+                trailing_any += n_results
+                if role == _USER:
+                    trailing += n_results
+                if k == last or (role == _USER and following[k] == _ASSISTANT):
+                    decided = True
+                    limit = len(gains) - 1 - max(keep, trailing)
+                    if limit > cleared:
+                        free = gains[limit] - gains[cleared]
+                        kept = total - gains[cleared]
+                        rent += free
+                        if kept >= 4 * self.ceiling or READ_X20 * rent * 100 >= (
+                            WRITE_EXTRA_X20 * self.patience * (kept - free)
+                        ):
+                            cleared = limit
+                            rent = 0
+            self._introduced.append((tuple(new_uses), tuple(new_results)))
+            self.points.append(
+                Point(
+                    total,
+                    trailing,
+                    trailing_any,
+                    cleared,
+                    rent,
+                    len(gains) - 1,
+                    reach,
+                    role,
+                    decided,
+                )
+            )
+
+    # --- the edit ------------------------------------------------------------------------------
+
+    def keep(self, policy: str = "paid", step: int = 1) -> int:
+        """The keep sent with the list walked: ``paid`` (:func:`engine.twins.policy.paid_edit`)
+        or ``fixed`` with ``step`` (:func:`engine.twins.context_clear.edit_for_request`)."""
+        keep = self.edit.keep
+        if not self.points:
+            return keep
+        p = self.points[-1]
+        if policy == "paid":
+            return max(p.uses - p.cleared, p.trailing_any, keep)
+        if step > 1 and p.uses > keep:
+            keep = p.uses - (p.uses - keep) // step * step
+        return max(keep, p.trailing_any)
+
+    def fitted(self, policy: str = "paid", step: int = 1) -> ClearToolUses:
+        keep = self.keep(policy, step)
+        return self.edit if keep == self.edit.keep else replace(self.edit, keep=keep)
+
+
+def scan_of(
+    messages: Sequence[Any],
+    edit: ClearToolUses,
+    ceiling: int = DEFAULT_CEILING,
+    patience: int = DEFAULT_PATIENCE,
+) -> PolicyScan:
+    """The walk of a whole list."""
+    scan = PolicyScan(edit, ceiling, patience)
+    scan.extend(messages)
+    return scan

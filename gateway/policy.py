@@ -1,0 +1,323 @@
+"""The clearing policy the gateway runs: the ``keep`` of the edit, fitted to each request's messages.
+
+The same rule as the injected JavaScript and its twin, with the same knobs
+(``CLAUDE_CTX_CLEAR_POLICY``: ``paid`` by default, :mod:`engine.twins.policy`; ``fixed``: every
+``CLAUDE_CTX_CLEAR_STEP`` tool uses, :func:`engine.twins.context_clear.edit_for_request`), and
+the same edit for the same body (``tests/differential/test_gateway_policy_vs_node.py``).
+
+Speed. The rule walks the whole message list (~600 KB for a conversation near its threshold);
+parsing it and walking it costs ~10 ms in Python, on every request. But a conversation's list
+only grows: each request repeats the previous one's messages byte for byte and adds a few. So
+the gateway keeps, per conversation, the last body and the walk's state after each of its
+messages (:class:`engine.twins.policy_scan.PolicyScan`) with each message's byte offset. A new
+body is matched against the kept ones (``bytes.startswith``, a memcmp: the longest prefix of
+whole messages both bodies share, found by a binary search over the offsets); only the
+messages after it are decoded (``json``'s ``raw_decode``, from that offset) and walked. The
+first request of a conversation (or one that rewrote its history: a compaction, a resumed
+session) pays the whole walk once.
+
+Bounds (:mod:`gateway.limits`): at most :data:`MEMO_CONVERSATIONS` conversations and
+:data:`MEMO_BYTES` of kept bodies, least recently used dropped first; a body larger than half
+of that is walked but not kept. Where the messages cannot be placed by the fast walk of the top
+level (another key order, a key spelt twice), the body is parsed whole and walked from the start
+(exact, not kept). Malformed messages (not a JSON array the API would take) get the plain edit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.api.context_management import ClearToolUses
+from engine.twins.context_clear import step_from_env
+from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
+from engine.twins.policy_scan import PolicyScan
+from gateway import limits
+from gateway.toplevel import TopLevel
+
+MEMO_CONVERSATIONS = limits.MEMO_CONVERSATIONS
+MEMO_BYTES = limits.MEMO_BYTES
+WINDOW = 64 * 1024  # the first stretch decoded after the shared prefix (grown x4 as needed)
+TRIES = 4  # resumable points tried per kept conversation before walking from the start
+_WS = re.compile(r"[ \t\n\r]*")
+_ESCAPED_ASCII = re.compile(rb"\\u00[5-7]")
+_DECODER = json.JSONDecoder()
+_MESSAGES = b'"messages"'
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The policy and its knobs, read once when the gateway starts."""
+
+    policy: str = "paid"
+    step: int = 1
+    ceiling: int = 90_000
+    patience: int = 100
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Knobs:
+        return cls(
+            policy_from_env(env), step_from_env(env), ceiling_from_env(env), patience_from_env(env)
+        )
+
+
+@dataclass
+class _Kept:
+    """One conversation: its last body, where its messages array starts, each message's end
+    (offsets from that start) and the walk's state after each."""
+
+    body: bytes
+    start: int
+    ends: list[int]
+    scan: PolicyScan
+    end: int  # one past the messages array
+    rest: int  # one past what follows it up to the walked members (checked: no second one)
+
+
+class _Malformed(Exception):
+    """The messages value is not a JSON array of values."""
+
+
+class Fitter:
+    """``fit(edit, body, top)``: the edit to send with this body (see the module docstring)."""
+
+    def __init__(
+        self,
+        knobs: Knobs,
+        conversations: int = MEMO_CONVERSATIONS,
+        max_bytes: int = MEMO_BYTES,
+    ) -> None:
+        self.knobs = knobs
+        self.conversations = conversations
+        self.max_bytes = max_bytes
+        self._kept: OrderedDict[int, _Kept] = OrderedDict()
+        self._bytes = 0
+        self.resumed = self.walked = 0  # requests walked from a kept point / from the start
+
+    def fit(
+        self, edit: ClearToolUses, body: bytes, top: TopLevel, request: Any = None
+    ) -> ClearToolUses:
+        """``edit`` with the keep the policy sends with ``body``'s messages. ``top``: the body's
+        top level (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller
+        has it. Raises on anything unexpected (the caller sends the plain edit then)."""
+        k = self.knobs
+        start = _messages_at(body, top)
+        if start is not None and body[start : start + 1] != b"[":
+            return edit  # not an array: the JavaScript sends the plain edit
+        scan = None
+        if start is not None:
+            try:
+                scan = self._walk(edit, body, top, start)
+            except _Malformed:
+                return edit
+        if scan is None:  # not placed by the walk: the parse says (the last one, as JSON.parse)
+            if request is None:
+                request = _loads(body)
+            messages = request.get("messages") if isinstance(request, dict) else None
+            if not isinstance(messages, list):
+                return edit
+            scan = PolicyScan(edit, k.ceiling, k.patience)
+            scan.extend(messages)
+            self.walked += 1
+        return scan.fitted(k.policy, k.step)
+
+    # --- the kept conversations ----------------------------------------------------------------
+
+    def _walk(
+        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int
+    ) -> PolicyScan | None:
+        k = self.knobs
+        knobs = (edit, k.ceiling, k.patience)
+        found = self._resume(body, start, knobs)
+        if found is None:
+            tail, tail_ends, end = _elements(body, start + 1, True, WINDOW)
+            rest = _alone(body, top, end, None)
+            if rest is None:
+                return None
+            scan = PolicyScan(edit, k.ceiling, k.patience)
+            scan.extend(tail)
+            self.walked += 1
+            self._keep(_Kept(body, start, [e - start for e in tail_ends], scan, end, rest))
+            return scan
+        key, j, tail, tail_ends, end = found
+        kept = self._kept[key]
+        rest = _alone(body, top, end, kept)
+        if rest is None:
+            return None
+        self._drop(key)  # an error below leaves nothing half-walked behind
+        kept.scan.truncate(j)
+        kept.scan.extend(tail)
+        self.resumed += 1
+        ends = kept.ends[: j + 1]
+        ends.extend(e - start for e in tail_ends)
+        self._keep(_Kept(body, start, ends, kept.scan, end, rest))
+        return kept.scan
+
+    def _resume(
+        self, body: bytes, start: int, knobs: tuple[ClearToolUses, int, int]
+    ) -> tuple[int, int, list[Any], list[int], int] | None:
+        """(kept key, last shared message, the messages after it, their ends, the array's end)
+        from the kept conversation sharing the longest resumable prefix with ``body``."""
+        for key in reversed(self._kept):
+            kept = self._kept[key]
+            if kept.scan.knobs != knobs or not kept.ends:
+                continue
+            old = memoryview(kept.body)
+            base, ends = kept.start, kept.ends
+            if not body.startswith(old[base : base + ends[0]], start):
+                continue
+            hi = _shared(body, start, old, base, ends)
+            points = kept.scan.points
+            tries = 0
+            j = hi
+            while j >= 0 and tries < TRIES:
+                p = points[j]
+                if p.role is None or p.reach > j:
+                    j -= 1
+                    continue
+                tries += 1
+                try:
+                    at = start + ends[j]
+                    window = 2 * (kept.end - base - ends[j]) + 8192  # the tail grew a little
+                    tail, tail_ends, end = _elements(body, at, False, window)
+                except _Malformed:
+                    return None
+                if kept.scan.resumable(j, tail):
+                    return key, j, tail, tail_ends, end
+                j -= 1
+        return None
+
+    def _keep(self, kept: _Kept) -> None:
+        size = len(kept.body)
+        if size > self.max_bytes // 2:
+            return
+        while self._kept and (
+            len(self._kept) >= self.conversations or self._bytes + size > self.max_bytes
+        ):
+            self._drop(next(iter(self._kept)))
+        self._kept[id(kept)] = kept
+        self._bytes += size
+
+    def _drop(self, key: int) -> None:
+        kept = self._kept.pop(key)
+        self._bytes -= len(kept.body)
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+# --- reading the body -------------------------------------------------------------------------
+
+
+def _shared(body: bytes, start: int, old: memoryview, base: int, ends: list[int]) -> int:
+    """The last of the kept messages whose bytes, and all before, ``body`` repeats (the first
+    one does). One memcmp of the prefix up to the last message but one (Claude Code marks the
+    last block for the cache, so the last kept message usually differs), then the messages
+    after it one by one; a binary search when the prefix differs earlier (a retry, a fork, a
+    rewritten history)."""
+    lo, hi = 0, len(ends) - 1
+    c = max(hi - 1, 0)
+    if not body.startswith(old[base : base + ends[c]], start):
+        hi = c - 1  # ends[lo] is shared, ends[hi + 1] is not
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if body.startswith(old[base : base + ends[mid]], start):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    while c < hi and body.startswith(old[base + ends[c] : base + ends[c + 1]], start + ends[c]):
+        c += 1
+    return c
+
+
+def _messages_at(body: bytes, top: TopLevel) -> int | None:
+    """Where the messages value starts, when the top-level walk places the one member so named
+    (else None: the body is parsed). A member walked after the unread stretch is the last one
+    (JSON.parse and the API read the last); one before it is checked by :func:`_alone`."""
+    named = top.named("messages")
+    if len(named) > 1:
+        return None
+    if top.gap is None or top.gap_key != "messages":
+        return named[0].start if named else None
+    return None if named else top.gap[0]
+
+
+def _alone(body: bytes, top: TopLevel, end: int, kept: _Kept | None) -> int | None:
+    """Where the stretch after the messages array ending at ``end`` stops (the walked members)
+    when no second ``messages`` member can hide in it (it holds neither the key's spelling nor
+    an escaped ASCII letter, or it is byte for byte the kept body's, which was checked), else
+    None."""
+    if top.gap is None or end > top.gap[1]:
+        return end  # nothing unread after it
+    gap_end = top.gap[1]
+    same = kept is not None and gap_end - end == kept.rest - kept.end
+    if same and body.startswith(memoryview(kept.body)[kept.end : kept.rest], end):  # type: ignore[union-attr]
+        return gap_end  # system, tools...: the same bytes as last time (~100 KB, a memcmp)
+    if body.find(_MESSAGES, end, gap_end) >= 0:
+        return None
+    return None if _ESCAPED_ASCII.search(body, end, gap_end) else gap_end
+
+
+def _elements(body: bytes, at: int, first: bool, window: int) -> tuple[list[Any], list[int], int]:
+    """The array elements from byte ``at`` (just after the ``[`` when ``first``, else just after
+    an element) to the closing ``]``: the values, the byte offset one past each, and one past the
+    ``]``. Decodes a window of the body and grows it until the array closes inside it."""
+    n = len(body)
+    while True:
+        stop = min(n, at + window)
+        while stop < n and stop > at and 0x80 <= body[stop] < 0xC0:
+            stop -= 1  # not inside a UTF-8 sequence
+        try:
+            text = body[at:stop].decode("utf-8")
+            values, char_ends, close = _parse(text, first)
+        except (ValueError, IndexError, RecursionError) as exc:  # ValueError: JSON, UTF-8
+            if stop >= n:
+                raise _Malformed from exc
+            window *= 4
+            continue
+        if text.isascii():
+            return values, [at + c for c in char_ends], at + close
+        ends: list[int] = []
+        c0, b0 = 0, at
+        for c in [*char_ends, close]:
+            b0 += len(text[c0:c].encode("utf-8"))
+            c0 = c
+            ends.append(b0)
+        return values, ends[:-1], ends[-1]
+
+
+def _parse(text: str, first: bool) -> tuple[list[Any], list[int], int]:
+    values: list[Any] = []
+    ends: list[int] = []
+    i = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    if first and text[i] == "]":
+        return values, ends, i + 1
+    while True:
+        if not first or values:
+            if text[i] == "]":
+                return values, ends, i + 1
+            if text[i] != ",":
+                raise ValueError("expected , or ]")
+            i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+        value, i = _DECODER.raw_decode(text, i)
+        values.append(value)
+        ends.append(i)
+        i = _WS.match(text, i).end()  # type: ignore[union-attr]
+
+
+def _loads(body: bytes) -> Any:
+    import orjson
+
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)

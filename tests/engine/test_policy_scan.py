@@ -1,0 +1,123 @@
+"""The clearing policies' resumable walk (engine.twins.policy_scan) gives the keep of the twins
+it stands for (engine.twins.policy.paid_edit, engine.twins.context_clear.edit_for_request) on
+every list, and a walk resumed at any point it calls resumable gives the same as a walk from
+the start."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from policy_conversations import conversations
+
+from engine.api.context_management import ClearToolUses
+from engine.twins.context_clear import edit_for_request
+from engine.twins.policy import paid_edit
+from engine.twins.policy_scan import PolicyScan, scan_of
+
+EDITS = st.builds(
+    ClearToolUses,
+    trigger_value=st.just(50_000),
+    keep=st.integers(0, 3),
+    exclude_tools=st.sampled_from([(), ("Bash",), ("Read", "Edit")]),
+    clear_tool_inputs=st.sampled_from([True, False, ("Edit",)]),
+)
+CEILINGS = st.sampled_from([1, 3_000, 20_000, 90_000])
+PATIENCES = st.sampled_from([0, 30, 100, 400])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    msgs=conversations(odd=True),
+    edit=EDITS,
+    ceiling=CEILINGS,
+    patience=PATIENCES,
+    step=st.sampled_from([1, 3, 20]),
+)
+def test_the_walk_keeps_what_the_twins_keep(msgs, edit, ceiling, patience, step) -> None:
+    scan = scan_of(msgs, edit, ceiling, patience)
+    assert scan.fitted("paid") == paid_edit(edit, msgs, ceiling, patience)
+    assert scan.fitted("fixed", step) == edit_for_request(edit, msgs, step)
+
+
+def _marked(msgs: list[dict]) -> list[dict]:
+    """The list as Claude Code sends it: the last message's last block carries cache_control."""
+    if not msgs or not isinstance(msgs[-1].get("content"), list) or not msgs[-1]["content"]:
+        return msgs
+    last = {**msgs[-1]["content"][-1], "cache_control": {"type": "ephemeral"}}
+    return [*msgs[:-1], {**msgs[-1], "content": [*msgs[-1]["content"][:-1], last]}]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    msgs=conversations(odd=True),
+    edit=EDITS,
+    ceiling=CEILINGS,
+    patience=PATIENCES,
+    cuts=st.lists(st.integers(0, 200), min_size=2, max_size=4),
+    mark=st.booleans(),
+)
+def test_a_walk_resumed_where_resumable_is_the_walk_from_the_start(
+    msgs, edit, ceiling, patience, cuts, mark
+) -> None:
+    """Two lists of one conversation (the second may be shorter: a retry, a fork), the last
+    block marked for the cache as Claude Code does; every point called resumable resumes to
+    the walk of the whole second list; and the point a growing list resumes at is usually
+    there (the walk does not give up on the common case)."""
+    lists = [msgs[: c % (len(msgs) + 1)] for c in cuts]
+    if mark:
+        lists = [_marked(m) for m in lists]
+    resumed = 0
+    for old, new in itertools.pairwise(lists):
+        shared = 0
+        while shared < min(len(old), len(new)) and old[shared] == new[shared]:
+            shared += 1
+        fresh = scan_of(new, edit, ceiling, patience)
+        for j in range(-1, shared):
+            scan = scan_of(old, edit, ceiling, patience)
+            if not scan.resumable(j, new[j + 1 :]):
+                continue
+            scan.truncate(j)
+            scan.extend(new[j + 1 :])
+            resumed += j >= 0
+            assert scan.points == fresh.points, j
+            assert scan.gains == fresh.gains
+            assert scan.use_at == fresh.use_at and scan.result_at == fresh.result_at
+            assert scan.fitted("paid") == fresh.fitted("paid")
+    assert resumed or all(len(m) < 3 for m in lists) or not _plain_growth(lists, msgs)
+
+
+def _plain_growth(lists: list[list[dict]], msgs: list[dict]) -> bool:
+    """Whether consecutive lists grow by whole rounds of a conversation without odd messages
+    (there a resumable point must exist)."""
+    plain = all(isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in msgs)
+    return plain and any(len(b) > len(a) >= 3 for a, b in itertools.pairwise(lists))
+
+
+def test_a_growing_conversation_resumes_after_its_last_shared_round() -> None:
+    """Hand-made: three rounds, then two more; the point after the third round's results is
+    resumable, the round whose results come in the new messages is not."""
+
+    def use(k: int) -> dict:
+        return {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
+
+    def res(k: int) -> dict:
+        return {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 4000}
+
+    msgs: list[dict] = [{"role": "user", "content": "go"}]
+    for k in range(5):
+        msgs += [{"role": "assistant", "content": [use(k)]}, {"role": "user", "content": [res(k)]}]
+    edit = ClearToolUses(keep=1)
+    scan = PolicyScan(edit)
+    scan.extend(msgs[:7])  # three rounds
+    assert scan.resumable(6, msgs[7:])  # the third round's results: followed by an assistant
+    assert not scan.resumable(5, [*msgs[6:7], {"role": "user", "content": "late"}])
+    # the results of t2 come after: the point between its use and its result does not resume
+    scan2 = PolicyScan(edit)
+    scan2.extend(msgs[:6])
+    assert not scan2.resumable(5, [{"role": "user", "content": [res(2)]}])
+    scan.truncate(6)
+    scan.extend(msgs[7:])
+    assert scan.fitted() == paid_edit(edit, msgs)
+    assert scan.points == scan_of(msgs, edit).points

@@ -1,0 +1,243 @@
+"""The clearing policy the gateway runs (gateway.policy): on every body the keep of the twin
+(engine.twins.policy.paid_edit, edit_for_request for ``fixed``) whatever the serialisation and
+key order, resumed from the kept conversation where the list only grew, within its bounds, and
+never failing a request (decide sends the plain edit and logs one line)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from policy_conversations import conversations
+
+from engine.api.context_management import ClearToolUses
+from engine.twins.context_clear import edit_for_request
+from engine.twins.policy import paid_edit
+from gateway.policy import Fitter, Knobs
+from gateway.rewrite import decide
+from gateway.toplevel import scan
+
+EDIT = ClearToolUses(trigger_value=50_000, keep=3, clear_tool_inputs=True)
+MODEL = "claude-opus-4-6"
+SYSTEM = [{"type": "text", "text": "You are Claude Code. " * 300}]
+TOOLS = [
+    {"name": f"T{i}", "description": "d" * 300, "input_schema": {"type": "object"}}
+    for i in range(40)
+]
+
+
+def claude_code(msgs: list[dict], **extra: object) -> dict:
+    """Claude Code's key order: model, messages, system, tools, ..., stream."""
+    return {
+        "model": MODEL,
+        "messages": msgs,
+        "system": SYSTEM,
+        "tools": TOOLS,
+        "max_tokens": 100,
+        **extra,
+        "stream": True,
+    }
+
+
+def marked(msgs: list[dict]) -> list[dict]:
+    """The last message's last block carries cache_control, as Claude Code sends it."""
+    if not msgs or not isinstance(msgs[-1].get("content"), list) or not msgs[-1]["content"]:
+        return msgs
+    last = {**msgs[-1]["content"][-1], "cache_control": {"type": "ephemeral"}}
+    return [*msgs[:-1], {**msgs[-1], "content": [*msgs[-1]["content"][:-1], last]}]
+
+
+SERIALISE = {
+    "javascript": lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode(),
+    "python": lambda o: json.dumps(o).encode(),  # the Python SDK's: spaces, \\u escapes
+    "indented": lambda o: json.dumps(o, indent=1, ensure_ascii=False).encode(),
+}
+
+
+def fit(fitter: Fitter, raw: bytes) -> ClearToolUses:
+    top = scan(raw)
+    assert top is not None
+    return fitter.fit(EDIT, raw, top)
+
+
+def growing(msgs: list[dict]) -> list[list[dict]]:
+    """The lists a conversation sends: each request point (the end, and every user message
+    followed by an assistant one), marked for the cache."""
+    out = []
+    for i in range(1, len(msgs) + 1):
+        if i == len(msgs) or (msgs[i - 1]["role"] == "user" and msgs[i]["role"] == "assistant"):
+            out.append(marked(msgs[:i]))
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    msgs=conversations(),
+    style=st.sampled_from(sorted(SERIALISE)),
+    ceiling=st.sampled_from([3_000, 20_000, 90_000]),
+    patience=st.sampled_from([0, 100]),
+)
+def test_a_growing_conversation_gets_the_twins_keep_resumed(msgs, style, ceiling, patience) -> None:
+    fitter = Fitter(Knobs("paid", 1, ceiling, patience))
+    lists = growing(msgs)
+    for i, m in enumerate(lists):
+        got = fit(fitter, SERIALISE[style](claude_code(m)))
+        assert got == paid_edit(EDIT, m, ceiling, patience), i
+    # all but the first request resumed from the kept conversation (messages bytes shared)
+    assert fitter.walked == 1 and fitter.resumed == len(lists) - 1
+    assert len(fitter) == 1
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=conversations(odd=True), step=st.sampled_from([1, 20]), data=st.data())
+def test_any_order_of_bodies_gets_the_twins_keep(msgs, step, data) -> None:
+    """Retries, forks, rewritten histories, two conversations interleaved, odd messages: each
+    body the twin's keep, for both policies."""
+    other = [{"role": "user", "content": "another conversation"}, *msgs[1:5]]
+    lists = [msgs[:n] for n in range(len(msgs) + 1)] + [other, other[:3]]
+    order = data.draw(st.lists(st.sampled_from(lists), max_size=12))
+    paid, fixed = Fitter(Knobs("paid", step)), Fitter(Knobs("fixed", step))
+    for m in order:
+        raw = SERIALISE["javascript"](claude_code(m))
+        assert fit(paid, raw) == paid_edit(EDIT, m)
+        assert fit(fixed, raw) == edit_for_request(EDIT, m, step)
+
+
+def _rounds(n: int, size: int = 2_000) -> list[dict]:
+    msgs: list[dict] = [{"role": "user", "content": "go"}]
+    for k in range(n):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"p": k}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "é" * size}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    return msgs
+
+
+ROUNDS = 25  # the policy keeps 7 there, not KEEP's 3: the tests tell the two apart
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the Python SDK's order: messages after the others; model last
+        {
+            "max_tokens": 1,
+            "system": SYSTEM,
+            "tools": TOOLS,
+            "messages": _rounds(ROUNDS),
+            "model": MODEL,
+        },
+        # the key spelt in the unread stretch after messages (nested): parsed whole
+        claude_code(_rounds(ROUNDS), metadata={"messages": 1}),
+        # small enough to be walked: placed by the walk
+        {"model": MODEL, "messages": _rounds(1, 10), "system": SYSTEM, "tools": TOOLS},
+    ],
+)
+def test_messages_wherever_they_are_get_the_twins_keep(body: dict) -> None:
+    raw = SERIALISE["javascript"](body)
+    want = paid_edit(EDIT, body["messages"])
+    assert fit(Fitter(Knobs()), raw) == want
+    assert paid_edit(EDIT, _rounds(ROUNDS)).keep == 7
+
+
+def test_a_key_spelt_twice_is_read_as_json_reads_it() -> None:
+    raw = (
+        b'{"model":"'
+        + MODEL.encode()
+        + b'","messages":[],"system":"'
+        + b"s" * 5000
+        + b'","messages":'
+        + json.dumps(_rounds(ROUNDS)).encode()
+        + b',"max_tokens":1}'
+    )
+    assert json.loads(raw)["messages"] == _rounds(ROUNDS)
+    assert fit(Fitter(Knobs()), raw) == paid_edit(EDIT, _rounds(ROUNDS))
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [b'"a string"', b"null", b"[1, 2", b'[{"role":"user"} {"role":"user"}]', b"[]"],
+)
+def test_messages_that_are_no_list_get_the_plain_edit(messages: bytes) -> None:
+    raw = (
+        b'{"model":"'
+        + MODEL.encode()
+        + b'","messages":'
+        + messages
+        + b',"system":"'
+        + b"s" * 3000
+        + b'"}'
+    )
+    top = scan(raw)
+    assert top is not None
+    assert Fitter(Knobs()).fit(EDIT, raw, top) == EDIT
+
+
+def test_the_kept_conversations_stay_within_their_bounds() -> None:
+    body = SERIALISE["javascript"](claude_code(_rounds(40)))
+    fitter = Fitter(Knobs(), conversations=2, max_bytes=3 * len(body))
+    for k in range(4):  # four conversations: the oldest are dropped
+        raw = body.replace(b'"go"', f'"go {k}"'.encode())
+        fit(fitter, raw)
+        assert len(fitter) <= 2 and fitter.kept_bytes <= 3 * len(body)
+    small = Fitter(Knobs(), max_bytes=len(body))  # a body over half the budget is not kept
+    fit(small, body)
+    assert len(small) == 0 and small.kept_bytes == 0
+    fit(small, body)
+    assert small.resumed == 0 and small.walked == 2
+
+
+class _Broken(Fitter):
+    def fit(self, *args: object, **kwargs: object) -> ClearToolUses:
+        raise KeyError("secret-ish content from the body")
+
+
+def test_a_failing_policy_sends_the_plain_edit_and_logs_one_line(caplog) -> None:
+    raw = SERIALISE["javascript"](claude_code(_rounds(ROUNDS)))
+    with caplog.at_level(logging.WARNING, logger="ctxpatch.gateway"):
+        d = decide("POST", "/v1/messages", [], raw, EDIT, (), _Broken(Knobs()))
+    assert d.added
+    sent = json.loads(d.body or b"")
+    assert sent["context_management"]["edits"][-1]["keep"]["value"] == EDIT.keep
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "KeyError" in lines[0] and "secret" not in lines[0]
+
+
+def test_decide_sends_the_policys_keep_and_leaves_the_messages_bytes() -> None:
+    raw = SERIALISE["javascript"](claude_code(_rounds(ROUNDS)))
+    d = decide("POST", "/v1/messages", [], raw, EDIT, (), Fitter(Knobs()))
+    sent = json.loads(d.body or b"")
+    assert sent["context_management"]["edits"][-1]["keep"]["value"] == 7
+    cut = raw.index(b'"stream"')  # every byte before the appended member is the client's
+    assert (d.body or b"")[:cut] == raw[:cut]
+
+
+@pytest.mark.parametrize(
+    ("env", "keep"),
+    [({}, 7), ({"CLAUDE_CTX_CLEAR_POLICY": "fixed", "CLAUDE_CTX_CLEAR_STEP": "20"}, 5)],
+)
+def test_the_gateway_sends_the_policy_its_environment_names(env: dict, keep: int) -> None:
+    """Through HTTP and the mock: the policy and knobs come from the gateway's environment, as
+    the injected JavaScript reads them (paid by default; fixed: every STEP tool uses)."""
+    from test_gateway_http import HEADERS, post
+
+    from engine.twins.context_clear import knobs_from_env, step_from_env
+    from gateway.server import ThreadedGateway
+    from lab.mock import MockConfig, MockServer
+
+    msgs = _rounds(ROUNDS)
+    edit = knobs_from_env(env)
+    assert edit is not None
+    want = paid_edit(edit, msgs) if not env else edit_for_request(edit, msgs, step_from_env(env))
+    assert want.keep == keep
+    raw = SERIALISE["javascript"](claude_code(msgs))
+    with MockServer(MockConfig()) as mock, ThreadedGateway(upstream=mock.base_url, env=env) as gw:
+        for _ in range(2):  # the second one resumed from the kept conversation
+            status, _, reply = post(gw.url, "/v1/messages", raw, HEADERS)
+            assert status == 200, reply
+        sent = [r.body["context_management"]["edits"][-1]["keep"]["value"] for r in mock.requests()]
+        assert sent == [keep, keep]
+        fitter = gw.gateway.state.fitter
+        assert fitter is not None and (fitter.walked, fitter.resumed) == (1, 1)
