@@ -30,7 +30,8 @@ import re
 from collections.abc import Collection, Mapping
 from functools import lru_cache
 
-RECOVERS_FROM = (2, 1, 330)  # first build measured to compact on "prompt is too long"
+from engine.twins.context_clear import WINDOW_GUARD_RECOVERS_FROM as RECOVERS_FROM
+
 BYTES_PER_TOKEN = 3
 WINDOW, WINDOW_1M = 200_000, 1_000_000
 RESERVE = 20_000 + 13_000
@@ -90,16 +91,11 @@ def threshold(
 
 @lru_cache(maxsize=64)
 def _engine_threshold(version: str, model: str, env: tuple[tuple[str, str], ...]) -> int | None:
-    import importlib
-
     try:
+        from engine.claude_code.thresholds import compute_thresholds
         from engine.profiles import profile_for
 
-        try:  # engine/ grouped by concept (renovation step 2), or before it
-            thresholds = importlib.import_module("engine.claude_code.thresholds")
-        except ModuleNotFoundError:
-            thresholds = importlib.import_module("engine.claude_code.thresholds")
-        th = thresholds.compute_thresholds(profile_for(version), model, dict(env))
+        th = compute_thresholds(profile_for(version), model, dict(env))
     except Exception:  # no profile for this version, an odd model id: the default
         return None
     return th.auto_compact if th.auto_compact_enabled else None

@@ -470,10 +470,10 @@ def simulate_cmd(
 def _clear_env(environment: dict[str, str], options: dict[str, object]) -> dict[str, str]:
     """The CLAUDE_CTX_CLEAR_* knobs: this process's environment, then --env, then the options;
     a knob the patched Claude Code would ignore (and replace by its default) is a warning."""
-    from engine.twins.context_clear import ENV_NAMES, knob_errors
+    from engine.twins.context_clear import REPLAY_ENV_NAMES, knob_errors
 
-    env = {k: v for k, v in os.environ.items() if k in ENV_NAMES}
-    env |= {k: v for k, v in environment.items() if k in ENV_NAMES}
+    env = {k: v for k, v in os.environ.items() if k in REPLAY_ENV_NAMES}
+    env |= {k: v for k, v in environment.items() if k in REPLAY_ENV_NAMES}
     env |= {k: str(v) for k, v in options.items() if v is not None}
     for problem in knob_errors(env):
         err(f"warning: {problem}")

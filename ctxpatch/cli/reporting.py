@@ -103,9 +103,9 @@ def report_cmd(
                 hint="pass Claude Code's projects folder with --projects DIR",
             )
         files = rep.find_sessions(folder, when, project)
-        from engine.twins.context_clear import ENV_NAMES
+        from engine.twins.context_clear import REPLAY_ENV_NAMES
 
-        clear_env = {k: v for k, v in os.environ.items() if k in ENV_NAMES}
+        clear_env = {k: v for k, v in os.environ.items() if k in REPLAY_ENV_NAMES}
         bar = None
         if sys.stderr.isatty() and files:
             import click

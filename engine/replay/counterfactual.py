@@ -41,8 +41,9 @@ from engine.api.server_clearing import BlockEstimates, ClearPolicy, clear_on_ser
 from engine.claude_code.compact import Summarizer, full_compact, offline_summary
 from engine.claude_code.count import autocompact_tokens, last_usage_tokens
 from engine.claude_code.microcompact import microcompact
-from engine.claude_code.thresholds import compute_thresholds
+from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.identity_memo import by_identity
+from engine.javascript import js_json_stringify, utf16_len
 from engine.profiles import Profile, parse_version
 from engine.replay.calibration import Calibration, calibrate, full_estimate
 from engine.replay.clearing_incremental import IncrementalClearing
@@ -55,7 +56,14 @@ from engine.replay.recorded import (
     simulate_recorded,
 )
 from engine.transcript import Transcript, is_compact_boundary
-from engine.twins.context_clear import knobs_from_env, step_from_env
+from engine.twins.context_clear import (
+    NEAR_WINDOW_CHARS_PER_TOKEN,
+    WINDOW_GUARD_RECOVERS_FROM,
+    guard_on,
+    knobs_from_env,
+    near_window_limit,
+    step_from_env,
+)
 from engine.twins.policy import clear_policy_from_env, policy_from_env
 
 SCENARIOS = ("unpatched", "text_prune", "server_clearing", "patched")
@@ -106,6 +114,34 @@ def _compacted_records(records: list[dict]) -> dict[int, list[dict]]:
             summary = next((r for r in records[i + 1 : i + 6] if r.get("isCompactSummary")), None)
             out[rec[LINE_KEY]] = [rec] if summary is None else [rec, summary]
     return out
+
+
+OVERHEAD_CHARS_PER_TOKEN = 4
+"""Characters a token of the system prompt and tool definitions as JSON (the transcript holds
+their token count only, through the calibration's overhead; English and JSON schemas run 3.5-4.5
+characters a token). Used only by the window guard's measure."""
+WINDOW_GUARD_NOTE = (
+    "the window guard (CLAUDE_CTX_CLEAR_WINDOW_GUARD=1): the request goes without the edit, "
+    "so it reports the whole prompt and Claude Code compacts inside the window"
+)
+
+
+def window_guard_limit(
+    env: Mapping[str, str], profile: Profile, version: str | None, model: str, th: Thresholds
+) -> int | None:
+    """The request size in characters from which the injected snippet (``nearWindow``) and the
+    gateway (``gateway/window.py``) leave the edit out, when the guard is on and the build does
+    not recover from ``prompt is too long`` by itself; else ``None``. The smaller of the
+    snippet's limit (the window less 33000 at 3 characters a token) and the gateway's (Claude
+    Code's own threshold at 3 bytes a token)."""
+    if not guard_on(env):
+        return None
+    if parse_version(_version_in(profile, version)) >= WINDOW_GUARD_RECOVERS_FROM:
+        return None
+    limit = near_window_limit("[1m]" in model)
+    if th.auto_compact_enabled:
+        limit = min(limit, th.auto_compact * NEAR_WINDOW_CHARS_PER_TOKEN)
+    return limit
 
 
 def simulate_counterfactual(
@@ -167,6 +203,10 @@ def simulate_counterfactual(
         if clear_edit is not None and clear_policy is None
         else None
     )
+    guard_limit = (
+        window_guard_limit(cenv, profile, tr.version, model, th) if clear_edit is not None else None
+    )
+    guarded = False  # the previous request went without the edit (the window guard)
     cache = PromptCache(cal.overhead)
     history: list[dict] = []
     requests: list[Request] = []
@@ -234,6 +274,17 @@ def simulate_counterfactual(
             counts = [block_count(m) for m in sent]
         counted = (list(sent), counts)
         return counts
+
+    @by_identity
+    def msg_chars(m: Mapping[str, Any]) -> int:
+        """A message's JSON as the injected code measures it (UTF-16 units), memoised."""
+        return utf16_len(js_json_stringify({k: v for k, v in m.items() if k != LINE_KEY}))
+
+    def request_chars(sent: list[dict], base: float) -> float:
+        """The request's messages, system prompt and tools as JSON characters (the window
+        guard's measure): the messages exactly, the system prompt and tools and any history
+        the file does not hold (``base`` tokens) at :data:`OVERHEAD_CHARS_PER_TOKEN`."""
+        return sum(map(msg_chars, sent)) + len(sent) + 1 + base * OVERHEAD_CHARS_PER_TOKEN
 
     def live(sent: list[dict], at: int) -> list[float]:
         """Each sent message's share of its cost in the prompt of the request at ``at``:
@@ -340,7 +391,12 @@ def simulate_counterfactual(
             base = cal.overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
-            if clear_edit is not None:
+            stop = guard_limit is not None and request_chars(sent, base) >= guard_limit
+            if stop and not guarded:
+                events.append(Event("clear_stopped", line, tokens, None, note=WINDOW_GUARD_NOTE))
+                names.append("clear_stopped")
+            guarded = stop
+            if clear_edit is not None and not stop:
                 view = (
                     clearing.view(sent, costs, base)
                     if clearing is not None

@@ -19,6 +19,7 @@ EVENT_KINDS = (
     "micro_compact",
     "text_prune",
     "server_clear",
+    "clear_stopped",
     "auto_compact",
     "blocking",
     "manual_compact",

@@ -165,6 +165,25 @@ ENV_WINDOW_GUARD = "CLAUDE_CTX_CLEAR_WINDOW_GUARD"
 """``1``: leave the edit out :func:`near_window` (off by default; ``gateway/window.py`` says why)."""
 NEAR_WINDOW_CHARS_PER_TOKEN = 3
 NEAR_WINDOW_RESERVE = 20_000 + 13_000
+WINDOW_GUARD_RECOVERS_FROM = (2, 1, 330)
+"""The first build measured to compact by itself on ``prompt is too long`` (the guard is for the
+builds before it: ``gateway/window.py``)."""
+
+
+REPLAY_ENV_NAMES = (*ENV_NAMES, ENV_WINDOW_GUARD)
+"""The clearing variables a replay reads: the knobs and the window guard."""
+
+
+def guard_on(env: Mapping[str, str]) -> bool:
+    """Whether the window guard is asked for (:data:`ENV_WINDOW_GUARD` is ``1``)."""
+    return env.get(ENV_WINDOW_GUARD) == "1"
+
+
+def near_window_limit(one_m: bool) -> int:
+    """The request size (characters) from which :func:`near_window` leaves the edit out: Claude
+    Code's auto-compact threshold (the window less 20000 reserved output and 13000 buffer) at 3
+    characters a token."""
+    return ((1_000_000 if one_m else 200_000) - NEAR_WINDOW_RESERVE) * NEAR_WINDOW_CHARS_PER_TOKEN
 
 
 def near_window(request: Mapping[str, Any]) -> bool:
@@ -177,9 +196,8 @@ def near_window(request: Mapping[str, Any]) -> bool:
     betas = request.get("betas")
     one_m = "[1m]" in str(request.get("model"))
     one_m = one_m or any("context-1m" in str(b) for b in (betas if isinstance(betas, list) else []))
-    limit = ((1_000_000 if one_m else 200_000) - NEAR_WINDOW_RESERVE) * NEAR_WINDOW_CHARS_PER_TOKEN
     size = 0
     for key in ("messages", "system", "tools"):
         if key in request:
             size += utf16_len(js_json_stringify(request[key]))
-    return size >= limit
+    return size >= near_window_limit(one_m)
