@@ -1,7 +1,8 @@
 """Real native builds (linux-x64 platform packages, 230-380 MB), read in pure Python.
 
-Fetched with ``npm pack`` into the cache (``npmcache.native_binary``: tarball deleted once
-unpacked, at most 3 native versions kept). Nothing of them is committed.
+Fetched with ``npm pack`` into the cache, which keeps their tarballs (at most 3); the executable
+is unpacked once per test session into a scratch folder (tests/native_builds.py). Nothing of
+them is committed.
 """
 
 from __future__ import annotations
