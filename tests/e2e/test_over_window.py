@@ -25,7 +25,6 @@ from itertools import pairwise
 
 import native_builds
 import pytest
-from conftest import IN_CI
 
 from .lab_compat import lab
 from .test_native_gateway import PROMPTS, env_for
@@ -72,17 +71,6 @@ def describe(t: Turns) -> str:
     return str([(r.kind, r.status, prompt_tokens(r.body), (r.error or "")[:60]) for r in t.checked])
 
 
-def newest_native():
-    """The newest native build (2.1.332, the one the pinned Agent SDK wheel bundles; its
-    download failing: skip locally, fail in CI)."""
-    try:
-        return native_builds.newest_native()
-    except RuntimeError as e:
-        if IN_CI:
-            raise
-        pytest.skip(str(e))
-
-
 def test_native_2_1_330_recovers_from_prompt_too_long_by_itself(native_exe, mock, e2e_root):
     recovers("2.1.330", native_exe("2.1.330"), mock, e2e_root)
 
@@ -92,7 +80,7 @@ def test_the_newest_native_recovers_from_prompt_too_long_by_itself(native_exe, m
     gateway's guard (builds before 2.1.330) rightly leaves it alone. ``native_exe`` first: the
     network-namespace check and the cache's location before the test moves HOME."""
     native_exe  # noqa: B018 (the fixture's checks)
-    recovers(native_builds.SDK_BUNDLED, newest_native(), mock, e2e_root)
+    recovers(native_builds.SDK_BUNDLED, native_builds.newest_native_or_skip(), mock, e2e_root)
 
 
 def recovers(version, exe, mock, e2e_root) -> None:

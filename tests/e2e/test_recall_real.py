@@ -30,7 +30,6 @@ from pathlib import Path
 
 import native_builds
 import pytest
-from conftest import IN_CI
 
 from engine.twins.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER
 from lab.chain import _is_result, drive, stream_json_prompts
@@ -54,18 +53,6 @@ ORIGINAL = "ORIGINAL-BYTES zebrafish-7731: build log line one / ünïcödé"
 KINDS = ("cli.js 2.1.112", "native 2.1.330", f"native {NEWEST}")
 
 
-def newest_native() -> Path:
-    """The newest native build: the one the pinned Python Agent SDK's wheel bundles (the same
-    bytes as claude-code-linux-x64@2.1.332; the wheel is cached once for the SDK test and this,
-    tests/native_builds.py). Its download failing: skip locally, fail in CI."""
-    try:
-        return native_builds.newest_native()
-    except RuntimeError as e:
-        if IN_CI:
-            raise
-        pytest.skip(str(e))
-
-
 @pytest.fixture
 def make(sandbox_for, native_exe, e2e_node, tmp_path, monkeypatch):
     """``make(kind, name, gateway)``: a sandbox of that Claude Code with recall registered as
@@ -79,7 +66,9 @@ def make(sandbox_for, native_exe, e2e_node, tmp_path, monkeypatch):
             sb = Sandbox(tmp_path / name, sandbox_for("2.1.112", patched=True).cli, e2e_node)
         else:
             version = kind.split()[1]
-            exe = native_exe(version) if version != NEWEST else newest_native()
+            exe = (
+                native_exe(version) if version != NEWEST else native_builds.newest_native_or_skip()
+            )
             cls = GatewaySandbox if gateway else NativeSandbox
             sb = cls(tmp_path / name, exe)
         report = register.register({"HOME": str(sb.home)})
