@@ -17,8 +17,8 @@ first request of a conversation (or one that rewrote its history: a compaction, 
 session) pays the whole walk once.
 
 Bounds (:mod:`gateway.limits`): at most :data:`MEMO_CONVERSATIONS` conversations and
-:data:`MEMO_BYTES` of kept bodies, least recently used dropped first; a body larger than half
-of that is walked but not kept. Where the messages cannot be placed by the fast walk of the top
+:data:`MEMO_BYTES` of kept bodies and state (:data:`PER_MESSAGE` bytes a message), least recently
+used dropped first; a body larger than half of that is walked but not kept. Where the messages cannot be placed by the fast walk of the top
 level (another key order, a key spelt twice), the body is parsed whole and walked from the start
 (exact, not kept). Malformed messages (not a JSON array the API would take) get the plain edit.
 """
@@ -42,6 +42,7 @@ from gateway.toplevel import TopLevel
 MEMO_CONVERSATIONS = limits.MEMO_CONVERSATIONS
 MEMO_BYTES = limits.MEMO_BYTES
 WINDOW = 64 * 1024  # the first stretch decoded after the shared prefix (grown x4 as needed)
+PER_MESSAGE = 640  # bytes held per kept message (a Point, offset, ids; ~560 measured)
 TRIES = 4  # resumable points tried per kept conversation before walking from the start
 _WS = re.compile(r"[ \t\n\r]*")
 _ESCAPED_ASCII = re.compile(rb"\\u00[5-7]")
@@ -192,7 +193,7 @@ class Fitter:
         return None
 
     def _keep(self, kept: _Kept) -> None:
-        size = len(kept.body)
+        size = _held(kept)
         if size > self.max_bytes // 2:
             return
         while self._kept and (
@@ -204,7 +205,7 @@ class Fitter:
 
     def _drop(self, key: int) -> None:
         kept = self._kept.pop(key)
-        self._bytes -= len(kept.body)
+        self._bytes -= _held(kept)
 
     @property
     def kept_bytes(self) -> int:
@@ -212,6 +213,13 @@ class Fitter:
 
     def __len__(self) -> int:
         return len(self._kept)
+
+
+def _held(kept: _Kept) -> int:
+    """What a kept conversation holds: its body and, per message, the walk's state, offset and
+    ids (:data:`PER_MESSAGE`, an upper estimate: a list of millions of tiny messages is bounded
+    by its count, not only by its bytes)."""
+    return len(kept.body) + PER_MESSAGE * len(kept.ends)
 
 
 # --- reading the body -------------------------------------------------------------------------

@@ -241,3 +241,14 @@ def test_the_gateway_sends_the_policy_its_environment_names(env: dict, keep: int
         assert sent == [keep, keep]
         fitter = gw.gateway.state.fitter
         assert fitter is not None and (fitter.walked, fitter.resumed) == (1, 1)
+
+
+def test_a_list_of_many_tiny_messages_counts_by_its_messages_not_its_bytes() -> None:
+    """50,000 messages in 150 KB: what their walk's state holds (~560 bytes a message with its
+    ids, measured with tracemalloc) counts against the bound, so such a list is not kept."""
+    raw = SERIALISE["javascript"](claude_code([{}] * 50_000))
+    fitter = Fitter(Knobs())
+    assert fit(fitter, raw) == EDIT  # no role anywhere: nothing cleared, the plain keep
+    assert len(raw) < fitter.max_bytes // 200 and len(fitter) == 0 and fitter.kept_bytes == 0
+    assert fit(fitter, SERIALISE["javascript"](claude_code(_rounds(3)))) == EDIT
+    assert len(fitter) == 1 and fitter.kept_bytes > 7 * 640
