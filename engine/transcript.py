@@ -22,10 +22,16 @@ import json
 import lzma
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from pathlib import Path
 
 from ctxpatch.errors import TranscriptError  # the one error module (README "Layout")
-from engine.tokens import output_content_tokens, signed_output_tokens, usage_prompt
+from engine.tokens import (
+    output_content_tokens,
+    raw_message_tokens,
+    signed_output_tokens,
+    usage_prompt,
+)
 
 KNOWN_TYPES = frozenset(
     {
@@ -62,6 +68,23 @@ class Reply:
     # whether the reply holds a thinking block: what ``_scale_estimates`` scales
     signed_estimate: int = 0
     thinks: bool = False
+    # for an estimated output: at most what the next main-chain request's prompt grew by, less
+    # the user lines between (``_bound_by_next``); what the count takes (``count_output``)
+    output_bound: int | None = None
+
+    @property
+    def count_output(self) -> int:
+        """The final ``output_tokens`` as the count takes it: the estimate, or the bound the
+        next request's prompt puts on it when that is lower (never below chars/4)."""
+        if self.output_bound is None or self.output_bound >= self.output_tokens:
+            return self.output_tokens
+        return max(self.content_estimate, self.output_bound)
+
+    @property
+    def count_usage(self) -> dict:
+        """``usage`` with :attr:`count_output`: what cli.js keeps in memory and counts."""
+        n = self.count_output
+        return self.usage if n == self.output_tokens else {**self.usage, "output_tokens": n}
 
     @property
     def line(self) -> int:
@@ -296,6 +319,47 @@ def _scale_estimates(replies: list[Reply]) -> tuple[Reply, ...]:
     return tuple(out)
 
 
+def _bound_by_next(replies: tuple[Reply, ...], records: list[dict]) -> tuple[Reply, ...]:
+    """Bound each estimated output (a streaming placeholder in the transcript) by the next
+    main-chain request: its prompt holds this reply's content as input, so the reply's output
+    is at most the growth of the prompt, less the user lines between (their block estimate,
+    chars/4, low for code and logs: the bound errs high). Not bounded: a reply with thinking
+    followed by a new turn (the API may leave earlier turns' thinking out of the prompt; in the
+    tool loop of one turn it keeps it), another model next, or anything but user lines between
+    (a compaction boundary, another reply). The session ratio (``_scale_estimates``) misses
+    most on large tool inputs (a Write of 10K characters of code: 4,660 estimated, at most
+    3,380 by the next prompt in ``entireio/cli ca8cc13b``), enough to cross the threshold a
+    request early."""
+    out = list(replies)
+    main = [k for k, r in enumerate(replies) if not r.sidechain]
+    for a, b in pairwise(main):
+        r, n = replies[a], replies[b]
+        if not r.output_estimated or r.model != n.model:
+            continue
+        between = records[r.lines[-1] : n.lines[0] - 1]
+        if any(rec and rec.get("type") not in _BETWEEN_TYPES for rec in between):
+            continue
+        users = [
+            rec for rec in between if rec and rec.get("type") == "user" and not is_sidechain(rec)
+        ]
+        if r.thinks and not all(map(_tool_results_only, users)):
+            continue  # a new turn: the API may leave the reply's thinking out of the next prompt
+        grew = usage_prompt(n.usage) - usage_prompt(r.usage)
+        out[a] = replace(r, output_bound=grew - sum(map(raw_message_tokens, users)))
+    return tuple(out)
+
+
+_BETWEEN_TYPES = frozenset({"user", "progress", "file-history-snapshot", "attachment"})
+
+
+def _tool_results_only(rec: dict) -> bool:
+    """A user line that only answers tool uses (the tool loop of the same turn goes on)."""
+    content = (rec.get("message") or {}).get("content")
+    return isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
+
+
 def build_transcript(
     records: list[dict], path: str = "<transcript>", warnings: tuple[str, ...] = ()
 ) -> Transcript:
@@ -347,6 +411,7 @@ def build_transcript(
                 order.append(mid)
             groups[mid].append(i)
     replies = _scale_estimates([_make_reply(mid, groups[mid], records) for mid in order])
+    replies = _bound_by_next(replies, records)
     reply_of_line = {ln: k for k, r in enumerate(replies) for ln in r.lines}
     return Transcript(
         path=path,

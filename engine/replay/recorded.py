@@ -41,7 +41,7 @@ def memory_output(reply: Reply, profile: Profile | None) -> int:
     ``profile.usage_final_in_memory`` is off (2.1.8-2.1.29) the ``message_start`` placeholder.
     The recorded scenario and the counterfactual replays both count with it."""
     if profile is None or profile.usage_final_in_memory:
-        return reply.output_tokens
+        return reply.count_output
     return reply.start_output
 
 
@@ -60,7 +60,7 @@ def memory_records(tr: Transcript, profile: Profile | None = None) -> list[dict]
         copy = {**rec, LINE_KEY: i}
         k = tr.reply_of_line.get(i)
         if final and k is not None and tr.replies[k].lines[-1] == i:
-            copy["message"] = {**rec["message"], "usage": tr.replies[k].usage}
+            copy["message"] = {**rec["message"], "usage": tr.replies[k].count_usage}
         out.append(copy)
     return out
 

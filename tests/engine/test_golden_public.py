@@ -93,13 +93,26 @@ UNWRITTEN = {
     ),
 }
 KNOWN_MISSES.update({n: f"not recoverable from the file: {why}" for n, why in UNWRITTEN.items()})
+# The last reply before the boundary holds the streaming placeholder (output_tokens 1) and no later
+# request bounds its final output (engine.transcript._bound_by_next): the session ratio's estimate
+# is all there is. (The spurious predictions the ratio made elsewhere in 1284c080 and ca8cc13b,
+# on large Write inputs, are gone since the next request bounds them.)
+PLACEHOLDER_AT_BOUNDARY = {
+    "entireio__cli__ca8cc13b-d3df-4615-8f3f-f48a96b1a6f9.jsonl.xz": (
+        "2.1.38, line 366: count 166990 vs preTokens 167038 (-0.03%), 10 under the 167000 "
+        "threshold: reply 363-364 (33 characters of text and a Bash call) is recorded with "
+        "output_tokens 1 and the compaction follows it, so its final output is the ratio's "
+        "82 where ~130 would reach preTokens"
+    ),
+}
+KNOWN_MISSES.update(
+    {n: f"not recoverable from the file: {why}" for n, why in PLACEHOLDER_AT_BOUNDARY.items()}
+)
 # Newly shared sessions the model does not yet predict: the measured gap, cause open. Strict: the
 # engine fix that explains one turns its xfail into a failure, to be removed here.
 UNEXPLAINED = {
-    "entireio__cli__1284c080-f9cd-45f8-9942-ff58f5c517e5.jsonl.xz": "2.1.37: predicted at lines 876 (167906), 880 (167071), 1302 (167469) where the real program did not compact",
     "entireio__cli__9d7a9d52-7eb4-427d-847d-ee5451884f3d.jsonl.xz": "2.1.25, lines 383 / 817: count 164865 / 166194 vs preTokens 167066 / 168934 (-1.3% / -1.6%)",
     "entireio__cli__4b3ddf27-d7f7-4773-b4f2-b94b999c661d.jsonl.xz": "2.1.29, line 530: count 165384 vs preTokens 167369 (-1.2%)",
-    "entireio__cli__ca8cc13b-d3df-4615-8f3f-f48a96b1a6f9.jsonl.xz": "2.1.38: predicted at line 363 (167465), 3 lines before the real one at 366 (count 166990 vs preTokens 167038)",
 }
 KNOWN_MISSES.update({n: f"not yet explained: {why}" for n, why in UNEXPLAINED.items()})
 

@@ -264,3 +264,80 @@ def test_queued_prompt_evidence():
     assert "its enqueue is not in the file" in queued_prompt_evidence(recs, 4)
     recs = [q("enqueue"), q("remove"), usage, {"type": "system"}]
     assert queued_prompt_evidence(recs, 4) == ""
+
+
+def _said(mid, blocks, prompt, out=1):
+    return {
+        "type": "assistant",
+        "message": {
+            "id": mid,
+            "role": "assistant",
+            "model": "claude-opus-4-6",
+            "content": blocks,
+            "usage": {
+                "input_tokens": 1,
+                "cache_read_input_tokens": prompt - 1,
+                "output_tokens": out,
+            },
+        },
+    }
+
+
+def _user(content):
+    return {"type": "user", "message": {"role": "user", "content": content}}
+
+
+def _write(n):
+    return [{"type": "tool_use", "id": "t1", "name": "Write", "input": {"content": "x" * n}}]
+
+
+def _result(n):
+    return [{"type": "tool_result", "tool_use_id": "t1", "content": "y" * n}]
+
+
+def test_a_placeholder_output_is_bounded_by_the_next_requests_prompt():
+    """A reply recorded with the streaming placeholder (output 1) gets the session ratio's
+    estimate; the next request's prompt holds the reply as input, so the count takes at most its
+    growth less the user lines between (chars/4), never below chars/4 of what the model wrote."""
+    from engine.transcript import build_transcript
+
+    # five replies with final counts at 1.5x chars/4: the session ratio the estimate scales by
+    prose = [
+        _said(f"p{k}", [{"type": "text", "text": "w" * 400}], 90_000 + k, out=150) for k in range(5)
+    ]
+    records = [
+        *prose,
+        _user("write it"),
+        _said("m1", _write(8000), 100_000),
+        _user(_result(400)),  # 100 tokens at chars/4
+        _said("m2", [{"type": "text", "text": "done"}], 102_600, out=12),
+    ]
+    tr = build_transcript(records)
+    r = tr.replies[5]
+    assert r.output_estimated and r.output_tokens > 1.4 * r.content_estimate
+    assert r.output_bound == 2_600 - 100
+    assert r.content_estimate < r.count_output == r.output_bound < r.output_tokens
+    assert r.count_usage["output_tokens"] == r.count_output
+    assert r.usage["output_tokens"] == r.output_tokens  # costs keep the estimate
+    assert tr.replies[6].output_bound is None  # the last reply: nothing after it bounds it
+
+
+def test_no_bound_across_a_new_turn_after_thinking_or_a_boundary():
+    """Not bounded where the next prompt may not hold the reply: a reply with thinking followed
+    by a typed prompt (earlier turns' thinking may be left out), or anything but user lines
+    between (here a compaction boundary)."""
+    from engine.transcript import build_transcript
+
+    thinking = [{"type": "thinking", "thinking": "z" * 4000, "signature": "s"}, *_write(8000)]
+    new_turn = [
+        _said("m1", thinking, 100_000),
+        _user(_result(400)),
+        _user("now something else"),
+        _said("m2", [{"type": "text", "text": "ok"}], 101_000, out=9),
+    ]
+    assert build_transcript(new_turn).replies[0].output_bound is None
+    same_turn = [new_turn[0], new_turn[1], new_turn[3]]
+    assert build_transcript(same_turn).replies[0].output_bound is not None
+    boundary = {"type": "system", "subtype": "compact_boundary", "compactMetadata": {}}
+    after = [new_turn[0], new_turn[1], boundary, new_turn[3]]
+    assert build_transcript(after).replies[0].output_bound is None
