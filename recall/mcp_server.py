@@ -11,10 +11,11 @@ is a tool result with ``isError`` and the what/why/hint of ``ctxpatch.errors``, 
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ctxpatch.errors import CtxpatchError, UsageError, from_exception
 from recall import extract
@@ -133,11 +134,33 @@ class Recall:
         self._indexes.clear()
 
 
-def _prewarm(transcript: Callable[[], Path]) -> threading.Thread:
-    """Index the session while the SDK imports (its own connection: SQLite objects stay in the
-    thread that made them); the first call then only reads what was appended since."""
+class _Loader(threading.Thread):
+    """Imports the SDK, and indexes the session in a second thread meanwhile (its own SQLite
+    connection: SQLite objects stay in the thread that made them), so the first tool call only
+    reads what was appended since. A failure to index is the first call's to report."""
 
-    def work() -> None:
+    def __init__(self, transcript: Callable[[], Path]) -> None:
+        super().__init__(name="recall-sdk-import", daemon=True)
+        self.error: BaseException | None = None
+        self._warm = threading.Thread(
+            target=self._prewarm, args=(transcript,), name="recall-prewarm", daemon=True
+        )
+
+    def start(self) -> None:
+        super().start()
+        self._warm.start()
+
+    def run(self) -> None:
+        try:
+            import anyio  # noqa: F401
+            import mcp_types  # noqa: F401
+            from mcp.server.lowlevel import Server  # noqa: F401
+            from mcp.server.stdio import stdio_server  # noqa: F401
+        except BaseException as exc:  # re-raised in the main thread by wait()
+            self.error = exc
+
+    @staticmethod
+    def _prewarm(transcript: Callable[[], Path]) -> None:
         from recall.index import open_index
 
         try:
@@ -145,18 +168,71 @@ def _prewarm(transcript: Callable[[], Path]) -> threading.Thread:
         except Exception:  # reported by the first call that needs it, as a tool error
             return
 
-    thread = threading.Thread(target=work, name="recall-prewarm", daemon=True)
-    thread.start()
-    return thread
+    def wait(self) -> None:
+        self.join()
+        self._warm.join()
+        if self.error is not None:
+            raise self.error
+
+
+def _claim_stdio() -> tuple[BinaryIO, BinaryIO, Callable[[], None]]:
+    """The wire on private descriptors, fd 0 on the null device and fd 1 on stderr while we
+    serve (as the SDK's own stdio_server does), so stray output never corrupts the protocol."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+
+    def restore() -> None:
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+
+    return os.fdopen(wire_in, "rb"), os.fdopen(wire_out, "wb"), restore
 
 
 def serve(transcript: Callable[[], Path] = current_transcript) -> int:
-    """Serve on stdin/stdout until the client closes it."""
-    warm = _prewarm(transcript)
+    """Serve on stdin/stdout until the client closes it: the handshake from ``recall.mcp_early``
+    while the SDK loads, then the SDK."""
+    from ctxpatch import __version__
+    from recall.mcp_early import Front
+
+    loader = _Loader(transcript)
+    loader.start()
+    wire_in, wire_out, restore = _claim_stdio()
+    try:
+        front = Front(NAME, __version__, TOOLS)
+        while True:
+            line = wire_in.readline()
+            if not line:
+                return 0  # closed before anything needed the SDK
+            answer = front.take(line)
+            if answer is None:
+                break
+            if answer:
+                wire_out.write(answer)
+                wire_out.flush()
+        loader.wait()
+        return _serve_sdk(transcript, [*front.replay(), line], wire_in, wire_out, __version__)
+    finally:
+        restore()
+
+
+def _serve_sdk(
+    transcript: Callable[[], Path],
+    first: list[bytes],
+    wire_in: BinaryIO,
+    wire_out: BinaryIO,
+    version: str,
+) -> int:
+    """The official SDK's low-level server on the wire: ``first`` lines, then the client's."""
     import anyio
+    import anyio.to_thread
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
+
+    from recall.mcp_early import is_replay_answer
 
     recall = Recall(transcript)
     tools = [
@@ -172,17 +248,35 @@ def serve(transcript: Callable[[], Path] = current_transcript) -> int:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
-        warm.join()
         # in the loop's thread (SQLite connections stay in theirs); a call takes milliseconds
         text, is_error = recall.call(params.name, params.arguments or {})
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], is_error=is_error
         )
 
-    server = Server(NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server(NAME, version=version, on_list_tools=list_tools, on_call_tool=call_tool)
+
+    class Source:  # what stdio_server iterates: the replayed lines, then the client's
+        async def __aiter__(self) -> AsyncIterator[str]:
+            for line in first:
+                yield line.decode("utf-8", "replace")
+            while True:
+                line = await anyio.to_thread.run_sync(wire_in.readline)
+                if not line:
+                    return
+                yield line.decode("utf-8", "replace")
+
+    class Sink:  # what stdio_server writes to: the wire, less the answer to the replay
+        async def write(self, text: str) -> None:
+            if not is_replay_answer(text):
+                await anyio.to_thread.run_sync(wire_out.write, text.encode("utf-8"))
+
+        async def flush(self) -> None:
+            await anyio.to_thread.run_sync(wire_out.flush)
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        streams = stdio_server(stdin=cast("Any", Source()), stdout=cast("Any", Sink()))
+        async with streams as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     try:
