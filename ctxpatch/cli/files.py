@@ -63,6 +63,9 @@ def run(
     action = action_for(verb, node_check=node_check)  # bad settings: before anything
     installs, chosen_by = targets(path, environ(), Path.cwd())
     if not installs:
+        left = _revert_recall_only(as_json) if verb == "revert" and recall else None
+        if left is not None:
+            return left
         raise NotFound.no_cli_js(
             f"ctxpatch {verb} --path node_modules/@anthropic-ai/claude-code/cli.js"
         )
@@ -80,6 +83,23 @@ def run(
         for r in results:
             _human(r, verb)
         _human_recall(recall_doc, verb if recall else "check")
+    return code
+
+
+def _revert_recall_only(as_json: bool) -> int | None:
+    """``revert`` with no Claude Code install left (removed before ``revert``): recall's entries
+    in Claude Code's settings are still ctxpatch's, so they go, byte for byte as apply added
+    them. None when there was nothing of ctxpatch's there either: then the usual "no Claude
+    Code found" refusal stands."""
+    doc, code = recall_step("revert")
+    if "error" not in doc and not any(f["action"] in ("removed", "deleted") for f in doc["files"]):
+        return None
+    note = "no Claude Code install found: no cli.js to restore"
+    if as_json:
+        emit_json(envelope(code, [], chosen_by=None, recall=doc, note=note))
+    else:
+        err(f"revert: {note}; recall's entries in Claude Code's settings:")
+        _human_recall(doc, "revert")
     return code
 
 

@@ -109,7 +109,8 @@ def check(path: PathOpt = None, as_json: JsonOpt = False) -> None:
 def revert(path: PathOpt = None, as_json: JsonOpt = False) -> None:
     """Restore the original cli.js byte for byte (from the backup, or by removing the edits).
 
-    Also removes exactly the recall entries apply added to Claude Code's settings. Reverting an unpatched file is a no-op that says so.
+    Also removes exactly the recall entries apply added to Claude Code's settings, also when
+    no Claude Code install is left. Reverting an unpatched file is a no-op that says so.
 
     Example: ctxpatch revert
     """
