@@ -272,3 +272,24 @@ def test_recall_s_own_calls_are_never_hits(tmp_path: Path) -> None:
         assert [h.tool_use_id for h in ix.search("test_expired_token", limit=5)] == ["toolu_A1"]
         own = ix.get("toolu_S1")
         assert own and own.tool == "mcp__ctxpatch__search"
+
+
+def test_another_sessions_index_in_this_ones_place_is_never_read(tmp_path: Path) -> None:
+    """An index file that is another transcript's (copied, restored from a backup, a hash
+    collision) is rebuilt from this transcript: never the other session's calls."""
+    one = write(tmp_path / "p" / "one.jsonl", call("toolu_1", "echo", "only in one"))
+    two = write(tmp_path / "p" / "two.jsonl", call("toolu_2", "echo", "only in two"))
+    open_index(one).close()
+    open_index(two).close()
+    for suffix in ("", "-wal", "-shm"):
+        src = Path(f"{index_path(one)}{suffix}")
+        dst = Path(f"{index_path(two)}{suffix}")
+        if src.exists():
+            dst.write_bytes(src.read_bytes())
+        elif dst.exists():
+            dst.unlink()
+    with open_index(two) as ix:
+        assert ix.get("toolu_1") is None
+        assert [h.tool_use_id for h in ix.search("only", limit=5)] == ["toolu_2"]
+        got = ix.get("toolu_2")
+        assert got is not None and got.content == "only in two"

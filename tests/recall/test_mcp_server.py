@@ -103,3 +103,18 @@ def test_the_definitions_stay_small() -> None:
     import json
 
     assert len(json.dumps(TOOLS)) < 1200  # what rides on every request; counted by the bench
+
+
+def test_bad_transcripts_are_tool_errors_with_a_hint(tmp_path: Path) -> None:
+    """A cut .xz, a folder, a binary file: the model gets what/why/hint, never a traceback."""
+    xz = tmp_path / "cut.jsonl.xz"
+    xz.write_bytes(b"\xfd7zXZ\x00 truncated")
+    blob = tmp_path / "blob.jsonl"
+    blob.write_bytes(b"\x7fELF\x00\x00\x01\n" * 10)
+    for path in (xz, tmp_path, blob):
+        r = Recall(lambda p=path: p)  # type: ignore[misc]
+        for name, args in (("search", {"query": "x"}), ("get", {"tool_use_id": "toolu_A"})):
+            text, err = r.call(name, args)
+            assert err and "why:" in text and "hint:" in text, (path, text)
+            assert "Traceback" not in text
+        r.close()
