@@ -60,6 +60,19 @@ TOOLS: tuple[dict[str, object], ...] = (
 )
 
 
+def definitions_as_sent(server: str) -> list[dict[str, object]]:
+    """``TOOLS`` as Claude Code puts them in a request's ``tools`` (``mcp__<server>__<name>``,
+    ``input_schema``): what ``engine.replay.recall_tools`` counts on every request."""
+    return [
+        {
+            "name": f"mcp__{server}__{t['name']}",
+            "description": t["description"],
+            "input_schema": t["inputSchema"],
+        }
+        for t in TOOLS
+    ]
+
+
 class Recall:
     """The tools' logic, without the protocol: arguments in, text out."""
 

@@ -257,6 +257,14 @@ def simulate_cmd(
     clear_disable: Annotated[
         bool, typer.Option("--clear-disable", help="CLAUDE_CTX_CLEAR_DISABLE=1: no clearing.")
     ] = False,
+    no_recall: Annotated[
+        bool,
+        typer.Option(
+            "--no-recall",
+            help="Replay apply --no-recall: the clearing replays without recall's two tool "
+            "definitions on every request.",
+        ),
+    ] = False,
     microcompact: Annotated[
         MicroCompactChoice,
         typer.Option(help="Micro-compaction in replays; auto = as the recorded usage shows."),
@@ -383,6 +391,7 @@ def simulate_cmd(
                 clear_env=clear_env,
                 microcompact_on=mc,
                 calibration=calibrate(tr, prof),
+                recall_tools=0 if no_recall else None,  # None: the engine's default
             )
             names = COMPARED if compare else (scenario.value,)
             sims = [simulate(tr, prof, name, **replay) for name in names]

@@ -48,6 +48,7 @@ from engine.profiles import Profile, parse_version
 from engine.replay.calibration import Calibration, calibrate, full_estimate
 from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.model import Event, Request, Simulation
+from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.recorded import (
     LINE_KEY,
     _mc_event,
@@ -156,6 +157,7 @@ def simulate_counterfactual(
     summarizer: Summarizer | None = None,
     calibration: Calibration | None = None,
     clear_policy: ClearPolicy | None = None,
+    recall_tools: int | None = None,
 ) -> Simulation:
     """Replay the conversation under ``env`` as ``scenario`` (see the module docstring).
 
@@ -163,6 +165,11 @@ def simulate_counterfactual(
     ``CLAUDE_CTX_CLEAR_*`` ones (``engine.context_clear.knobs_from_env``; disabled there means
     no clearing). ``clear_policy`` (``engine.server_clearing.ClearPolicy``) fits the edit to
     each request instead of the STEP rule (the oracle's plan, the online policy).
+
+    ``recall_tools`` is the chars/4 estimate of the recall tools' definitions every request
+    carries (``engine.replay.recall_tools``): None means ``RECALL_TOOLS_ESTIMATE`` in the
+    scenarios with ctxpatch's clearing (``apply`` registers recall with it) and 0 in the others;
+    0 replays ``apply --no-recall``, ``RECALL_TOOLS_DEFERRED_ESTIMATE`` Claude Code's tool search.
 
     ``microcompact_on=None`` infers it from the recorded session (off when the local logic
     predicts a micro-compaction the recorded usage does not show). The summary of a compaction
@@ -174,6 +181,10 @@ def simulate_counterfactual(
     model = model or tr.model or "claude-opus-4-6"
     th = compute_thresholds(profile, model, env)
     cal = calibration or calibrate(tr, profile)
+    if recall_tools is None:
+        recall_tools = RECALL_TOOLS_ESTIMATE if scenario in CLEAR_SCENARIOS else 0
+    # the fixed part of every prompt: system prompt, tools, and recall's tools when registered
+    overhead = cal.overhead + recall_tools_tokens(recall_tools, cal.ratio)
     # the API leaves out the thinking of turns before the last human prompt on some models
     # (engine.api.previous_thinking): ``model`` when asked for, else the session's main model; the
     # session's own version when the profile holds it
@@ -194,7 +205,7 @@ def simulate_counterfactual(
     clear_step = step_from_env(cenv)
     if clear_policy is None and clear_edit is not None:
         # the online policy of the injected JavaScript (engine.twins.policy; CLAUDE_CTX_CLEAR_POLICY)
-        clear_policy = clear_policy_from_env(cenv, cal.overhead)
+        clear_policy = clear_policy_from_env(cenv, overhead)
     estimate = BlockEstimates()
     # the fixed STEP rule replays incrementally (engine.replay.clearing_incremental); an online policy
     # fits the edit to every request's messages: clear_on_server, the specification
@@ -207,7 +218,7 @@ def simulate_counterfactual(
         window_guard_limit(cenv, profile, tr.version, model, th) if clear_edit is not None else None
     )
     guarded = False  # the previous request went without the edit (the window guard)
-    cache = PromptCache(cal.overhead)
+    cache = PromptCache(overhead)
     history: list[dict] = []
     requests: list[Request] = []
     events: list[Event] = []
@@ -388,7 +399,7 @@ def simulate_counterfactual(
                     sent = pruned
             factors = live(sent, line)
             costs = [msg_cost(m) * f for m, f in zip(sent, factors, strict=True)]
-            base = cal.overhead + carried
+            base = overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
             stop = guard_limit is not None and request_chars(sent, base) >= guard_limit
@@ -426,7 +437,7 @@ def simulate_counterfactual(
             blocks = block_counts(sent)
             # the carried history (before the file's first message) is a fixed prefix too: read
             # from the cache like the system prompt (it was written at 1.25x on every request)
-            read = min(prompt, round(cache.read(sig, costs, blocks, cal.overhead + carried)))
+            read = min(prompt, round(cache.read(sig, costs, blocks, overhead + carried)))
             prev_sig = sig
             if th.blocking is not None and tokens >= th.blocking:
                 events.append(Event("blocking", line, tokens, th.blocking))
@@ -478,6 +489,8 @@ def simulate_counterfactual(
         "clear_policy": policy_from_env(cenv) if clear_edit is not None else None,
         "microcompact": microcompact_on,
     }
+    if recall_tools:
+        knobs["recall_tools"] = recall_tools
     return Simulation(profile, scenario, model, th, tuple(requests), tuple(events), knobs)
 
 

@@ -323,6 +323,7 @@ def simulate_oracle(
     microcompact_on: bool | None = None,
     summarizer: Summarizer | None = None,
     calibration: Calibration | None = None,
+    recall_tools: int | None = None,
 ) -> Simulation:
     """The session under the hindsight-optimal clearing schedule (scenario ``oracle``).
 
@@ -343,6 +344,7 @@ def simulate_oracle(
         "microcompact_on": microcompact_on,
         "summarizer": summarizer,
         "calibration": cal,
+        "recall_tools": recall_tools,  # with ctxpatch: recall's tools ride along (None: default)
     }
     best: tuple[Simulation, Plan, bool] | None = None
     for scenario in ("server_clearing", "patched"):

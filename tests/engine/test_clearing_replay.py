@@ -11,7 +11,9 @@ from engine.api.context_management import ClearToolUses
 from engine.api.prompt_cache import LOOKBACK_BLOCKS, PromptCache, price
 from engine.api.server_clearing import BlockEstimates, clear_on_server
 from engine.profiles import profile_for
+from engine.replay.calibration import calibrate
 from engine.replay.counterfactual import SCENARIOS
+from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.session import simulate
 from engine.transcript import build_transcript
 
@@ -163,15 +165,19 @@ def test_clearing_lowers_the_usage_claude_code_counts_and_avoids_compaction(runs
     assert all(r.tokens < 100_000 + 4 * 6_100 for r in later)  # Claude Code's own count
 
 
-def test_each_move_of_the_cleared_part_rewrites_the_cache(runs):
+def test_each_move_of_the_cleared_part_rewrites_the_cache(tr, runs):
     base, clearing = runs["unpatched"].summary, runs["server_clearing"].summary
+    # the fixed prefix: the overhead, and with ctxpatch recall's tool definitions
+    fixed = OVERHEAD + recall_tools_tokens(
+        RECALL_TOOLS_ESTIMATE, calibrate(tr, profile_for("2.1.39")).ratio
+    )
     assert clearing["cache_breaks"] > base["cache_breaks"]
     assert clearing["tokens_sent"] < base["tokens_sent"]
     req = runs["server_clearing"].requests
     breaks = [r for r in req if r.cache_break]
     # the server clears one more use per request: no earlier breakpoint is a prefix any more
-    assert breaks and all(r.cache_read == OVERHEAD for r in breaks)
-    assert all(r.cache_read > OVERHEAD for r in req[1:] if not r.cache_break)
+    assert breaks and all(r.cache_read == fixed for r in breaks)
+    assert all(r.cache_read > fixed for r in req[1:] if not r.cache_break)
 
 
 def test_step_moves_the_cleared_part_every_step_tool_uses(tr):
