@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 # mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS of the pinned SDK (importing it loads the SDK's
 # models: the point of this module is not to); tests/recall/test_mcp_early.py compares them.
@@ -57,18 +56,19 @@ def _request_id(msg: Mapping[str, object]) -> object:
     return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
 
 
-@dataclass
 class Front:
     """The connection until the SDK takes over: ``take(line)`` gives the answer to write, or
-    None once ``handed_over`` (then ``replay()`` + that line go to the SDK)."""
+    None once ``handed_over`` (then ``replay()`` + that line go to the SDK). A plain class:
+    ``dataclasses`` imports ``inspect``, tens of milliseconds on the handshake's path."""
 
-    name: str
-    version: str
-    tools: Sequence[Mapping[str, object]]
-    initialize: dict[str, object] | None = None  # the client's, once answered here
-    initialized: bool = False  # the client's notifications/initialized arrived
-    handed_over: bool = False
-    answered: list[str] = field(default_factory=list)  # the methods answered here, in order
+    def __init__(self, name: str, version: str, tools: Sequence[Mapping[str, object]]) -> None:
+        self.name = name
+        self.version = version
+        self.tools = tools
+        self.initialize: dict[str, object] | None = None  # the client's, once answered here
+        self.initialized = False  # the client's notifications/initialized arrived
+        self.handed_over = False
+        self.answered: list[str] = []  # the methods answered here, in order
 
     def take(self, line: bytes) -> bytes | None:
         """The answer (a JSON line) to ``line`` when this front can give it, else hand over.

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ctxpatch.errors import CtxpatchError, UsageError, from_exception
-from recall import extract
-from recall.sessions import current_transcript
 
 if TYPE_CHECKING:
     from recall.index import Index
@@ -73,6 +71,14 @@ def definitions_as_sent(server: str) -> list[dict[str, object]]:
     ]
 
 
+def current_transcript() -> Path:
+    """``recall.sessions.current_transcript``, imported when a tool call needs it (not on the
+    handshake's path: it pulls subprocess, uuid and datetime)."""
+    from recall.sessions import current_transcript as current
+
+    return current()
+
+
 class Recall:
     """The tools' logic, without the protocol: arguments in, text out."""
 
@@ -118,6 +124,8 @@ class Recall:
         head = f"{result.tool_use_id} | {result.summary}" + (" [error]" if result.is_error else "")
         if not result.answered:
             return f"{head}\n(no result recorded yet)"
+        from recall import extract
+
         text = extract.content_text(
             result.full_output if result.full_output is not None else result.content,
             "[{kind} block: see `ctxpatch recall get <id> --json`]",
