@@ -5,7 +5,8 @@
    record blocks ``engine.api.server_clearing.clear_on_server`` changes, collected over the whole
    replay). For each: ``recall get`` (the CLI's ``result_json``) returns the transcript's own
    ``content`` byte-exact (its JSON), and ``recall search`` with a distinctive phrase of the
-   result (the run of words whose rarest word is rarest in the session) ranks it in the top 5.
+   result (the run of words whose rarest word is rarest in the session, held by no other
+   result nor any other call's input) ranks it in the top 5.
 2. Speed: indexing the largest session (target <= 1 s), appending one turn (<= 50 ms), search
    and get p99 (<= 50 ms) on a x10 session made of it (tool ids made unique per copy), the MCP
    server's first answer after its start (initialize + tools/list, <= 300 ms) and its first
@@ -68,8 +69,8 @@ def cleared_ids(path: Path) -> set[str] | str:
     found: set[str] = set()
     original = replay.clear_on_server
 
-    def spy(sent, costs, overhead, edit, estimate, step=1):  # type: ignore[no-untyped-def]
-        view = original(sent, costs, overhead, edit, estimate, step)
+    def spy(sent, *args, **kw):  # type: ignore[no-untyped-def]
+        view = original(sent, *args, **kw)
         for i, idx in view.changed.items():
             content = (sent[i].get("message") or {}).get("content")
             for j in idx:
@@ -103,13 +104,35 @@ def transcript_results(data: bytes) -> dict[str, object]:
     return out
 
 
+def transcript_inputs(data: bytes) -> dict[str, str]:
+    """tool_use_id -> the text search matches in its input (every string of it)."""
+    from recall.extract import parse_line, tool_uses
+
+    out: dict[str, str] = {}
+    for raw in data.split(b"\n"):
+        if b'"tool_use"' not in raw:
+            continue
+        rec = parse_line(raw)
+        for use in tool_uses(rec) if rec is not None else []:
+            out.setdefault(use.tool_use_id, use.text)
+    return out
+
+
 def distinctive_phrase(
-    words: list[str], df: Counter[str], corpus: str, width: int = 6, tries: int = 24
+    words: list[str],
+    df: Counter[str],
+    corpus: str,
+    width: int = 6,
+    tries: int = 24,
+    inputs: str = "",
+    own_input: str = "",
 ) -> tuple[str, bool] | None:
     """A run of ``width`` words of a result and whether it is unique to it: candidates by
     rarity (their rarest word rarest in the session, then the rarer sum), then spread over the
     result; the first one that ``corpus`` (every result's words, lower case, one result a line)
-    holds only once wins."""
+    holds only once, and no other call's input (``inputs``, the same way, less ``own_input``)
+    holds, wins: search matches inputs too (an Edit that wrote the code a later diff shows
+    holds the diff's phrases)."""
     if not words:
         return None
     cands = sorted(
@@ -124,7 +147,8 @@ def distinctive_phrase(
     spread = [i for i in range(0, len(cands), step) if i not in cands[:tries]]
     for i in cands[:tries] + spread[:tries]:
         phrase = " ".join(words[i : i + width])
-        if corpus.count(" " + phrase.lower() + " ") <= 1:
+        key = " " + phrase.lower() + " "
+        if corpus.count(key) <= 1 and inputs.count(key) <= own_input.count(key):
             return phrase, True
     return " ".join(words[cands[0] : cands[0] + width]), False
 
@@ -145,12 +169,18 @@ def correctness(quick: bool) -> None:
                 print(f"  skip {path.name}: {ids}")
                 continue
             sessions += 1
-            results = transcript_results(read_bytes(path))
+            data = read_bytes(path)
+            results = transcript_results(data)
             words_of = {tid: WORD.findall(content_text(c)) for tid, c in results.items()}  # type: ignore[arg-type]
             df: Counter[str] = Counter()
             for ws in words_of.values():
                 df.update({w.lower() for w in ws})
             corpus = "\n".join(" " + " ".join(ws).lower() + " " for ws in words_of.values())
+            input_words = {
+                tid: " " + " ".join(WORD.findall(text)).lower() + " "
+                for tid, text in transcript_inputs(data).items()
+            }
+            inputs = "\n".join(input_words.values())
             with open_index(path) as ix:
                 for tid in sorted(ids):
                     total += 1
@@ -161,7 +191,13 @@ def correctness(quick: bool) -> None:
                         exact += 1
                     else:
                         misses.append(f"get {path.name} {tid}")
-                    found = distinctive_phrase(words_of.get(tid, []), df, corpus)
+                    found = distinctive_phrase(
+                        words_of.get(tid, []),
+                        df,
+                        corpus,
+                        inputs=inputs,
+                        own_input=input_words.get(tid, ""),
+                    )
                     if found is None:
                         no_words += 1
                         continue
@@ -184,8 +220,9 @@ def correctness(quick: bool) -> None:
     )
     print(
         f"  not searchable by a phrase of their own: {no_words} hold no words (empty, images), "
-        f"{shared} have every 6-word run in another result too (mostly identical outputs: a "
-        f"file read again, 'has been updated successfully'), of which top-5 anyway: {shared_top5}"
+        f"{shared} have every 6-word run in another result or another call's input too (mostly "
+        f"identical outputs: a file read again, 'has been updated successfully'; a diff of "
+        f"what Edits wrote), of which top-5 anyway: {shared_top5}"
     )
     for m in misses[:10]:
         print("  miss:", m)
@@ -440,19 +477,12 @@ def mcp_first_answer(transcript: Path, ids: list[str]) -> None:
 def tool_tokens() -> None:
     """What the two definitions add to every request, as Claude Code sends MCP tools
     (``mcp__<server>__<tool>``), and with tool search (deferred: only the names are listed)."""
+    from engine.replay.recall_tools import RECALL_TOOLS_DEFERRED_ESTIMATE, RECALL_TOOLS_ESTIMATE
     from engine.tokens import count_text
-    from recall.mcp_server import TOOLS
+    from recall.mcp_server import TOOLS, definitions_as_sent
+    from recall.registered import SERVER as key  # the mcpServers key: tools are mcp__ctxpatch__*
 
-    key = "ctxpatch"  # the mcpServers key ctxpatch apply registers: tools are mcp__ctxpatch__*
-
-    sent = [
-        {
-            "name": f"mcp__{key}__{t['name']}",
-            "description": t["description"],
-            "input_schema": t["inputSchema"],
-        }
-        for t in TOOLS
-    ]
+    sent = definitions_as_sent(key)
     full = json.dumps(sent, separators=(",", ":"))
     names = "\n".join(f"mcp__{key}__{t['name']}" for t in TOOLS)
     try:
@@ -466,7 +496,9 @@ def tool_tokens() -> None:
     print(
         f"tool definitions per request: {n_full} tokens ({how}), {count_text(full)} by chars/4, "
         f"{len(full)} bytes; with tool search (deferred, names only): {n_names} tokens "
-        f"({how}), {count_text(names)} by chars/4"
+        f"({how}), {count_text(names)} by chars/4; the replays with ctxpatch add "
+        f"{RECALL_TOOLS_ESTIMATE} (chars/4, x the session's calibration ratio) to every request "
+        f"(engine.replay.recall_tools; {RECALL_TOOLS_DEFERRED_ESTIMATE} with tool search)"
     )
 
 
