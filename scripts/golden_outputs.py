@@ -6,8 +6,10 @@
 Runs the command line of the checkout this script lives in (``ctxpatch.cli`` when that package
 exists, else ``patcher.cli``) as subprocesses: status/check/apply/revert/inspect --json on copies
 of fixtures/cli_js, inspect of the native fixture, simulate (every scenario, --compare) and
-thresholds --json on the embedded session and a few shared sessions (CTXPATCH_SHARED, when set),
-the --help text of every command, and a few refusals. Each run is stored as one file holding its
+thresholds --json on the embedded session and a few shared sessions (--shared or CTXPATCH_SHARED,
+when set), simulate's knobs (options, --env, the process environment: the clearing policy's too),
+price files and refusals, ``report`` over a projects folder of copies (fixed mtimes, its own
+cache), the --help text of every command, and a few refusals. Each run is stored as one file holding its
 exit code, stdout and stderr; the scratch folder's path is replaced by ``<W>`` and the checkout's
 by ``<R>`` so two checkouts compare equal when they behave the same. Nothing is written into the
 checkout. A refactoring that changes no behaviour leaves ``diff -r`` empty.
@@ -38,8 +40,26 @@ COMMANDS = (
     "regress",
     "gateway",
     "run",
+    "mcp",
+    "report",
+    "shell-init",
+    "recall",
 )
-SCENARIOS = ("recorded", "unpatched", "text_prune", "server_clearing", "patched")
+SCENARIOS = ("recorded", "unpatched", "text_prune", "server_clearing", "patched", "oracle")
+PRICES = """date = "2026-12-01"
+[models."claude-opus-4-6"]
+input = 4.0
+cache_write_5m = 5.0
+cache_write_1h = 8.0
+cache_read = 0.4
+output = 20.0
+[models."claude-sonnet-4-5"]
+input = 2.0
+cache_write_5m = 2.5
+cache_write_1h = 4.0
+cache_read = 0.2
+output = 10.0
+"""
 
 
 def cli_module() -> str:
@@ -165,6 +185,77 @@ def session_runs(rec: Recorder, sessions: list[tuple[str, Path]]) -> None:
     rec.run(
         f"sim-{label}-strict", "simulate", str(path), "--profile", "9.9.9", "--strict", "--json"
     )
+    prices = rec.work / "prices.toml"
+    prices.write_text(PRICES)
+    rec.run(f"sim-{label}-prices", "simulate", str(path), "--compare", "--prices", str(prices))
+    rec.run(
+        f"sim-{label}-prices-json",
+        "simulate",
+        str(path),
+        "--scenario",
+        "patched",
+        "--json",
+        CTXPATCH_PRICES=str(prices),
+    )
+    rec.run(
+        f"sim-{label}-policy-fixed",
+        "simulate",
+        str(path),
+        "--compare",
+        "--env",
+        "CLAUDE_CTX_CLEAR_POLICY=fixed",
+        "--json",
+    )
+    rec.run(
+        f"sim-{label}-policy-env",
+        "simulate",
+        str(path),
+        "--scenario",
+        "server_clearing",
+        "--json",
+        CLAUDE_CTX_CLEAR_CEILING="60000",
+        CLAUDE_CTX_CLEAR_PATIENCE="2",
+        CLAUDE_CTX_CLEAR_KEEP="4",
+        CLAUDE_CTX_CLEAR_WINDOW_GUARD="1",
+        CLAUDE_TEXT_PRUNE_KEEP="1",
+    )
+    rec.run(
+        f"sim-{label}-policy-bad",
+        "simulate",
+        str(path),
+        "--scenario",
+        "patched",
+        "--clear-keep",
+        "1",
+        CLAUDE_CTX_CLEAR_POLICY="cheap",
+        CLAUDE_CTX_CLEAR_CEILING="0",
+        CLAUDE_CTX_CLEAR_TRIGGER="lots",
+    )
+    rec.run(f"sim-{label}-oracle-text", "simulate", str(path), "--scenario", "oracle")
+    rec.run(
+        f"sim-{label}-unpatched-all",
+        "simulate",
+        str(path),
+        "--scenario",
+        "unpatched",
+        "--all-requests",
+        "--microcompact",
+        "off",
+    )
+    rec.run(f"sim-{label}-recorded-text", "simulate", str(path))
+    for name, option in (
+        ("keep0", ("--keep", "0")),
+        ("threshold-neg", ("--threshold", "-1")),
+        ("clear-step0", ("--clear-step", "0")),
+        ("clear-keep-neg", ("--clear-keep", "-1")),
+        ("clear-trigger0", ("--clear-trigger", "0")),
+        ("env-pair", ("--env", "NOEQUALS")),
+        ("model-bad", ("--model", "gpt-4")),
+        ("profile-bad", ("--profile", "nope")),
+        ("prices-bad", ("--prices", str(rec.work / "nope.toml"))),
+        ("plot-folder", ("--plot", str(rec.work / "no" / "dir" / "x.png"))),
+    ):
+        rec.run(f"sim-{label}-refuse-{name}", "simulate", str(path), *option, "--json")
 
 
 def misc_runs(rec: Recorder) -> None:
@@ -206,12 +297,53 @@ def misc_runs(rec: Recorder) -> None:
     rec.run("run-nothing", "run", "--", "/nonexistent-command-xyz")
 
 
+def report_runs(rec: Recorder, sessions: list[tuple[str, Path]]) -> None:
+    """``report`` over a projects folder of copies (fixed mtimes, so the order is fixed)."""
+    projects = rec.work / "projects"
+    for i, (label, path) in enumerate(sessions[:3]):
+        folder = projects / ("-home-u-" + ("alpha" if i % 2 == 0 else "beta"))
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{label}{''.join(path.suffixes)}"
+        shutil.copy2(path, target)
+        stamp = 1_790_000_000 + i * 3600
+        os.utime(target, (stamp, stamp))
+    broken = projects / "-home-u-beta" / "broken.jsonl"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text("{not json\n")
+    os.utime(broken, (1_790_000_000 - 60, 1_790_000_000 - 60))
+    p = str(projects)
+    rec.run("report-json", "report", "--projects", p, "--no-cache", "--jobs", "1", "--json")
+    rec.run("report-text", "report", "--projects", p, "--jobs", "1")
+    rec.run("report-cached", "report", "--projects", p, "--jobs", "1", "--json")
+    rec.run(
+        "report-knobs",
+        "report",
+        "--projects",
+        p,
+        "--no-cache",
+        "--jobs",
+        "1",
+        "--project",
+        "alpha",
+        "--since",
+        "2020-01-01",
+        "--json",
+        CLAUDE_CTX_CLEAR_KEEP="1",
+        CLAUDE_CTX_CLEAR_POLICY="fixed",
+        CLAUDE_TEXT_PRUNE_KEEP="1",
+    )
+    rec.run("report-none", "report", "--projects", str(rec.work / "nope"), "--json")
+    rec.run("report-since-bad", "report", "--projects", p, "--since", "last week", "--json")
+    rec.run("report-jobs-bad", "report", "--projects", p, "--jobs", "0", "--json")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument(
         "--work", type=Path, default=Path(tempfile.gettempdir()) / "ctxpatch-golden-work"
     )
+    parser.add_argument("--shared", type=Path, help="the shared folder (default: $CTXPATCH_SHARED)")
     parser.add_argument(
         "--quick", action="store_true", help="fixtures, help texts and the example only"
     )
@@ -228,7 +360,7 @@ def main() -> None:
     misc_runs(rec)
     fixture_runs(rec)
     sessions = [("example", EXAMPLE)]
-    shared = os.environ.get("CTXPATCH_SHARED")
+    shared = args.shared or os.environ.get("CTXPATCH_SHARED")
     if shared and not args.quick:
         tx = Path(shared) / "transcripts"
         for label, rel in (
@@ -241,6 +373,7 @@ def main() -> None:
             if (tx / rel).exists():
                 sessions.append((label, tx / rel))
     session_runs(rec, sessions)
+    report_runs(rec, sessions)
     shutil.rmtree(work, ignore_errors=True)
     print(f"{len(rec.names)} runs in {out}", file=sys.stderr)
 
