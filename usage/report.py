@@ -5,8 +5,8 @@ the session, what the API really cleared and billed.
 Per session (:func:`replay_session`, a pure function of the file and the knobs, run in worker
 processes): the version and main model, the main chain's requests, the compactions the file
 records (auto / manual), and the engine's ``unpatched`` and ``patched`` replays exactly as
-``ctxpatch simulate --compare`` runs them (:func:`compare_replays` is that code path: the
-recorded replay decides micro-compaction, one calibration serves every scenario). What is kept
+``ctxpatch simulate --compare`` runs them (``engine.replay.session.replay_session``, the code path
+of both: the recorded replay decides micro-compaction, one calibration serves every scenario). What is kept
 of a replay is numbers only (:class:`SessionNumbers`), cached by file identity (path, size,
 mtime), the knobs and the engine's own files, in the XDG cache dir; prices are applied after, so
 a price file never invalidates the cache.
@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from engine.replay.knobs import Knobs
 from usage.money import fmt_usd, one_hour_cache, price_by_model, recorded_usage, replay_usage, usd
 from usage.prices import PriceTable, Usage, cost_usd
 
@@ -33,35 +34,6 @@ SUFFIXES = (".jsonl", ".jsonl.xz")
 
 
 # --- one session --------------------------------------------------------------------------------
-
-
-def compare_replays(
-    tr: Any,
-    prof: Any,
-    names: Sequence[str],
-    model: str | None = None,
-    env: Mapping[str, str] | None = None,
-    prune_env: Mapping[str, str] | None = None,
-    clear_env: Mapping[str, str] | None = None,
-    microcompact_on: bool | None = None,
-) -> tuple[Any, list[Any]]:
-    """The recorded simulation and the ``names`` replays, as ``simulate --compare`` runs them."""
-    from engine.replay.calibration import calibrate
-    from engine.replay.session import simulate
-
-    kw: dict[str, Any] = {"model": model, "env": dict(env or {})}
-    recorded = simulate(tr, prof, "recorded", **kw)
-    mc = microcompact_on
-    if mc is None:
-        mc = not any(e.kind == "micro_compact" and e.recorded is False for e in recorded.events)
-    replay = dict(
-        kw,
-        prune_env=dict(prune_env or {}),
-        clear_env=dict(clear_env or {}),
-        microcompact_on=mc,
-        calibration=calibrate(tr, prof),
-    )
-    return recorded, [simulate(tr, prof, name, **replay) for name in names]
 
 
 @dataclass(frozen=True)
@@ -107,13 +79,12 @@ def _stamp(tr: Any, last: bool) -> str | None:
     return None
 
 
-def replay_session(
-    path: str, project: str, clear_env: Mapping[str, str], prune_env: Mapping[str, str]
-) -> SessionNumbers:
+def replay_session(path: str, project: str, knobs: Knobs) -> SessionNumbers:
     """Replay one session file (a worker process runs this)."""
     from ctxpatch.errors import TranscriptError
     from engine.api.previous_thinking import main_model
     from engine.profiles import profile_for
+    from engine.replay import session
     from engine.transcript import load_transcript
 
     tr = load_transcript(path)
@@ -123,7 +94,9 @@ def replay_session(
         )
     version = tr.version or DEFAULT_PROFILE
     prof = profile_for(version)
-    recorded, sims = compare_replays(tr, prof, REPLAYS, clear_env=clear_env, prune_env=prune_env)
+    replayed = session.replay_session(tr, prof, REPLAYS, knobs)
+    recorded, sims = replayed.recorded, replayed.simulations
+    assert recorded is not None  # it decided micro-compaction
     used = recorded_usage(tr)
     hour = one_hour_cache(used.values())
     sid = next(
@@ -243,7 +216,7 @@ class Skipped:
     why: str
 
 
-def _work(args: tuple[str, str, dict, dict]) -> SessionNumbers | Skipped:
+def _work(args: tuple[str, str, Knobs]) -> SessionNumbers | Skipped:
     """A worker's job: the numbers, or why not (the reason as text: an exception need not
     survive the trip back between processes)."""
     try:
@@ -262,21 +235,19 @@ def _why(exc: BaseException) -> str:
 
 def replay_all(
     files: Sequence[SessionFile],
-    clear_env: Mapping[str, str],
-    prune_env: Mapping[str, str],
+    knobs: Knobs,
     jobs: int,
     use_cache: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[list[SessionNumbers], list[Skipped], dict[str, int]]:
     """Every session's numbers (from the cache, else replayed in ``jobs`` processes), the files
     skipped with their reason, and counts (replayed, cached)."""
-    knobs = json.dumps([sorted(clear_env.items()), sorted(prune_env.items())])
     fp = engine_fingerprint()
     cdir = cache_dir()
     done: dict[int, SessionNumbers] = {}
     skipped: list[Skipped] = []
     todo: list[int] = []
-    keys = [cache_key(s, knobs, fp) for s in files]
+    keys = [cache_key(s, knobs.cache_key(), fp) for s in files]
     for i in range(len(files)):
         hit = cache_get(cdir, keys[i]) if use_cache else None
         if hit is not None:
@@ -298,7 +269,7 @@ def replay_all(
         if progress:
             progress(1)
 
-    args = [(str(files[i].path), files[i].project, dict(clear_env), dict(prune_env)) for i in todo]
+    args = [(str(files[i].path), files[i].project, knobs) for i in todo]
     if jobs <= 1 or len(todo) <= 1:
         for i, a in zip(todo, args, strict=True):
             try:

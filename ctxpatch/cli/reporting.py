@@ -103,9 +103,9 @@ def report_cmd(
                 hint="pass Claude Code's projects folder with --projects DIR",
             )
         files = rep.find_sessions(folder, when, project)
-        from engine.twins.context_clear import REPLAY_ENV_NAMES
+        from engine.replay.knobs import parse_knobs
 
-        clear_env = {k: v for k, v in os.environ.items() if k in REPLAY_ENV_NAMES}
+        knobs = parse_knobs(process_env=os.environ)  # the clearing's knobs of this environment
         bar = None
         if sys.stderr.isatty() and files:
             import click
@@ -115,8 +115,7 @@ def report_cmd(
         try:
             numbers, skipped, counts = rep.replay_all(
                 files,
-                clear_env,
-                {},
+                knobs,
                 jobs or os.cpu_count() or 1,
                 use_cache=not no_cache,
                 progress=bar.update if bar is not None else None,
@@ -137,7 +136,7 @@ def report_cmd(
             "totals": tot,
             "skipped": [{"file": s.file, "why": s.why} for s in skipped],
             "prices": table.describe(),
-            "clear_env": clear_env,
+            "clear_env": dict(knobs.clear_env),
             "replays": counts,
             "ledger": {
                 "files": [str(p) for p in led.files],

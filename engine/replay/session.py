@@ -1,10 +1,20 @@
-"""One entry point for replaying a session: the recorded one, a counterfactual scenario or the
-hindsight oracle."""
+"""One entry point for replaying a session: the recorded one, counterfactual scenarios or the
+hindsight oracle.
+
+:func:`replay_session` runs the scenarios a command asks for under typed :class:`Knobs`
+(calibrating once, inferring micro-compaction from the recorded usage once when asked to) and says
+where an unpatched replay differs from the recorded session; :func:`simulate` is one scenario.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
 from engine.profiles import Profile
 from engine.replay.counterfactual import simulate_counterfactual
+from engine.replay.knobs import Knobs
 from engine.replay.model import Simulation
 from engine.replay.oracle import simulate_oracle
 from engine.replay.recorded import simulate_recorded
@@ -18,3 +28,68 @@ def simulate(tr: Transcript, profile: Profile, scenario: str = "recorded", **kw)
     if scenario == "oracle":
         return simulate_oracle(tr, profile, **kw)
     return simulate_counterfactual(tr, profile, scenario, **kw)
+
+
+@dataclass(frozen=True)
+class SessionReport:
+    """The replays of one session, in the order asked for."""
+
+    simulations: tuple[Simulation, ...]
+    recorded: Simulation | None  # the recorded session, when a replay needed it
+    vs_recorded: tuple[str, ...] | None  # where an unpatched replay differs from the recorded one
+    tokenizer: Mapping[str, Any] | None  # chars/4 against offline BPE counts, when asked
+
+    def of(self, scenario: str) -> Simulation | None:
+        """The replay of ``scenario``, if it was asked for."""
+        return next((s for s in self.simulations if s.scenario == scenario), None)
+
+
+def replay_session(
+    tr: Transcript,
+    profile: Profile,
+    scenarios: Sequence[str],
+    knobs: Knobs,
+    *,
+    model: str | None = None,
+    env: Mapping[str, str] | None = None,
+    tokenizer: bool = False,
+) -> SessionReport:
+    """Each of ``scenarios`` (``recorded`` alone, or counterfactual ones and ``oracle``) replayed
+    over ``tr`` under ``profile`` and ``knobs``; ``model`` and ``env`` as Claude Code's (default:
+    the transcript's model, no environment); ``tokenizer``: count the memory with offline BPE too.
+    """
+    kw: dict[str, Any] = {"model": model, "env": dict(env or {})}
+    recorded: Simulation | None = None
+    if list(scenarios) == ["recorded"]:
+        recorded = simulate(tr, profile, "recorded", **kw)
+        sims = [recorded]
+    else:
+        from engine.replay.calibration import calibrate
+
+        mc = knobs.microcompact
+        if mc is None:
+            recorded = simulate(tr, profile, "recorded", **kw)
+            mc = not any(e.kind == "micro_compact" and e.recorded is False for e in recorded.events)
+        replay = dict(
+            kw,
+            prune_env=dict(knobs.prune_env),
+            clear_env=dict(knobs.clear_env),
+            microcompact_on=mc,
+            calibration=calibrate(tr, profile),
+        )
+        sims = [simulate(tr, profile, name, **replay) for name in scenarios]
+    counts = None
+    if tokenizer:
+        from engine.replay.recorded import memory_records
+        from engine.tokenizers import compare_counts
+
+        counts = compare_counts(memory_records(tr, profile))
+    vs_recorded: tuple[str, ...] | None = None
+    unpatched = next((s for s in sims if s.scenario == "unpatched"), None)
+    if unpatched is not None:
+        from engine.replay.divergence import vs_recorded as explain
+
+        if recorded is None:
+            recorded = simulate(tr, profile, "recorded", **kw)
+        vs_recorded = explain(recorded, unpatched)
+    return SessionReport(tuple(sims), recorded, vs_recorded, counts)

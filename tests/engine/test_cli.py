@@ -85,7 +85,8 @@ def test_simulate_refuses_a_non_claude_model(app):
 
 
 def test_docstrings_end_with_example(app):
-    from ctxpatch.cli.modelling import simulate_cmd, thresholds_cmd
+    from ctxpatch.cli.modelling import thresholds_cmd
+    from ctxpatch.cli.simulating import simulate_cmd
 
     for f in (simulate_cmd, thresholds_cmd):
         assert f.__doc__.strip().splitlines()[-1].strip().startswith("Example: ctxpatch ")
