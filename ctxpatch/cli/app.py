@@ -1,9 +1,9 @@
 """The ``ctxpatch`` typer app: the root options and every command group.
 
 Command groups, one module each: ``patching`` (apply, check, revert, status), ``verifying``
-(verify), ``modelling`` (simulate, thresholds), ``inspecting`` (inspect, regress), ``routing`` (gateway,
-run), ``shellinit`` (shell-init). They all
-report through ``ctxpatch.cli.output``.
+(verify), ``modelling`` (thresholds; simulate in ``simulating``), ``inspecting`` (inspect,
+regress), ``routing`` (gateway, run), ``shellinit`` (shell-init). They all report through
+``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations

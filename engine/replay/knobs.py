@@ -142,7 +142,7 @@ def check_bounds(values: Mapping[str, object]) -> None:
         )
 
 
-def option_env(values: Mapping[str, object], knobs: Iterable[Knob]) -> dict[str, str]:
+def _option_env(values: Mapping[str, object], knobs: Iterable[Knob]) -> dict[str, str]:
     """The variables the given options set (an unset option sets none; a flag sets 1)."""
     env: dict[str, str] = {}
     for knob in knobs:
@@ -169,5 +169,5 @@ def parse_knobs(
     names = {k.env for k in clear}
     clear_env = {k: v for k, v in (process_env or {}).items() if k in names}
     clear_env |= {k: v for k, v in (extra_env or {}).items() if k in names}
-    clear_env |= option_env(values, clear)
-    return Knobs(option_env(values, [k for k in KNOBS if k.prunes]), clear_env, microcompact)
+    clear_env |= _option_env(values, clear)
+    return Knobs(_option_env(values, [k for k in KNOBS if k.prunes]), clear_env, microcompact)
