@@ -31,12 +31,7 @@ class Result:
         backup: dict[str, object] | None = None,
         notes: list[str] | None = None,
         error: dict[str, object] | None = None,  # CtxpatchError.to_json() when it failed
-        # a native build (patcher.native.state): only then are these set and in the JSON
-        kind: str | None = None,  # native installer | npm wrapper | agent-sdk | python sdk | binary
-        lever: str | None = None,  # gateway (no native build has a settings lever)
-        lever_state: str | None = None,  # nothing-to-write
-        binary: str | None = None,  # the executable, links resolved
-        lever_facts: dict[str, object] | None = None,  # what the binary does (native.levers)
+        native: NativeFacts | None = None,  # a native build (patcher.native.state) only
     ) -> None:
         self.path = path
         self.action = action
@@ -50,11 +45,7 @@ class Result:
         self.backup: dict[str, object] = {} if backup is None else backup
         self.notes: list[str] = [] if notes is None else notes
         self.error = error
-        self.kind = kind
-        self.lever = lever
-        self.lever_state = lever_state
-        self.binary = binary
-        self.lever_facts = lever_facts
+        self.native = native
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Result) and vars(self) == vars(other)
@@ -63,19 +54,48 @@ class Result:
         return f"Result({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
     def to_json(self) -> dict[str, object]:
-        """Every field in order (its lists and dicts copied); ``error`` and the native fields only
-        when set."""
+        """Every field in order (its lists and dicts copied); ``error`` only when set; the
+        native part's fields at the top level, after the others, only for a native build."""
         doc = {
             k: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
             for k, v in vars(self).items()
+            if k != "native"
         }
-        for key in ("error", *_NATIVE_FIELDS):
-            if doc[key] is None:
-                del doc[key]
+        if doc["error"] is None:
+            del doc["error"]
+        if self.native is not None:
+            doc.update(self.native.to_json())
         return doc
 
 
-_NATIVE_FIELDS = ("kind", "lever", "lever_state", "binary", "lever_facts")
+class NativeFacts:
+    """The part of a :class:`Result` only a native build has (:mod:`patcher.native.state`): the
+    kind of install, the lever, its state, the executable and what the binary does. A plain
+    class for the same reason as ``Result``; its JSON keys sit at the top level of the Result's,
+    in this order."""
+
+    def __init__(
+        self,
+        kind: str,  # native installer | npm wrapper | agent-sdk | python sdk | binary
+        lever: str,  # gateway (no native build has a settings lever)
+        lever_state: str,  # nothing-to-write
+        binary: str,  # the executable, links resolved
+        lever_facts: dict[str, object],  # what the binary does (native.levers)
+    ) -> None:
+        self.kind = kind
+        self.lever = lever
+        self.lever_state = lever_state
+        self.binary = binary
+        self.lever_facts = lever_facts
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NativeFacts) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"NativeFacts({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+    def to_json(self) -> dict[str, object]:
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in vars(self).items()}
 
 
 def error_result(path: Path, err: CtxpatchError) -> Result:

@@ -207,8 +207,8 @@ def _line(r: Result) -> str:
     bits = [f"{r.state:<11} {r.path}"]
     if r.version:
         bits.append(f"Claude Code {r.version}")
-    if r.kind:
-        bits.append(f"{r.kind}, lever {r.lever} ({r.lever_state})")
+    if r.native:
+        bits.append(f"{r.native.kind}, lever {r.native.lever} ({r.native.lever_state})")
     if r.shape:
         bits.append(f"shape {r.shape}")
     if r.backup:
@@ -216,8 +216,8 @@ def _line(r: Result) -> str:
     line = "  ".join(bits)
     if r.reason and r.state not in ("PATCHED", "ERROR"):
         line += f"\n  {r.reason}"
-    if r.kind and r.binary and r.binary != r.path:
-        line += f"\n  binary: {r.binary}"
+    if r.native and r.native.binary and r.native.binary != r.path:
+        line += f"\n  binary: {r.native.binary}"
     return line
 
 
@@ -247,8 +247,8 @@ def _human(r: Result, verb: str) -> None:
             )
             if x
         )
-        if r.kind:
-            detail = ", ".join(x for x in (detail, r.kind, f"lever {r.lever}") if x)
+        if r.native:
+            detail = ", ".join(x for x in (detail, r.native.kind, f"lever {r.native.lever}") if x)
         err(f"{_DONE.get(r.action, r.action)}: {r.path}" + (f" ({detail})" if detail else ""))
         if r.reason and r.action in ("reverted", "refused", "nothing-to-write"):
             err(f"  {r.reason}")

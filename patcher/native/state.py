@@ -31,7 +31,7 @@ from patcher.native.app import read_app
 from patcher.native.levers import Lever, LeverFacts, decide, extract
 from patcher.native.newer import newer_than_profiles
 from patcher.native.reader import NativeBinary
-from patcher.result import Result
+from patcher.result import NativeFacts, Result
 
 NATIVE = "NATIVE"  # the state of a native install (cli.js files have UNPATCHED, PATCHED, ...)
 NOTHING_TO_WRITE = "nothing-to-write"
@@ -63,11 +63,13 @@ def _result(st: NativeState, action: str, code: ExitCode, **kw: object) -> Resul
         exit_code=int(code),
         version=st.version,
         package=_package(st.install),
-        kind=st.install.kind,
-        lever=st.lever.name,
-        lever_state=NOTHING_TO_WRITE,
-        binary=str(st.install.binary),
-        lever_facts=st.facts.to_json(),
+        native=NativeFacts(
+            kind=st.install.kind,
+            lever=st.lever.name,
+            lever_state=NOTHING_TO_WRITE,
+            binary=str(st.install.binary),
+            lever_facts=st.facts.to_json(),
+        ),
         notes=notes,
         **kw,  # type: ignore[arg-type]
     )

@@ -390,3 +390,21 @@ def test_python_sdk_in_a_windows_venv(tmp_path: Path) -> None:
 
     assert python_sdk_binaries(tmp_path) == [exe]
     assert native_of(exe.parent.parent).kind == "python sdk"  # type: ignore[union-attr]
+
+
+def test_result_native_part_serialises_at_the_top_level_after_the_rest() -> None:
+    """``Result.native`` is one optional part; its JSON keys stay where the five native-only
+    fields were (after ``error``, in this order), and a cli.js Result has none of them."""
+    from patcher.result import NativeFacts, Result
+
+    facts = {"builds_edit": False, "switches": {}}
+    part = NativeFacts("binary", "gateway", "nothing-to-write", "/x/claude", facts)
+    r = Result("/x/claude", "checked", "NATIVE", 4, version="2.1.330", native=part)
+    doc = r.to_json()
+    assert list(doc)[-6:] == ["notes", "kind", "lever", "lever_state", "binary", "lever_facts"]
+    assert (doc["kind"], doc["lever_facts"]) == ("binary", facts)
+    assert doc["lever_facts"] is not facts  # copied, as the Result's own dicts are
+    assert "native" not in doc and "error" not in doc
+    plain = Result("/x/cli.js", "checked", "UNPATCHED", 0).to_json()
+    assert not {"native", "kind", "lever", "lever_state", "binary", "lever_facts"} & set(plain)
+    assert r == Result("/x/claude", "checked", "NATIVE", 4, version="2.1.330", native=part)
