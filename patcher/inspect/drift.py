@@ -1,24 +1,34 @@
-"""Drift: every difference between what a ``cli.js`` does and the engine's profile for its version.
+"""Drift: every difference between what a build does and the engine's profile for its version.
 
-One table, :data:`CHECKS`, in the order fields are reported: each row names the profile field,
-reads the file's value from the report (or :data:`SKIP` when the file says nothing about it, or
-when the field does not apply), and reads the expected value from the profile. A field is only
-compared when the file's side was really read.
+One table, :data:`TABLE`, keyed by the kind of findings (``"cli.js"``: a :class:`Report` of the
+``cli.js`` inspector, for npm builds and the first native ones; ``"levels"``: the
+:class:`patcher.native.levels.Levels` of later native builds). Each kind's rows are in the order
+fields are reported: each row names the profile field, reads the file's value from the findings
+(or :data:`SKIP` when the file says nothing about it, or when the field does not apply), and
+reads the expected value from the profile. A field is only compared when the file's side was
+really read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.profiles import Profile, profile_for  # engine never imports patcher; patcher may
 from patcher.inspect.report import Comparison, Drift, Report
 
+if TYPE_CHECKING:
+    from patcher.native.levels import Levels
+
+    Findings = Report | Levels  # what a reader returns: a cli.js Report, or a native build's Levels
+
 SKIP = object()  # the file's side of a row that is not compared
 
 
-File = Callable[[Report, Profile], Any]  # the file's side of a row: a value, or SKIP
+File = Callable[
+    [Any, Profile], Any
+]  # the file's side of a row (findings, profile): a value, or SKIP
 When = Callable[[Report, Profile], bool]
 
 
@@ -163,22 +173,59 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def compare(rep: Report, version: str | None) -> Comparison:
-    """``rep`` against the engine's profile for ``version``."""
+def _level(key: str) -> File:
+    """The levels constant ``key``, when it was read."""
+    return lambda lv, p: lv.value(key) if key in lv.constants else SKIP
+
+
+def _feature(key: str) -> File:
+    """The levels feature ``key``, when it was looked for."""
+    return lambda lv, p: lv.features.get(key, SKIP)
+
+
+LEVEL_CHECKS: tuple[Check, ...] = (
+    _row("autocompact_offset", _level("autocompact_offset")),
+    _row("warning_offset", _level("warning_offset")),
+    _row("blocking_offset", _level("blocking_offset")),
+    _row("reserve_cap", _level("reserve_cap")),
+    _row("precompute_buffer_fraction", _level("precompute_buffer_fraction")),
+    _row("has_pct_override", _feature("pct_override")),
+    _row("has_blocking_override", _feature("blocking_override")),
+    _row("proactive_needs_configured_window", _feature("proactive_needs_configured_window")),
+    _row("count_adds_server_cleared", _feature("count_adds_server_cleared")),
+)
+
+TABLE: dict[str, tuple[Check, ...]] = {"cli.js": CHECKS, "levels": LEVEL_CHECKS}
+
+_UNKNOWN_VERSION = "unknown version: no profile to compare with"
+
+
+def _problem(findings: Findings, version: str | None) -> str:
+    """Why ``findings`` are compared with no profile ("" when they are)."""
+    if not isinstance(findings, Report):  # the levels of a native build
+        if not findings.found:
+            return "; ".join(findings.unresolved) or "no compaction code found"
+        return _UNKNOWN_VERSION if version is None else ""
     if version is None:
-        return Comparison(profile_problem="unknown version: no profile to compare with")
-    if rep.era == "ratio":
-        return Comparison(
-            profile_problem="ratio-era auto-compaction (before 1.0.80): the engine does not model it"
-        )
+        return _UNKNOWN_VERSION
+    if findings.era == "ratio":
+        return "ratio-era auto-compaction (before 1.0.80): the engine does not model it"
+    return ""
+
+
+def compare(findings: Findings, version: str | None) -> Comparison:
+    """``findings`` against the engine's profile for ``version``, by their kind's rows."""
+    problem = _problem(findings, version)
+    if problem or version is None:
+        return Comparison(profile_problem=problem)
     try:
         p = profile_for(version)
     except ValueError as e:
         return Comparison(profile_problem=str(e))
     drift: list[Drift] = []
     compared: list[str] = []
-    for check in CHECKS:
-        found = check.file(rep, p)
+    for check in TABLE[findings.kind]:
+        found = check.file(findings, p)
         if found is SKIP:
             continue
         compared.append(check.field)

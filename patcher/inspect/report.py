@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from patcher.inspect.counter import Counter
 from patcher.inspect.estimator import Estimator
@@ -58,6 +58,9 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Report:
+    """The findings of the ``cli.js`` inspector (``kind`` "cli.js"; the drift table's key)."""
+
+    kind: ClassVar[str] = "cli.js"
     version: str | None
     sha256: str
     size: int

@@ -17,36 +17,65 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxpatch.errors import CtxpatchError
-from patcher.native.app import App, read_app
+from patcher.inspect.report import Comparison, Drift, Report
+from patcher.native.app import App, Source, read_app
 from patcher.native.levels import Levels, extract
+from patcher.native.levers import Lever, LeverFacts
 from patcher.native.package import find_binary
 from patcher.native.reader import NativeBinary
 
 _OLD_ANCHOR = b"isAboveAutoCompactThreshold"
 
-# Profile fields compared with what levels.extract reads: (constant or feature, Profile attr)
-LEVEL_CHECKS = (
-    ("autocompact_offset", "autocompact_offset"),
-    ("warning_offset", "warning_offset"),
-    ("blocking_offset", "blocking_offset"),
-    ("reserve_cap", "reserve_cap"),
-    ("precompute_buffer_fraction", "precompute_buffer_fraction"),
-)
-FEATURE_CHECKS = (
-    ("pct_override", "has_pct_override"),
-    ("blocking_override", "has_blocking_override"),
-    ("proactive_needs_configured_window", "proactive_needs_configured_window"),
-    ("count_adds_server_cleared", "count_adds_server_cleared"),
-)
+if TYPE_CHECKING:
+    from patcher.inspect.drift import Findings  # a cli.js Report, or Levels
 
 
-@dataclass
-class NativeReport:
+class FindingsReader(Protocol):
+    """Reads Claude Code's sources (of a native build) into findings of its ``kind``."""
+
+    kind: str
+
+    def read(self, sources: Sequence[Source], version: str | None) -> Findings: ...
+
+
+class CliJsReader:
+    """The ``cli.js`` inspector (:mod:`patcher.inspect`) on a single-module build's cli.js."""
+
+    kind = "cli.js"
+
+    def read(self, sources: Sequence[Source], version: str | None) -> Findings:
+        from patcher.inspect import inspect
+
+        return inspect(sources[0].data, version)
+
+
+class LevelsReader:
+    """The levels reader (:mod:`patcher.native.levels`), across every module."""
+
+    kind = "levels"
+
+    def read(self, sources: Sequence[Source], version: str | None) -> Findings:
+        return extract(sources)
+
+
+def reader_for(app: App) -> FindingsReader:
+    """The cli.js inspector for a single-module build that still has the ``{percentLeft,
+    isAboveWarningThreshold, …}`` function, else the levels reader."""
+    if app.layout == "single" and _OLD_ANCHOR in app.sources[0].data:
+        return CliJsReader()
+    return LevelsReader()
+
+
+@dataclass(frozen=True)
+class Container:
+    """The native build around the JavaScript: what ``inspect`` says before reading it."""
+
     path: str
     container: str
     layout: str
@@ -54,21 +83,83 @@ class NativeReport:
     modules: int
     js_modules: int
     js_bytes: int
-    reader: str  # "cli.js" (the cli.js inspector) | "levels"
-    report: dict[str, Any] = field(default_factory=dict)  # the reader's own JSON
-    profile: str | None = None
-    profile_range: str | None = None
-    profile_problem: str = ""
-    compared: list[str] = field(default_factory=list)
-    drift: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    rendered: str = ""  # the reader's text (cli.js inspector only)
-    lever: dict[str, Any] = field(default_factory=dict)  # native.levers: facts, lever, why
+
+
+@dataclass(frozen=True)
+class NativeReport:
+    """``inspect`` of a native build: the container, the findings of its reader, their
+    comparison with the engine (the drift table of :mod:`patcher.inspect.drift`), the warnings
+    and the lever (:mod:`patcher.native.levers`)."""
+
+    build: Container
+    findings: Findings
+    comparison: Comparison
+    facts: LeverFacts
+    lever: Lever
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> str:
+        return self.build.path
+
+    @property
+    def version(self) -> str | None:
+        return self.build.version
+
+    @property
+    def layout(self) -> str:
+        return self.build.layout
+
+    @property
+    def js_modules(self) -> int:
+        return self.build.js_modules
+
+    @property
+    def reader(self) -> str:
+        return self.findings.kind
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The reader's own JSON."""
+        return self.findings.to_json()
+
+    @property
+    def profile(self) -> str | None:
+        return self.comparison.profile
+
+    @property
+    def profile_range(self) -> str | None:
+        return self.comparison.profile_range
+
+    @property
+    def profile_problem(self) -> str:
+        return self.comparison.profile_problem
+
+    @property
+    def compared(self) -> list[str]:
+        return list(self.comparison.compared)
+
+    @property
+    def drift(self) -> list[Drift]:
+        return list(self.comparison.drift)
 
     def to_json(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d.pop("rendered")
-        return d
+        return {
+            **asdict(self.build),
+            "reader": self.reader,
+            "report": self.report,
+            "profile": self.profile,
+            "profile_range": self.profile_range,
+            "profile_problem": self.profile_problem,
+            "compared": self.compared,
+            "drift": [asdict(d) for d in self.drift],
+            "warnings": list(self.warnings),
+            "lever": {
+                "lever": self.lever.name,
+                "why": self.lever.why,
+                "facts": self.facts.to_json(),
+            },
+        }
 
 
 # --- finding the binary ----------------------------------------------------------------------
@@ -139,13 +230,13 @@ def inspect_path(path: Path) -> NativeReport:
     assert exe is not None
     with NativeBinary(exe) as nb:
         app = read_app(nb)
-        rep = new_report(nb, app, f"{nb.location.container} ({nb.location.how})")
-    return inspect_app(app, rep)
+        build = new_report(nb, app, f"{nb.location.container} ({nb.location.how})")
+    return inspect_app(app, build)
 
 
-def new_report(nb: NativeBinary, app: App, container: str) -> NativeReport:
-    """The report of ``app`` read out of ``nb``, before any inspection."""
-    return NativeReport(
+def new_report(nb: NativeBinary, app: App, container: str) -> Container:
+    """The container facts of ``app`` read out of ``nb``, before any inspection."""
+    return Container(
         path=str(nb.path),
         container=container,
         layout=app.layout,
@@ -153,108 +244,62 @@ def new_report(nb: NativeBinary, app: App, container: str) -> NativeReport:
         modules=len(nb.entries),
         js_modules=len(app.sources),
         js_bytes=app.size,
-        reader="levels",
     )
 
 
-def inspect_app(app: App, rep: NativeReport) -> NativeReport:
+def inspect_app(app: App, build: Container) -> NativeReport:
+    from patcher.inspect.drift import compare
     from patcher.native import levers
     from patcher.native.newer import newer_than_profiles
 
     facts = levers.extract(app.sources)
-    lever = levers.decide(facts, app.version)
-    rep.lever = {"lever": lever.name, "why": lever.why, "facts": facts.to_json()}
-
-    if app.layout == "single" and _OLD_ANCHOR in app.sources[0].data:
-        _with_cli_js_inspector(app, rep)
-    else:
-        levels = extract(app.sources)
-        rep.report = levels.to_json()
-        _compare_levels(levels, rep)
-    newer = newer_than_profiles(rep.version)
-    if newer:
-        rep.warnings.append(newer)
-    return rep
-
-
-def _with_cli_js_inspector(app: App, rep: NativeReport) -> None:
-    from patcher.inspect import inspect, render
-
-    r = inspect(app.sources[0].data, app.version)
-    c = r.comparison
-    rep.reader = "cli.js"
-    rep.report = r.to_json()
-    rep.rendered = render(r)
-    rep.profile, rep.profile_range, rep.profile_problem = (
-        c.profile,
-        c.profile_range,
-        c.profile_problem,
+    findings = reader_for(app).read(app.sources, app.version)
+    newer = newer_than_profiles(build.version)
+    return NativeReport(
+        build=build,
+        findings=findings,
+        comparison=compare(findings, build.version),
+        facts=facts,
+        lever=levers.decide(facts, app.version),
+        warnings=(newer,) if newer else (),
     )
-    rep.compared = list(c.compared)
-    rep.drift = [{"field": d.field, "file": d.file, "profile": d.profile} for d in c.drift]
-
-
-def _compare_levels(levels: Levels, rep: NativeReport) -> None:
-    from engine.profiles import profile_for
-
-    if not levels.found:
-        rep.profile_problem = "; ".join(levels.unresolved) or "no compaction code found"
-        return
-    if rep.version is None:
-        rep.profile_problem = "unknown version: no profile to compare with"
-        return
-    try:
-        p = profile_for(rep.version)
-    except ValueError as e:
-        rep.profile_problem = str(e)
-        return
-    rep.profile, rep.profile_range = p.name, p.range
-    for key, attr in LEVEL_CHECKS:
-        if key in levels.constants:
-            _check(rep, attr, levels.value(key), getattr(p, attr))
-    for key, attr in FEATURE_CHECKS:
-        if key in levels.features:
-            _check(rep, attr, levels.features[key], getattr(p, attr))
-
-
-def _check(rep: NativeReport, name: str, file_value: Any, profile_value: Any) -> None:
-    rep.compared.append(name)
-    if file_value != profile_value:
-        rep.drift.append({"field": name, "file": file_value, "profile": profile_value})
 
 
 # --- rendering -------------------------------------------------------------------------------
 
 
 def render(rep: NativeReport) -> str:
+    from patcher.inspect import render as render_cli_js
+
+    b = rep.build
     lines = [
-        f"{rep.path}",
-        f"native build: {rep.container}, {rep.modules} modules; Claude Code's JavaScript: "
-        f"{rep.layout} layout, {rep.js_modules} module(s), {rep.js_bytes:,} bytes",
+        f"{b.path}",
+        f"native build: {b.container}, {b.modules} modules; Claude Code's JavaScript: "
+        f"{b.layout} layout, {b.js_modules} module(s), {b.js_bytes:,} bytes",
     ]
-    if rep.reader == "cli.js":
-        lines.append(rep.rendered)
+    if isinstance(rep.findings, Report):
+        lines.append(render_cli_js(rep.findings))
     else:
-        lines += _render_levels(rep)
-    if rep.lever:
-        lines.append(f"lever: {rep.lever['lever']} ({rep.lever['why']})")
+        lines += _render_levels(rep, rep.findings)
+    lines.append(f"lever: {rep.lever.name} ({rep.lever.why})")
     lines += [f"warning: {w}" for w in rep.warnings]
     return "\n".join(lines)
 
 
-def _render_levels(rep: NativeReport) -> list[str]:
-    r = rep.report
-    consts, feats, fns = r.get("constants", {}), r.get("features", {}), r.get("functions", {})
+def _render_levels(rep: NativeReport, r: Levels) -> list[str]:
+    consts, feats, fns = r.constants, r.features, r.functions
 
     def c(key: str) -> str:
         v = consts.get(key)
         if v is None:
             return "?"
-        via = "" if v["via"] == "literal" else f" ({v['via']})"
-        return f"{v['value']}{via}"
+        via = "" if v.via == "literal" else f" ({v.via})"
+        return f"{v.value}{via}"
+
+    said: dict[Any, str] = {True: "yes", False: "no"}
 
     def yes(key: str) -> str:
-        return {True: "yes", False: "no"}.get(feats.get(key), "?")
+        return said.get(feats.get(key), "?")
 
     lines = [
         f"Claude Code {rep.version or '(unknown version)'}",
@@ -277,20 +322,17 @@ def _render_levels(rep: NativeReport) -> list[str]:
         f"micro-compaction: time-based {yes('time_based_microcompact')}, keep-recent "
         f"{yes('keep_recent_microcompact')}, microcompact_boundary records "
         f"{yes('microcompact_boundary_record')}",
-        "env vars: " + (", ".join(k for k, v in r.get("env_vars", {}).items() if v) or "none"),
+        "env vars: " + (", ".join(k for k, v in r.env_vars.items() if v) or "none"),
     ]
     if rep.profile:
         lines.append(
             f"engine profile {rep.profile} ({rep.profile_range}): {len(rep.compared)} fields "
             "compared, " + ("no drift" if not rep.drift else f"{len(rep.drift)} DRIFT")
         )
-        lines += [
-            f"  drift {d['field']}: file {d['file']!r} != profile {d['profile']!r}"
-            for d in rep.drift
-        ]
+        lines += [f"  drift {d}" for d in rep.drift]
     else:
         lines.append(f"engine profile: none ({rep.profile_problem})")
-    if r.get("unresolved"):
+    if r.unresolved:
         lines.append("unresolved:")
-        lines += [f"  {u}" for u in r["unresolved"]]
+        lines += [f"  {u}" for u in r.unresolved]
     return lines

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from patcher.native.app import Source
 
@@ -58,7 +58,7 @@ MARKERS = {  # feature -> a string literal whose presence shows it
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Value:
     value: Any
     via: str  # the declaration's name, or "literal"
@@ -68,8 +68,12 @@ class Value:
         return {"value": self.value, "via": self.via, "module": self.module}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Levels:
+    """The findings of the levels reader (``kind`` "levels": the drift table's key). Frozen; its
+    tables are filled by :func:`extract` only."""
+
+    kind: ClassVar[str] = "levels"
     constants: dict[str, Value] = field(default_factory=dict)
     features: dict[str, Any] = field(default_factory=dict)
     functions: dict[str, str] = field(default_factory=dict)  # role -> "name@module"
@@ -95,8 +99,7 @@ class Levels:
 
 
 def extract(sources: Sequence[Source]) -> Levels:
-    out = Levels()
-    out.env_vars = {v: any(v.encode() in s.data for s in sources) for v in ENV_VARS}
+    out = Levels(env_vars={v: any(v.encode() in s.data for s in sources) for v in ENV_VARS})
     for key, needle in MARKERS.items():
         out.features[key] = any(needle in s.data for s in sources)
     level = _find(sources, b'level:"blocked"')

@@ -65,9 +65,9 @@ def run_one(job: regress.Job) -> regress.Outcome:
     try:
         with NativeBinary(exe) as nb:
             app = read_app(nb)
-            rep = new_report(nb, app, nb.location.container)
+            build = new_report(nb, app, nb.location.container)
         out.size = nb.size
-        inspect_app(app, rep)
+        rep = inspect_app(app, build)
     except CtxpatchError as e:
         out.reason = f"{e.what}: {e.why}"
     except Exception as e:  # inspect is a report: a bug here fails this version, not the run
@@ -76,10 +76,8 @@ def run_one(job: regress.Job) -> regress.Outcome:
         out.claude_code_version = rep.version
         out.shape = f"native-{rep.layout}"
         out.profile = rep.profile
-        out.drift = [
-            f"{d['field']}: file {d['file']!r} != profile {d['profile']!r}" for d in rep.drift
-        ]
-        out.unresolved = list(rep.report.get("unresolved", [])) + rep.warnings
+        out.drift = [str(d) for d in rep.drift]
+        out.unresolved = [*rep.findings.unresolved, *rep.warnings]
         out.steps["inspect"] = f"{rep.reader}: " + (
             "ok" if not rep.drift else f"{len(rep.drift)} drift"
         )

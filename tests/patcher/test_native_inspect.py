@@ -88,6 +88,55 @@ def test_no_level_function_is_reported_not_guessed() -> None:
     assert "level function" in lv.unresolved[0]
 
 
+def test_one_drift_table_compares_levels_and_cli_js_findings_by_kind() -> None:
+    """The levels of a native build go through the same drift table (patcher.inspect.drift,
+    keyed by the findings' kind) as a cli.js Report, into the same typed Comparison."""
+    from dataclasses import replace
+
+    from engine.profiles import profile_for
+    from patcher.inspect.drift import TABLE, compare
+    from patcher.inspect.report import Drift
+    from patcher.native.levels import Value
+
+    head = HEAD.replace(b"{v}", b"2.1.300")
+    lv = extract([Source("/$bunfs/root/chunk-aaaa0002.js", head + LEVELS_CHUNK)])
+    assert set(TABLE) == {"cli.js", "levels"} and lv.kind == "levels"
+    same = compare(lv, "2.1.300")
+    assert same.profile == profile_for("2.1.300").name and same.drift == ()
+    assert same.compared == tuple(c.field for c in TABLE["levels"])  # every row was read
+    off = replace(lv, constants={**lv.constants, "reserve_cap": Value(1, "Cap", "x.js")})
+    p = profile_for("2.1.300")
+    assert compare(off, "2.1.300").drift == (Drift("reserve_cap", 1, p.reserve_cap),)
+    assert compare(lv, None).profile_problem == "unknown version: no profile to compare with"
+    missing = extract([Source("/$bunfs/root/cli", b"var x=13000;")])
+    assert compare(missing, "2.1.300").profile_problem.startswith("level function")
+    assert compare(missing, "2.1.300").compared == ()
+
+
+def test_the_reader_is_chosen_by_the_build_and_the_report_is_frozen(tmp_path: Path) -> None:
+    import dataclasses
+
+    from patcher.native.app import App
+
+    levels_app = App("split", "2.1.300", (Source("/$bunfs/root/cli", LEVELS_CHUNK),))
+    assert isinstance(native.reader_for(levels_app), native.LevelsReader)
+    old = App("single", "2.1.113", (Source("cli.js", b"isAboveAutoCompactThreshold"),))
+    assert isinstance(native.reader_for(old), native.CliJsReader)
+    exe = tmp_path / "claude"
+    exe.write_bytes(split_binary("2.1.300"))
+    rep = native.inspect_path(exe)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rep.warnings = ("x",)  # type: ignore[misc]
+    doc = rep.to_json()
+    assert list(doc) == [
+        "path", "container", "layout", "version", "modules", "js_modules", "js_bytes",
+        "reader", "report", "profile", "profile_range", "profile_problem", "compared",
+        "drift", "warnings", "lever",
+    ]  # fmt: skip
+    assert doc["report"] == rep.findings.to_json() and doc["reader"] == "levels"
+    assert list(doc["lever"]) == ["lever", "why", "facts"] and doc["lever"]["lever"] == "gateway"
+
+
 # --- finding the binary -----------------------------------------------------------------------
 
 
