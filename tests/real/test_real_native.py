@@ -77,7 +77,7 @@ def test_real_native_inspect_no_drift(version: str) -> None:
     assert (rep.version, rep.reader) == (version, reader)
     assert rep.profile is not None, rep.profile_problem
     assert rep.drift == [], rep.drift
-    assert rep.warnings == []
+    assert rep.warnings == ()
     if reader == "levels":
         consts = {k: v["value"] for k, v in rep.report["constants"].items()}
         assert consts == LEVELS
