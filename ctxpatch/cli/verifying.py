@@ -1,7 +1,7 @@
 """``ctxpatch verify``: prove on the user's install that the patched cli.js prunes as predicted.
 
-The proof itself is ``lab.verify``; printing and exit codes go through
-``ctxpatch.cli.output``.
+The proofs are ``lab.verify`` (cli.js) and ``lab.verify_native``, picked by ``lab.verifier``;
+printing and exit codes go through ``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -51,21 +51,14 @@ def verify(
     """
 
     def body() -> int:
-        from lab.verify import verify_install
-        from lab.verify_native import verify_native
-        from patcher.discover import native_of
+        from lab.verifier import verify_path
 
         installs, chosen_by = targets(path, environ(), Path.cwd())
         if not installs:
             raise NotFound.no_cli_js(
                 "ctxpatch verify --path node_modules/@anthropic-ai/claude-code/cli.js"
             )
-        reports = [
-            verify_native(inst.path, timeout=timeout)
-            if native_of(inst.path) is not None or _native_package(inst.path)
-            else verify_install(inst.path, timeout=timeout)
-            for inst in installs
-        ]
+        reports = [verify_path(inst.path, timeout=timeout) for inst in installs]
         code = worst(r.exit_code for r in reports)
         if as_json:
             emit_json(envelope(code, [r.to_json() for r in reports], chosen_by=chosen_by))
@@ -77,8 +70,3 @@ def verify(
     raise typer.Exit(
         handle(body, as_json, interrupted="the sandbox is removed, nothing else was written")
     )
-
-
-def _native_package(path: Path) -> bool:
-    """A package folder without a cli.js: native (verify_native says what binary is missing)."""
-    return path.is_dir() and not (path / "cli.js").exists()
