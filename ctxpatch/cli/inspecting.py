@@ -58,6 +58,7 @@ def _inspect(path: Path | None, as_json: bool, strict: bool) -> int:
     from patcher import bundle, markers, snippet
     from patcher.discover import environ, targets
     from patcher.inspect import inspect, render
+    from patcher.inspection import CliJsFile, Inspection
     from patcher.native import inspect as native
 
     if path is None:
@@ -81,11 +82,11 @@ def _inspect(path: Path | None, as_json: bool, strict: bool) -> int:
         if original is not None:
             data, note = original, "patched by ctxpatch: inspected the original it records"
     rep = inspect(data, b.version)
-    code = int(ExitCode.CHANGE_NEEDED) if rep.drift else 0
     package = f"{b.package.name}@{b.package.version}" if b.package else None
+    report = Inspection(rep, rep.comparison, file=CliJsFile(str(b.path), package, note))
+    code = report.exit_code()
     if as_json:
-        result = {"path": str(b.path), "package": package, "note": note, **rep.to_json()}
-        emit_json(envelope(code, [result]))
+        emit_json(envelope(code, [report.to_json()]))
     else:
         out(f"{b.path}" + (f"  ({package})" if package else ""))
         if note:
@@ -98,7 +99,7 @@ def _inspect_native(path: Path, as_json: bool, strict: bool) -> int:
     from patcher.native import inspect as native
 
     rep = native.inspect_path(path)
-    code = int(ExitCode.CHANGE_NEEDED) if rep.drift or (strict and rep.warnings) else 0
+    code = rep.exit_code(strict)
     if as_json:
         emit_json(envelope(code, [rep.to_json()], strict=strict))
     else:

@@ -18,15 +18,14 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxpatch.errors import CtxpatchError
-from patcher.inspect.report import Comparison, Drift, Report
+from patcher.inspect.report import Report
+from patcher.inspection import Container, Inspection, NativePart
 from patcher.native.app import App, Source, read_app
 from patcher.native.levels import Levels, extract
-from patcher.native.levers import Lever, LeverFacts
 from patcher.native.package import find_binary
 from patcher.native.reader import NativeBinary
 
@@ -70,96 +69,6 @@ def reader_for(app: App) -> FindingsReader:
     if app.layout == "single" and _OLD_ANCHOR in app.sources[0].data:
         return CliJsReader()
     return LevelsReader()
-
-
-@dataclass(frozen=True)
-class Container:
-    """The native build around the JavaScript: what ``inspect`` says before reading it."""
-
-    path: str
-    container: str
-    layout: str
-    version: str | None
-    modules: int
-    js_modules: int
-    js_bytes: int
-
-
-@dataclass(frozen=True)
-class NativeReport:
-    """``inspect`` of a native build: the container, the findings of its reader, their
-    comparison with the engine (the drift table of :mod:`patcher.inspect.drift`), the warnings
-    and the lever (:mod:`patcher.native.levers`)."""
-
-    build: Container
-    findings: Findings
-    comparison: Comparison
-    facts: LeverFacts
-    lever: Lever
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def path(self) -> str:
-        return self.build.path
-
-    @property
-    def version(self) -> str | None:
-        return self.build.version
-
-    @property
-    def layout(self) -> str:
-        return self.build.layout
-
-    @property
-    def js_modules(self) -> int:
-        return self.build.js_modules
-
-    @property
-    def reader(self) -> str:
-        return self.findings.kind
-
-    @property
-    def report(self) -> dict[str, Any]:
-        """The reader's own JSON."""
-        return self.findings.to_json()
-
-    @property
-    def profile(self) -> str | None:
-        return self.comparison.profile
-
-    @property
-    def profile_range(self) -> str | None:
-        return self.comparison.profile_range
-
-    @property
-    def profile_problem(self) -> str:
-        return self.comparison.profile_problem
-
-    @property
-    def compared(self) -> list[str]:
-        return list(self.comparison.compared)
-
-    @property
-    def drift(self) -> list[Drift]:
-        return list(self.comparison.drift)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **asdict(self.build),
-            "reader": self.reader,
-            "report": self.report,
-            "profile": self.profile,
-            "profile_range": self.profile_range,
-            "profile_problem": self.profile_problem,
-            "compared": self.compared,
-            "drift": [asdict(d) for d in self.drift],
-            "warnings": list(self.warnings),
-            "lever": {
-                "lever": self.lever.name,
-                "why": self.lever.why,
-                "facts": self.facts.to_json(),
-            },
-        }
 
 
 # --- finding the binary ----------------------------------------------------------------------
@@ -225,7 +134,7 @@ def _has_trailer(p: Path) -> bool:
 # --- inspecting ------------------------------------------------------------------------------
 
 
-def inspect_path(path: Path) -> NativeReport:
+def inspect_path(path: Path) -> Inspection:
     exe = find_binary(path) if path.is_dir() else path
     assert exe is not None
     with NativeBinary(exe) as nb:
@@ -247,7 +156,7 @@ def new_report(nb: NativeBinary, app: App, container: str) -> Container:
     )
 
 
-def inspect_app(app: App, build: Container) -> NativeReport:
+def inspect_app(app: App, build: Container) -> Inspection:
     from patcher.inspect.drift import compare
     from patcher.native import levers
     from patcher.native.newer import newer_than_profiles
@@ -255,23 +164,19 @@ def inspect_app(app: App, build: Container) -> NativeReport:
     facts = levers.extract(app.sources)
     findings = reader_for(app).read(app.sources, app.version)
     newer = newer_than_profiles(build.version)
-    return NativeReport(
-        build=build,
-        findings=findings,
-        comparison=compare(findings, build.version),
-        facts=facts,
-        lever=levers.decide(facts, app.version),
-        warnings=(newer,) if newer else (),
-    )
+    part = NativePart(build, facts, levers.decide(facts, app.version), (newer,) if newer else ())
+    return Inspection(findings, compare(findings, build.version), native=part)
 
 
 # --- rendering -------------------------------------------------------------------------------
 
 
-def render(rep: NativeReport) -> str:
+def render(rep: Inspection) -> str:
+    """The text of ``inspect`` on a native build."""
     from patcher.inspect import render as render_cli_js
 
-    b = rep.build
+    assert rep.native is not None
+    b = rep.native.build
     lines = [
         f"{b.path}",
         f"native build: {b.container}, {b.modules} modules; Claude Code's JavaScript: "
@@ -281,12 +186,12 @@ def render(rep: NativeReport) -> str:
         lines.append(render_cli_js(rep.findings))
     else:
         lines += _render_levels(rep, rep.findings)
-    lines.append(f"lever: {rep.lever.name} ({rep.lever.why})")
+    lines.append(f"lever: {rep.native.lever.name} ({rep.native.lever.why})")
     lines += [f"warning: {w}" for w in rep.warnings]
     return "\n".join(lines)
 
 
-def _render_levels(rep: NativeReport, r: Levels) -> list[str]:
+def _render_levels(rep: Inspection, r: Levels) -> list[str]:
     consts, feats, fns = r.constants, r.features, r.functions
 
     def c(key: str) -> str:

@@ -74,7 +74,7 @@ def run_one(job: regress.Job) -> regress.Outcome:
         out.reason = f"{type(e).__name__}: {e}"
     else:
         out.claude_code_version = rep.version
-        out.shape = f"native-{rep.layout}"
+        out.shape = f"native-{build.layout}"
         out.profile = rep.profile
         out.drift = [str(d) for d in rep.drift]
         out.unresolved = [*rep.findings.unresolved, *rep.warnings]

@@ -126,7 +126,7 @@ def test_the_reader_is_chosen_by_the_build_and_the_report_is_frozen(tmp_path: Pa
     exe.write_bytes(split_binary("2.1.300"))
     rep = native.inspect_path(exe)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        rep.warnings = ("x",)  # type: ignore[misc]
+        rep.native = None  # type: ignore[misc]
     doc = rep.to_json()
     assert list(doc) == [
         "path", "container", "layout", "version", "modules", "js_modules", "js_bytes",
@@ -176,7 +176,9 @@ def test_inspect_a_package_folder_and_a_binary(tmp_path: Path) -> None:
     exe = tmp_path / "claude"
     exe.write_bytes(split_binary("2.1.300"))
     rep = native.inspect_path(exe)
-    assert (rep.layout, rep.version, rep.reader, rep.js_modules) == (
+    assert rep.native is not None
+    build = rep.native.build
+    assert (build.layout, rep.version, rep.reader, build.js_modules) == (
         "split",
         "2.1.300",
         "levels",
@@ -287,3 +289,28 @@ def test_installed_version_reads_a_local_native_install(tmp_path: Path) -> None:
         split_binary("2.1.290") + b"\0" * (70 << 10),
     )
     assert native.installed_version(tmp_path / "proj") == "2.1.290"
+
+
+def test_one_inspection_type_for_a_cli_js_and_a_native_build(tmp_path: Path) -> None:
+    """patcher.inspection.Inspection: the same findings + comparison for both kinds, a cli.js
+    file or a native part around them, each kind's JSON as the CLI prints it."""
+    from conftest import FIXTURES
+
+    from patcher.inspect import inspect
+    from patcher.inspection import CliJsFile, Inspection
+
+    rep = inspect((FIXTURES / "rq-2.1.112.js").read_bytes())
+    js = Inspection(rep, rep.comparison, file=CliJsFile("/x/cli.js", "pkg@1", "a note"))
+    doc = js.to_json()
+    assert list(doc)[:4] == ["path", "package", "note", "version"]
+    assert doc == {"path": "/x/cli.js", "package": "pkg@1", "note": "a note", **rep.to_json()}
+    assert (js.reader, js.path, js.version, js.warnings) == ("cli.js", "/x/cli.js", "2.1.112", ())
+    assert js.exit_code(strict=True) == (1 if rep.drift else 0)
+    exe = tmp_path / "claude"
+    exe.write_bytes(split_binary("9.9.9"))  # newer than every profile: a warning
+    nat = native.inspect_path(exe)
+    assert nat.file is None and nat.native is not None and nat.reader == "levels"
+    assert nat.warnings and nat.exit_code(strict=True) == 1
+    assert nat.exit_code() == (1 if nat.drift else 0)
+    res = CliRunner().invoke(app, ["inspect", str(exe), "--json"])
+    assert json.loads(res.stdout)["results"] == [nat.to_json()]
