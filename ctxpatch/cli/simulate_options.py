@@ -63,6 +63,14 @@ _HEAD: list[Row] = [
 ]
 _TAIL: list[Row] = [
     _opt(
+        "no_recall",
+        bool,
+        False,
+        "--no-recall",
+        help="Replay apply --no-recall: the clearing replays without recall's two tool "
+        "definitions on every request.",
+    ),
+    _opt(
         "microcompact",
         MicroCompactChoice,
         MicroCompactChoice.auto,
@@ -128,6 +136,7 @@ class SimulateArgs:
     profile: str | None
     model: str | None
     pct_override: float | None
+    no_recall: bool
     microcompact: MicroCompactChoice
     env: list[str] | None
     tokenizer: TokenizerChoice

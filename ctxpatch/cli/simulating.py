@@ -66,8 +66,9 @@ def _simulate(a: SimulateArgs, knob_values: dict[str, object]) -> int:
     knobs = parse_knobs(knob_values, os.environ, environment, MICROCOMPACT[a.microcompact.value])
     simulate_output.knob_warnings(knobs)
     tiktoken = a.tokenizer is TokenizerChoice.tiktoken
+    extra = {"recall_tools": 0} if a.no_recall else {}  # apply --no-recall
     report = replay_session(
-        tr, prof, a.scenarios(), knobs, model=a.model, env=environment, tokenizer=tiktoken
+        tr, prof, a.scenarios(), knobs, model=a.model, env=environment, tokenizer=tiktoken, **extra
     )
     if a.plot is not None:
         simulate_output.plot(report, a.plot)

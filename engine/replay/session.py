@@ -53,10 +53,14 @@ def replay_session(
     model: str | None = None,
     env: Mapping[str, str] | None = None,
     tokenizer: bool = False,
+    recall_tools: int | None = None,
 ) -> SessionReport:
     """Each of ``scenarios`` (``recorded`` alone, or counterfactual ones and ``oracle``) replayed
     over ``tr`` under ``profile`` and ``knobs``; ``model`` and ``env`` as Claude Code's (default:
-    the transcript's model, no environment); ``tokenizer``: count the memory with offline BPE too.
+    the transcript's model, no environment); ``tokenizer``: count the memory with offline BPE too;
+    ``recall_tools``: the tokens recall's tool definitions add to every request of the replays
+    with ctxpatch (``None``: the engine's default, ``engine.replay.recall_tools``; 0: none, as
+    after ``apply --no-recall``).
     """
     kw: dict[str, Any] = {"model": model, "env": dict(env or {})}
     recorded: Simulation | None = None
@@ -77,6 +81,8 @@ def replay_session(
             microcompact_on=mc,
             calibration=calibrate(tr, profile),
         )
+        if recall_tools is not None:
+            replay["recall_tools"] = recall_tools
         sims = [simulate(tr, profile, name, **replay) for name in scenarios]
     counts = None
     if tokenizer:

@@ -197,9 +197,11 @@ def test_gateway_lines_hold_exactly_the_mock_numbers(tmp_path, stream):
         "output_tokens": 321,
     }
     led = L.Ledger(tmp_path)
+    # the plain edit (policy=None): on this short body the default policy (paid) rightly moves
+    # nothing, and the test needs an edit the mock applies
     with (
         MockServer(MockConfig(usage=usage)) as mock,
-        ThreadedGateway(upstream=mock.base_url, edit=EDIT, ledger=led) as gw,
+        ThreadedGateway(upstream=mock.base_url, edit=EDIT, ledger=led, policy=None) as gw,
     ):
         tools = [{"name": n, "input_schema": {"type": "object"}} for n in ("Read", "Bash")]
         status, reply = post(gw.url, compact(body_of(stream=stream, tools=tools)), HEADERS)
