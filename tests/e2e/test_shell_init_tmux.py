@@ -57,8 +57,13 @@ class Shell:
         self._tmux("new-session", "-d", "-s", self.name, "-x", "200", "-y", "50", cmd)
 
     def _tmux(self, *args: str) -> None:
+        # -L: a tmux server of this shell's own. With one shared socket, the next shell's
+        # new-session could reach the server the previous kill-session was shutting down
+        # ("server exited unexpectedly", 2 of 8 runs under load)
         subprocess.run(
-            [self.tmux, *args], check=True, env={**os.environ, "TMUX_TMPDIR": str(self.home)}
+            [self.tmux, "-L", self.name, *args],
+            check=True,
+            env={**os.environ, "TMUX_TMPDIR": str(self.home)},
         )
 
     def run(self, line: str, tag: str, timeout: float = 60) -> tuple[int, str, str]:
@@ -75,7 +80,7 @@ class Shell:
 
     def close(self) -> None:
         subprocess.run(
-            [self.tmux, "kill-session", "-t", self.name],
+            [self.tmux, "-L", self.name, "kill-server"],
             check=False,
             env={**os.environ, "TMUX_TMPDIR": str(self.home)},
         )
