@@ -30,11 +30,11 @@ import re
 from collections.abc import Collection, Mapping
 from functools import lru_cache
 
+from engine.twins.context_clear import NEAR_WINDOW_CHARS_PER_TOKEN as BYTES_PER_TOKEN
+from engine.twins.context_clear import NEAR_WINDOW_RESERVE as RESERVE
 from engine.twins.context_clear import WINDOW_GUARD_RECOVERS_FROM as RECOVERS_FROM
 
-BYTES_PER_TOKEN = 3
 WINDOW, WINDOW_1M = 200_000, 1_000_000
-RESERVE = 20_000 + 13_000
 STOPPED = (
     "the unedited prompt nears Claude Code's auto-compact threshold: clearing stopped so its "
     "own compaction fires inside the window (builds before 2.1.330 do not recover from "
