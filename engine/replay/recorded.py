@@ -65,26 +65,92 @@ def memory_records(tr: Transcript, profile: Profile | None = None) -> list[dict]
     return out
 
 
-def unwritten_tail(boundary: Mapping[str, Any], written: set, profile: Profile) -> str:
+def unwritten_tail(
+    boundary: Mapping[str, Any],
+    written: set,
+    profile: Profile,
+    unanswered: Sequence[tuple[int, str, str]] = (),
+) -> str:
     """Why the count may lack messages cli.js counted, or "" when nothing says so.
 
     A ``compact_boundary`` names the last message cli.js compacted in ``logicalParentUuid``
-    (``A[A.length-1]?.uuid`` of the messages it compacted, read in 2.1.33). When that uuid is no
-    line of the file, cli.js held a message it never wrote. Up to 2.1.96 that is an attachment
-    (IDE/LSP diagnostics, a task reminder, a queued prompt ...): the transcript writer drops
-    every attachment for users outside Anthropic (``type==="attachment"&&userType!=="ant"``;
-    2.1.27 and 2.1.40-2.1.96 keep ``hook_additional_context`` under
-    ``CLAUDE_CODE_SAVE_HOOK_ADDITIONAL_CONTEXT``; 2.1.97+ drop a set of types that is empty).
-    From 2.1.33 (``Profile.newer_counts_attachments``) the count adds such a record's JSON at
-    chars/4, so the real ``preTokens`` holds tokens no replay of the file can see.
+    (``A[A.length-1]?.uuid`` of the messages it compacted, read in 2.1.25 and 2.1.33). When that
+    uuid is no line of the file, cli.js held a message it never wrote:
+
+    * the result of the newest reply's tool call (``unanswered``, from
+      :func:`unanswered_tool_calls`): the compaction ran on the messages of the next loop, the
+      tool results included, and every version's estimate counts a ``tool_result`` at chars/4;
+      of the shared sessions' auto-compactions that follow a tool call, 7 of the 18 of
+      2.1.25-2.1.49 lack it (before none of the 18 of 2.0.65-2.1.17), the compact summary
+      quoting what it held (9d7a9d52);
+    * up to 2.1.96 an attachment (IDE/LSP diagnostics, a task reminder, a queued prompt ...):
+      the transcript writer drops every attachment for users outside Anthropic
+      (``type==="attachment"&&userType!=="ant"``; 2.1.27 and 2.1.40-2.1.96 keep
+      ``hook_additional_context`` under ``CLAUDE_CODE_SAVE_HOOK_ADDITIONAL_CONTEXT``; 2.1.97+
+      drop a set of types that is empty). From 2.1.33 (``Profile.newer_counts_attachments``)
+      the count adds such a record's JSON at chars/4; before, an attachment counts 0 (``L_6``
+      in 2.1.25 counts user and assistant messages only).
+
+    Either way the real ``preTokens`` holds tokens no replay of the file can see.
     """
     parent = boundary.get("logicalParentUuid")
-    if not parent or parent in written or not profile.newer_counts_attachments:
+    if not parent or parent in written:
+        return ""
+    if unanswered:
+        calls = ", ".join(f"the {name} call at line {ln} ({tid})" for ln, tid, name in unanswered)
+        return (
+            f"the last message cli.js counted (logicalParentUuid {parent}) is not in the file, "
+            f"nor is the result of {calls}: cli.js held that tool result (the compaction runs "
+            "on the next request's messages) and counted it at chars/4, but did not write it, "
+            "so the count here lacks its tokens"
+        )
+    if not profile.newer_counts_attachments:
         return ""
     return (
         f"the last message cli.js counted (logicalParentUuid {parent}) is not in the file: "
         "cli.js did not write it (an attachment, up to 2.1.96), so the count here lacks its tokens"
     )
+
+
+def unanswered_tool_calls(
+    records: Sequence[Mapping[str, Any] | None], line: int
+) -> tuple[tuple[int, str, str], ...]:
+    """The tool calls of the newest main-chain reply before ``line`` (1-based) whose
+    ``tool_result`` is no line of the file: ``(line, tool_use id, tool name)`` each.
+
+    The reply is the newest assistant record with usage before ``line`` and every record with its
+    ``message.id``; a result counts wherever it is in the file.
+    """
+    mid: Any = None
+    calls: list[tuple[int, str, str]] = []
+    for i in range(min(line, len(records) + 1) - 1, 0, -1):
+        rec = records[i - 1]
+        if not rec or rec.get("isSidechain"):
+            continue
+        inner = rec.get("message") or {}
+        if rec.get("type") != "assistant" or not isinstance(inner, Mapping):
+            continue
+        if mid is None:
+            if not inner.get("usage"):
+                continue
+            mid = inner.get("id") or object()
+        elif inner.get("id") != mid:
+            break
+        content = inner.get("content")
+        for b in content if isinstance(content, list) else []:
+            if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id"):
+                calls.append((i, str(b["id"]), str(b.get("name") or "?")))
+        if not inner.get("id"):
+            break
+    if not calls:
+        return ()
+    answered = set()
+    for rec in records:
+        content = ((rec or {}).get("message") or {}).get("content")
+        for b in content if isinstance(content, list) else []:
+            if isinstance(b, Mapping) and b.get("type") == "tool_result":
+                answered.add(b.get("tool_use_id"))
+    return tuple(sorted(c for c in calls if c[1] not in answered))
 
 
 def queued_prompt_evidence(records: Sequence[Mapping[str, Any] | None], line: int) -> str:
@@ -182,7 +248,13 @@ def simulate_recorded(
             elif trigger == "auto":
                 predicted = th.auto_compact_enabled and tokens >= th.auto_compact
                 notes = [] if predicted else ["recorded but not predicted"]
-                unwritten = unwritten_tail(rec, written, profile)
+                parent = rec.get("logicalParentUuid")
+                calls = (
+                    unanswered_tool_calls(tr.records, line)
+                    if parent and parent not in written
+                    else ()
+                )
+                unwritten = unwritten_tail(rec, written, profile, calls)
                 if unwritten:
                     notes.append(unwritten)
                     queued = queued_prompt_evidence(tr.records, line)

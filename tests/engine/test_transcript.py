@@ -266,6 +266,55 @@ def test_queued_prompt_evidence():
     assert queued_prompt_evidence(recs, 4) == ""
 
 
+def test_unanswered_tool_calls_and_the_note_they_give():
+    """The tool calls of the newest reply before a boundary whose result is no line of the file
+    (a result anywhere in the file answers a call); the boundary's note names them, in every
+    version, while an unwritten last message with all results written is an attachment, named
+    only where the count adds attachments (2.1.33+)."""
+    from engine.profiles import profile_for
+    from engine.replay.recorded import unanswered_tool_calls, unwritten_tail
+
+    def reply(mid, *blocks, usage=True):
+        inner = {"id": mid, "content": list(blocks)}
+        if usage:
+            inner["usage"] = {"input_tokens": 1}
+        return {"type": "assistant", "message": inner}
+
+    def use(tid, name="Grep"):
+        return {"type": "tool_use", "id": tid, "name": name, "input": {}}
+
+    def result(tid):
+        return {
+            "type": "user",
+            "message": {"content": [{"type": "tool_result", "tool_use_id": tid}]},
+        }
+
+    side = {**reply("m9", use("t9")), "isSidechain": True}
+    recs = [
+        reply("m1", use("t1")),
+        result("t1"),
+        reply("m2", {"type": "thinking", "thinking": "x"}),
+        reply("m2", use("t2", "Read"), use("t3", "Bash")),
+        {"type": "progress"},
+        side,
+        {"type": "system", "subtype": "compact_boundary"},
+        result("t3"),
+    ]
+    assert unanswered_tool_calls(recs, 7) == ((4, "t2", "Read"),)
+    assert unanswered_tool_calls([*recs[:2], {"type": "system"}], 3) == ()
+    assert unanswered_tool_calls(recs, 2) == ()  # its result is line 2
+    assert unanswered_tool_calls([recs[0], {"type": "system"}], 2) == ((1, "t1", "Grep"),)
+
+    boundary = {"logicalParentUuid": "gone"}
+    old, new = profile_for("2.1.25"), profile_for("2.1.37")
+    note = unwritten_tail(boundary, {"x"}, old, ((4, "t2", "Read"),))
+    assert "(logicalParentUuid gone) is not in the file" in note
+    assert "the result of the Read call at line 4 (t2)" in note
+    assert unwritten_tail(boundary, {"gone"}, old, ((4, "t2", "Read"),)) == ""
+    assert unwritten_tail(boundary, {"x"}, old) == ""
+    assert "(an attachment, up to 2.1.96)" in unwritten_tail(boundary, {"x"}, new)
+
+
 def _said(mid, blocks, prompt, out=1):
     return {
         "type": "assistant",
