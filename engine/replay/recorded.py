@@ -82,7 +82,10 @@ def unwritten_tail(
       tool results included, and every version's estimate counts a ``tool_result`` at chars/4;
       of the shared sessions' auto-compactions that follow a tool call, 7 of the 18 of
       2.1.25-2.1.49 lack it (before none of the 18 of 2.0.65-2.1.17), the compact summary
-      quoting what it held (9d7a9d52);
+      quoting what it held (9d7a9d52). What drops it is not known: the real 2.1.25 REPL
+      against the lab's mock writes it (a Read or a Grep after thinking, streaming tool
+      execution on, a PostToolUse hook, a 20 s compaction, resumed from 9d7a9d52's first 379
+      lines); the 7 were all captured by Entire's checkpoints, as were 15 of the 18 that keep it;
     * up to 2.1.96 an attachment (IDE/LSP diagnostics, a task reminder, a queued prompt ...):
       the transcript writer drops every attachment for users outside Anthropic
       (``type==="attachment"&&userType!=="ant"``; 2.1.27 and 2.1.40-2.1.96 keep
@@ -101,8 +104,8 @@ def unwritten_tail(
         return (
             f"the last message cli.js counted (logicalParentUuid {parent}) is not in the file, "
             f"nor is the result of {calls}: cli.js held that tool result (the compaction runs "
-            "on the next request's messages) and counted it at chars/4, but did not write it, "
-            "so the count here lacks its tokens"
+            "on the next request's messages) and counted it at chars/4, but the file does not "
+            "hold it, so the count here lacks its tokens"
         )
     if not profile.newer_counts_attachments:
         return ""
