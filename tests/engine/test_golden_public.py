@@ -90,7 +90,7 @@ UNWRITTEN = {
         "2.1.49, line 753: count 166519 vs preTokens 167332 (-0.5%, under the 167000 threshold): "
         "the last message counted (logicalParentUuid adf9c7ea) is not in the file, nor is the "
         "result of the Read at line 751 (80 lines of folder.service.ts): 813 tokens, that result "
-        "and any attachment after it, counted and not written (see UNWRITTEN_TOOL_RESULT)"
+        "and any attachment after it, counted and not in the file (see UNWRITTEN_TOOL_RESULT)"
     ),
 }
 KNOWN_MISSES.update({n: f"not recoverable from the file: {why}" for n, why in UNWRITTEN.items()})
@@ -220,8 +220,8 @@ def test_the_queued_image_prompt_is_named_as_the_cause():
 
 
 def test_the_unwritten_tool_result_is_named_as_the_cause():
-    """9d7a9d52 (2.1.25): each event names the tool call whose result cli.js counted unwritten;
-    the count is short by that result alone (1.3% and 1.6%), the rest of it exact."""
+    """9d7a9d52 (2.1.25): each event names the tool call whose result cli.js counted and the file
+    lacks; the count is short by that result alone (1.3% and 1.6%), the rest of it exact."""
     name = "entireio__cli__9d7a9d52-7eb4-427d-847d-ee5451884f3d.jsonl.xz"
     _tr, sim = _replay(name)
     autos = [e for e in sim.events if e.kind == "auto_compact"]
@@ -235,6 +235,9 @@ def test_the_unwritten_tool_result_is_named_as_the_cause():
     assert (
         "the result of the Bash call at line 796 (toolu_01E39MtwEGUMCeyY4R7i9j2D)" in autos[1].note
     )
+    # the count is the last recorded usage, nothing newer in the file: the gap is the result
+    usage = [b["last_usage_ctx_plus_output"] for b in ENTRY[name]["boundaries"]]
+    assert [e.tokens for e in autos] == usage == [164865, 166194]
     assert all(0 < e.pre_tokens - e.tokens < 0.02 * e.pre_tokens for e in autos)
 
 
