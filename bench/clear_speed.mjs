@@ -35,15 +35,59 @@ for (let t = 0; t < 20; t++) {
   tools.push({ name: "Tool" + t, description: "Does things. ".repeat(80), input_schema: { type: "object", properties: { a: { type: "string", description: "an argument" }, b: { type: "array", items: { type: "string" } } }, required: ["a"] } });
 }
 const system = [{ type: "text", text: "You are Claude Code. ".repeat(600), cache_control: { type: "ephemeral" } }];
-const request = { model: "claude-sonnet-4-5", max_tokens: 32000, betas: [], system, tools, messages };
-for (const policy of ["paid", "fixed"]) {
-  process.env.CLAUDE_CTX_CLEAR_POLICY = policy;
-  const sent = clear(request);
-  for (let i = 0; i < 200; i++) clear(request);
-  const n = 1000, t0 = process.hrtime.bigint();
-  for (let i = 0; i < n; i++) clear(request);
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6 / n;
-  const keep = sent.context_management.edits[0].keep.value;
-  const bytes = JSON.stringify(messages).length;
-  console.log(`${policy}: ${messages.length} messages (${(bytes / 1024).toFixed(0)} KB), keep ${keep}, ${ms.toFixed(3)} ms per request`);
+const user_id = JSON.stringify({ device_id: "d".repeat(64), account_uuid: "", session_id: "0b6f3e2a-1c4d-4e5f-8a9b-0c1d2e3f4a5b" });
+const request = { model: "claude-sonnet-4-5", max_tokens: 32000, betas: [], system, tools, messages, metadata: { user_id } };
+// The ledger (on unless CTXPATCH_LEDGER=0) adds to the request's path: the session id read off
+// metadata.user_id at the build, and in "watch" a record and two callbacks; the reply is read
+// later, off the path. Lines go to a throwaway XDG_STATE_HOME.
+process.env.XDG_STATE_HOME = (await import("node:fs")).mkdtempSync((await import("node:os")).tmpdir() + "/clear-speed-");
+for (const ledger of ["0", "1"]) {
+  process.env.CTXPATCH_LEDGER = ledger;
+  for (const policy of ["paid", "fixed"]) {
+    process.env.CLAUDE_CTX_CLEAR_POLICY = policy;
+    const sent = clear(request);
+    for (let i = 0; i < 200; i++) clear(request);
+    const n = 1000, t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) clear(request);
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6 / n;
+    const keep = sent.context_management.edits[0].keep.value;
+    const bytes = JSON.stringify(messages).length;
+    console.log(`${policy}, ledger ${ledger === "0" ? "off" : "on "}: ${messages.length} messages (${(bytes / 1024).toFixed(0)} KB), keep ${keep}, ${ms.toFixed(3)} ms per request`);
+  }
 }
+// "watch" on an APIPromise-like object whose response never comes: the synchronous part only.
+const never = new Promise(() => {});
+const pending = { asResponse: () => never, then: (a, b) => never.then(a, b) };
+for (const ledger of ["0", "1"]) {
+  process.env.CTXPATCH_LEDGER = ledger;
+  for (let i = 0; i < 2000; i++) { clear(request); clear(pending, "watch"); }
+  const n = 20000, t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) clear(pending, "watch");
+  const us = Number(process.hrtime.bigint() - t0) / 1e3 / n;
+  console.log(`watch, ledger ${ledger === "0" ? "off" : "on "}: ${us.toFixed(2)} us per request (the reply is read off the request's path)`);
+}
+// Reading a reply's copy: a 2,000-event SSE stream (~300 KB) in 1 KB chunks, end to end.
+const enc = new TextEncoder();
+const ev = (o) => `event: ${o.type}\ndata: ${JSON.stringify(o)}\n\n`;
+let text = ev({ type: "message_start", message: { usage: { input_tokens: 3, cache_read_input_tokens: 5 } } });
+for (let i = 0; i < 2000; i++) text += ev({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "word ".repeat(20) } });
+text += ev({ type: "message_delta", usage: { output_tokens: 7 }, context_management: { applied_edits: [] } });
+const bytes = enc.encode(text);
+process.env.CTXPATCH_LEDGER = "1";
+const times = [];
+for (let round = 0; round < 20; round++) {
+  let at = 0;
+  const body = new ReadableStream({ pull(c) { if (at >= bytes.length) return c.close(); c.enqueue(bytes.slice(at, at + 1024)); at += 1024; } });
+  const response = new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
+  const rec = clear(request) && null;
+  const t0 = process.hrtime.bigint();
+  const p = { asResponse: () => Promise.resolve(response), then: (a, b) => Promise.resolve(null).then(a, b) };
+  clear(p, "watch");
+  const reader = response.body; // Claude Code's branch, drained as it would
+  const r = reader.getReader();
+  while (!(await r.read()).done);
+  await new Promise((res) => setImmediate(res));
+  times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+}
+times.sort((a, b) => a - b);
+console.log(`a 2,000-event reply (${(bytes.length / 1024).toFixed(0)} KB) read by Claude Code with the copy read beside it: median ${times[10].toFixed(2)} ms`);

@@ -1,28 +1,35 @@
 """The ledger: one JSON line per API request, numbers and ids only.
 
-The gateway (``gateway.server``) records every ``POST /v1/messages`` it forwards; each line
-holds:
+Two writers, one file and one line format: the gateway (``gateway.server``, this module's
+:class:`Ledger`) records every ``POST /v1/messages`` it forwards, and the JavaScript ``ctxpatch
+apply`` injects into a ``cli.js`` (``patcher/snippets/context_clear.js``) records every request
+of Claude Code's query loop, with no gateway. Each line holds:
 
 ``t``             Unix time of the request (seconds, 3 decimals)
-``src``           who wrote it: ``gateway``
+``src``           who wrote it: ``gateway`` | ``cli.js``
 ``session``       Claude Code's session id: the ``X-Claude-Code-Session-Id`` request header
                   (cli.js 2.1.x and the native builds send it), else the ``session_id`` inside
                   the request's ``metadata.user_id`` (a JSON string in 2.1.x, the
                   ``user_<hash>_account_<uuid>_session_<uuid>`` form in older builds), read from
-                  the last bytes of the body only; ``null`` when neither is there
+                  the last bytes of the body only; ``null`` when neither is there. The cli.js
+                  writer reads ``metadata.user_id`` (the header is the same id, set where the
+                  injected code does not see it)
 ``model``         the request's model
 ``status``        the HTTP status the client got
 ``request_id``    the API's ``request-id`` response header
 ``input`` ``cache_write_5m`` ``cache_write_1h`` ``cache_read`` ``output``
                   the response's ``usage`` (streamed: ``message_start`` then ``message_delta``,
-                  read as the bytes pass, never buffered nor changed; a whole JSON reply: parsed)
+                  read as the bytes pass, never buffered nor changed; a whole JSON reply: parsed;
+                  cli.js: read from a clone of the SDK's fetch Response, the SDK's parsed JSON
+                  reply, or a 1.0.x MessageStream's events)
 ``cleared_tool_uses`` ``cleared_input_tokens``
                   the response's ``context_management.applied_edits`` (summed over edits)
 ``edit``          ``added`` (ctxpatch's edit went in), ``skipped`` (not added: ``why``) or
                   ``lost`` (added, then not applied: the API refused the strategy for this model
                   and the request went again unchanged, or the upstream failed: ``why``)
 ``why``           the reason, one of the gateway's fixed texts (never request content)
-``cut``           true when the reply broke off before its ``message_delta`` (usage partial)
+``cut``           true when the reply broke off before its ``message_delta`` (usage partial;
+                  cli.js: also when Claude Code exited before the copy was read to it)
 
 Never content, never headers other than the two ids, never credentials.
 
@@ -34,7 +41,11 @@ reader skips a line it cannot parse (a cut last line). ``CTXPATCH_LEDGER=0`` tur
 
 Writing never slows nor fails a request: the gateway hands a finished line to a queue
 (microseconds), a daemon thread writes it; every error is swallowed into :attr:`Ledger.errors`
-and one debug log line.
+and one debug log line. The cli.js writer queues its lines to its debug log's asynchronous
+appender (one ``O_APPEND`` write per batch of whole lines, rotation like :class:`Ledger`'s) and
+writes what is left synchronously when Claude Code calls ``process.exit``; it copies
+:data:`MAX_BYTES`, :data:`KEEP` and :data:`USAGE_KEYS` (tests/patcher/test_ledger_js.py holds them
+equal, and its path to :func:`ledger_dir`).
 """
 
 from __future__ import annotations

@@ -303,10 +303,21 @@ class LedgerSums:
 
 
 def ledger_by_session(entries: Iterable[Mapping[str, Any]]) -> dict[str, LedgerSums]:
+    """The ledger's lines summed per session, both writers merged; a request seen by both (a
+    patched cli.js sent through the gateway: the same ``request_id``) counts once, the
+    gateway's line."""
+    entries = list(entries)
+    through_gateway = {
+        e.get("request_id")
+        for e in entries
+        if e.get("src") == "gateway" and isinstance(e.get("request_id"), str)
+    }
     out: dict[str, LedgerSums] = {}
     for e in entries:
         sid = e.get("session")
         if not isinstance(sid, str):
+            continue
+        if e.get("src") == "cli.js" and e.get("request_id") in through_gateway:
             continue
         s = out.setdefault(sid, LedgerSums())
         u = Usage(

@@ -38,6 +38,7 @@ function _ctxpatchContextClearing(value, mode) {
   //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
   //   CLAUDE_CTX_CLEAR_DEBUG=FILE     append one JSON line per decision to FILE
   //                                   (default: CLAUDE_TEXT_PRUNE_DEBUG)
+  //   CTXPATCH_LEDGER=0               no ledger line (also false/no/off; see below)
   // An integer is ASCII digits (1 to 9 of them, "_" separators allowed, blanks
   // around ignored); any other value means the default, never a bad request.
   // Defaults (engine/context_editing.py DEFAULT_*, chosen by bench/clearing_sweep.py):
@@ -55,6 +56,20 @@ function _ctxpatchContextClearing(value, mode) {
   // the API requires. The input is never mutated (new objects are built); any error
   // sends the request unchanged; nothing is written to stdout/stderr; the debug file
   // is written asynchronously and never blocks (a FIFO without a reader is skipped).
+  //
+  // The ledger (usage/ledger.py, the same file and line format as the gateway's, src "cli.js"):
+  // one JSON line per watched request, numbers and ids only: the time, Claude Code's session id
+  // (the session_id in the request's metadata.user_id, a JSON string in 2.1.x, "..._session_<uuid>"
+  // before; the X-Claude-Code-Session-Id header holds the same id but is not visible here), the
+  // model, the HTTP status, the request-id, the reply's usage and context_management.applied_edits
+  // (read from a clone of the SDK's fetch Response: SSE lines message_start / message_delta, or the
+  // parsed JSON reply; or from a 1.0.x MessageStream's events), whether the edit was added /
+  // skipped / lost and why, and cut when the reply broke off. Written to the XDG state dir as
+  // platformdirs.user_state_dir("ctxpatch") gives it ($XDG_STATE_HOME, else ~/.local/state on
+  // Linux, ~/Library/Application Support on macOS; none on Windows) + /ledger/ledger.jsonl,
+  // directory 700, file 600, O_APPEND, rotated past LEDGER_MAX_BYTES (LEDGER_KEEP files kept;
+  // tests/patcher/test_ledger_js.py holds them equal to usage/ledger.py's) by the debug log's
+  // queued writer. Reading never delays, changes or fails the reply Claude Code reads.
   var BETA = "context-management-2025-06-27";
   var CLEAR_TOOL_USES = "clear_tool_uses_20250919";
   var CLEAR_THINKING = "clear_thinking_20251015";
@@ -67,6 +82,8 @@ function _ctxpatchContextClearing(value, mode) {
   var DEFAULT_CEILING = 90000;
   var DEFAULT_PATIENCE = 100;
   var TRUE_WORDS = ["1", "true", "yes", "on"];
+  var LEDGER_MAX_BYTES = 8388608; // usage/ledger.py MAX_BYTES
+  var LEDGER_KEEP = 4; // usage/ledger.py KEEP
 
   function isObject(x) {
     return x !== null && typeof x === "object";
@@ -322,30 +339,56 @@ function _ctxpatchContextClearing(value, mode) {
   function memory() {
     var self = _ctxpatchContextClearing;
     if (!isObject(self.memory)) {
-      self.memory = { refused: {}, sent: {}, lastModel: null, log: { busy: false, queue: [] } };
+      self.memory = {
+        refused: {},
+        sent: {},
+        lastModel: null,
+        decision: null,
+        log: { busy: false, queue: [], fs: null, opening: null, hooked: false, open: [] },
+      };
     }
     return self.memory;
   }
 
-  // The debug log: lines are queued and appended in order by one asynchronous writer, so
-  // a request never waits for the disk, and a FIFO nobody reads is given up at once.
+  // The debug log and the ledger: lines are queued and appended in order by one asynchronous
+  // writer, so a request never waits for the disk, and a FIFO nobody reads is given up at once.
+  // A ledger line (dir set) creates its directory (700) and rotates its file when it is full.
   function debug(env, entry) {
     try {
       var file = envText(env, "CLAUDE_CTX_CLEAR_DEBUG") || envText(env, "CLAUDE_TEXT_PRUNE_DEBUG");
       if (file === "") return;
       entry.event = "ctxpatch.contextClearing";
       entry.time = new Date().toISOString();
-      var log = memory().log;
-      log.queue.push({ file: file, line: JSON.stringify(entry) + "\n" });
-      if (!log.busy) {
-        log.busy = true;
-        loadFs(function (fs) {
-          flush(fs, log);
-        }, log);
-      }
+      append({ file: file, line: JSON.stringify(entry) + "\n", dir: null });
     } catch (e) {
       // the debug log must never break a request
     }
+  }
+
+  function append(item) {
+    var log = memory().log;
+    log.queue.push(item);
+    hook(log);
+    if (!log.busy) {
+      log.busy = true;
+      loadFs(function (fs) {
+        flush(fs, log);
+      }, log);
+    }
+  }
+
+  // Claude Code ends with process.exit(), after which no callback runs: what is still queued
+  // then is written synchronously (the process is ending: nothing waits on it).
+  function hook(log) {
+    if (log.hooked) return;
+    log.hooked = true;
+    process.once("exit", function () {
+      try {
+        drain(log);
+      } catch (e) {
+        // the lines are lost, never the exit
+      }
+    });
   }
 
   function loadFs(use, log) {
@@ -353,12 +396,80 @@ function _ctxpatchContextClearing(value, mode) {
       log.queue = [];
       log.busy = false;
     };
-    if (typeof process.getBuiltinModule === "function") {
-      use(process.getBuiltinModule("fs"));
+    var got = function (fs) {
+      log.fs = fs;
+      use(fs);
+    };
+    if (log.fs) {
+      use(log.fs);
+    } else if (typeof process.getBuiltinModule === "function") {
+      got(process.getBuiltinModule("fs"));
     } else {
       // Node 18-20.15 in an ES module: no require and no getBuiltinModule.
-      new Function("s", "return import(s)")("fs").then(use, fail);
+      new Function("s", "return import(s)")("fs").then(got, fail);
     }
+  }
+
+  // At exit: the replies still being read (what was read; cut without their message_delta),
+  // the batch being opened and the queue, one synchronous write per file.
+  function drain(log) {
+    var fs = log.fs;
+    if (!fs) return;
+    var open = log.open.slice();
+    for (var j = 0; j < open.length; j++) finish(open[j]);
+    var c = fs.constants || {};
+    var flags = c.O_WRONLY | c.O_APPEND | c.O_CREAT | (c.O_NONBLOCK || 0);
+    var batches = log.opening ? [log.opening] : [];
+    log.opening = null;
+    while (log.queue.length > 0) batches.push(batch(log));
+    for (var i = 0; i < batches.length; i++) {
+      try {
+        writeNow(fs, flags, batches[i]);
+      } catch (e) {
+        // this file cannot be written: the next one may
+      }
+    }
+  }
+
+  function writeNow(fs, flags, b) {
+    if (b.dir !== null) {
+      fs.mkdirSync(b.dir, { recursive: true, mode: 448 });
+      var size = -1;
+      try {
+        size = fs.statSync(b.file).size;
+      } catch (e) {
+        // no file yet
+      }
+      if (size >= 0 && size + b.lines.length > LEDGER_MAX_BYTES) {
+        for (var k = LEDGER_KEEP; k >= 1; k--) {
+          try {
+            fs.renameSync(rotatedFrom(b.dir, k), b.dir + "/ledger." + k + ".jsonl");
+          } catch (e) {
+            // nothing to shift
+          }
+        }
+      }
+    }
+    var fd = fs.openSync(b.file, flags, 384);
+    try {
+      if (b.dir !== null && fs.fstatSync(fd).mode & 63) fs.fchmodSync(fd, 384);
+      fs.writeSync(fd, b.lines);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  function rotatedFrom(dir, k) {
+    return dir + "/" + (k === 1 ? "ledger.jsonl" : "ledger." + (k - 1) + ".jsonl");
+  }
+
+  // The first queued line and those after it for the same file.
+  function batch(log) {
+    var file = log.queue[0].file;
+    var dir = log.queue[0].dir;
+    var lines = "";
+    while (log.queue.length > 0 && log.queue[0].file === file) lines += log.queue.shift().line;
+    return { file: file, dir: dir, lines: lines };
   }
 
   function flush(fs, log) {
@@ -374,23 +485,68 @@ function _ctxpatchContextClearing(value, mode) {
       log.busy = false;
       return;
     }
-    var file = log.queue[0].file;
-    var lines = "";
-    while (log.queue.length > 0 && log.queue[0].file === file) lines += log.queue.shift().line;
+    var b = batch(log);
+    var file = b.file;
+    var dir = b.dir;
+    var lines = b.lines;
     var c = fs.constants || {};
     // O_NONBLOCK: opening a FIFO that nobody reads fails at once instead of waiting.
     var flags = c.O_WRONLY | c.O_APPEND | c.O_CREAT | (c.O_NONBLOCK || 0);
-    try {
+    // until its write is issued, the batch is the exit's to write (drain)
+    log.opening = b;
+    var write = function (fd) {
+      if (log.opening !== b) return fs.close(fd, next); // written at exit already
+      log.opening = null;
+      fs.write(fd, lines, function () {
+        fs.close(fd, next);
+      });
+    };
+    var open = function (again) {
       fs.open(file, flags, 384, function (err, fd) {
-        if (err) return next();
-        fs.write(fd, lines, function () {
-          fs.close(fd, next);
+        if (err) {
+          if (dir === null || again || err.code !== "ENOENT") {
+            if (log.opening === b) log.opening = null;
+            return next();
+          }
+          return fs.mkdir(dir, { recursive: true, mode: 448 }, function () {
+            open(true);
+          });
+        }
+        if (dir === null) return write(fd);
+        fs.fstat(fd, function (err2, st) {
+          if (err2) {
+            if (log.opening === b) log.opening = null;
+            return fs.close(fd, next);
+          }
+          // ASCII lines (numbers, ids, fixed texts): characters are bytes
+          if (again || st.size + lines.length <= LEDGER_MAX_BYTES) {
+            if (!(st.mode & 63)) return write(fd);
+            return fs.fchmod(fd, 384, function () {
+              write(fd);
+            });
+          }
+          fs.close(fd, function () {
+            rotate(fs, dir, LEDGER_KEEP, function () {
+              open(true);
+            });
+          });
         });
       });
+    };
+    try {
+      open(false);
     } catch (e) {
       log.queue = [];
       log.busy = false;
     }
+  }
+
+  // ledger.jsonl -> ledger.1.jsonl -> ... -> ledger.KEEP.jsonl (the oldest one goes).
+  function rotate(fs, dir, k, done) {
+    if (k < 1) return done();
+    fs.rename(rotatedFrom(dir, k), dir + "/ledger." + k + ".jsonl", function () {
+      rotate(fs, dir, k - 1, done);
+    });
   }
 
   // Near the window (only with CLAUDE_CTX_CLEAR_WINDOW_GUARD=1: the API documents context editing
@@ -449,8 +605,21 @@ function _ctxpatchContextClearing(value, mode) {
       return request;
     }
     var env = process.env;
+    var mem = memory();
+    mem.decision = null;
+    if (ledgerOn(env)) {
+      mem.decision = decision(request);
+      hook(mem.log);
+      if (!mem.log.fs && !mem.log.busy) {
+        // ready for the exit's synchronous write (an ES module on Node < 20.16 imports it)
+        mem.log.busy = true;
+        loadFs(function (fs) {
+          flush(fs, mem.log);
+        }, mem.log);
+      }
+    }
     var edit = editFromEnv(env);
-    if (edit === null) return request;
+    if (edit === null) return skipped(mem, request, "CLAUDE_CTX_CLEAR_DISABLE is set");
     var keep;
     var policy = strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase();
     if (policy !== "fixed" && policy !== "paid") policy = DEFAULT_POLICY;
@@ -477,7 +646,7 @@ function _ctxpatchContextClearing(value, mode) {
     var why = skipReason(env, request);
     if (why !== null) {
       debug(env, { action: "skipped", model: String(request.model), reason: why });
-      return request;
+      return skipped(mem, request, why);
     }
     var cm = request.context_management;
     var current = isObject(cm) ? cm.edits : [];
@@ -487,7 +656,7 @@ function _ctxpatchContextClearing(value, mode) {
       var type = isObject(current[i]) ? current[i].type : undefined;
       if (type === CLEAR_TOOL_USES) {
         debug(env, { action: "skipped", model: request.model, reason: "Claude Code sends its own" });
-        return request;
+        return skipped(mem, request, "Claude Code sends its own clear_tool_uses_20250919");
       }
       if (type === CLEAR_THINKING) first.push(current[i]);
       else rest.push(current[i]);
@@ -499,11 +668,322 @@ function _ctxpatchContextClearing(value, mode) {
         edits: first.concat(rest, [edit]),
       }),
     });
-    var mem = memory();
     mem.sent[request.model] = true;
     mem.lastModel = request.model;
+    if (mem.decision !== null) mem.decision.edit = "added";
     debug(env, { action: "added", model: request.model, edit: edit });
     return out;
+  }
+
+  function skipped(mem, request, why) {
+    if (mem.decision !== null) mem.decision.why = why;
+    return request;
+  }
+
+  // --- the ledger (usage/ledger.py) ----------------------------------------------------------
+  var SAFE_ID = /^[A-Za-z0-9_.:\-]{1,128}$/;
+  var UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+  var OLD_SESSION = /session_([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})/;
+  var SSE_MAX_LINE = 262144; // a message_start / message_delta line is far smaller
+  var SSE_HEAD = 64; // their type is the first key: within this many characters of "data:"
+  var USAGE_KEYS = ["input", "cache_write_5m", "cache_write_1h", "cache_read", "output"];
+
+  function ledgerOn(env) {
+    var raw = strip(envText(env, "CTXPATCH_LEDGER")).toLowerCase();
+    return raw !== "0" && raw !== "false" && raw !== "no" && raw !== "off";
+  }
+
+  function safeId(value) {
+    return typeof value === "string" && SAFE_ID.test(value) ? value : null;
+  }
+
+  // Claude Code's session id: metadata.user_id is JSON ({"session_id": ...}) in 2.1.x and
+  // "user_<hash>_account_<uuid>_session_<uuid>" before.
+  function sessionOf(request) {
+    var meta = request.metadata;
+    var uid = isObject(meta) ? meta.user_id : undefined;
+    if (typeof uid !== "string" || uid.length > 4096) return null;
+    if (uid.charAt(0) === "{") {
+      try {
+        var parsed = JSON.parse(uid);
+        var sid = isObject(parsed) ? parsed.session_id : undefined;
+        return typeof sid === "string" && UUID.test(sid) ? sid : null;
+      } catch (e) {
+        return null;
+      }
+    }
+    var m = OLD_SESSION.exec(uid);
+    return m ? m[1] : null;
+  }
+
+  function decision(request) {
+    return { session: sessionOf(request), model: safeId(request.model), edit: "skipped", why: "" };
+  }
+
+  // <platformdirs user_state_dir("ctxpatch")>/ledger, or null where it cannot be told.
+  function ledgerDir(env) {
+    var base = envText(env, "XDG_STATE_HOME");
+    if (base.charAt(0) !== "/") {
+      var home = envText(env, "HOME");
+      if (home.charAt(0) !== "/" || process.platform === "win32") return null;
+      base = home + (process.platform === "darwin" ? "/Library/Application Support" : "/.local/state");
+    }
+    return base + (base.charAt(base.length - 1) === "/" ? "" : "/") + "ctxpatch/ledger";
+  }
+
+  function count(v) {
+    return typeof v === "number" && v >= 0 && Math.floor(v) === v ? v : null;
+  }
+
+  // twin: ReplyUsage.take_usage / take_edits / take_message
+  function takeUsage(rec, u) {
+    if (!isObject(u)) return;
+    var pairs = [
+      ["input_tokens", "input"],
+      ["cache_read_input_tokens", "cache_read"],
+      ["output_tokens", "output"],
+    ];
+    for (var i = 0; i < pairs.length; i++) {
+      var v = count(u[pairs[i][0]]);
+      if (v !== null) rec.usage[pairs[i][1]] = v;
+    }
+    var split = u.cache_creation;
+    var w5 = isObject(split) ? count(split.ephemeral_5m_input_tokens) : null;
+    var w1 = isObject(split) ? count(split.ephemeral_1h_input_tokens) : null;
+    var total = count(u.cache_creation_input_tokens);
+    if (w5 !== null || w1 !== null) {
+      rec.usage.cache_write_5m = w5 || 0;
+      rec.usage.cache_write_1h = w1 || 0;
+    } else if (total !== null) {
+      rec.usage.cache_write_5m = total;
+      if (rec.usage.cache_write_1h === undefined) rec.usage.cache_write_1h = 0;
+    }
+  }
+
+  function takeEdits(rec, cm) {
+    var edits = isObject(cm) ? cm.applied_edits : undefined;
+    if (!Array.isArray(edits)) return;
+    var uses = 0;
+    var tokens = 0;
+    for (var i = 0; i < edits.length; i++) {
+      if (!isObject(edits[i])) continue;
+      uses += count(edits[i].cleared_tool_uses) || 0;
+      tokens += count(edits[i].cleared_input_tokens) || 0;
+    }
+    rec.clearedToolUses = uses;
+    rec.clearedInputTokens = tokens;
+  }
+
+  function takeMessage(rec, msg) {
+    if (!isObject(msg)) return;
+    takeUsage(rec, msg.usage);
+    takeEdits(rec, msg.context_management);
+  }
+
+  function takeEvent(rec, ev) {
+    if (!isObject(ev)) return;
+    if (ev.type === "message_start") takeMessage(rec, ev.message);
+    else if (ev.type === "message_delta") {
+      rec.deltaSeen = true;
+      takeUsage(rec, ev.usage);
+      takeEdits(rec, ev.context_management);
+    }
+  }
+
+  // One SSE line: only message_start / message_delta are parsed.
+  function takeLine(rec, line) {
+    if (line.slice(0, 5) !== "data:") return;
+    var head = line.slice(0, SSE_HEAD);
+    if (head.indexOf('"message_start"') < 0 && head.indexOf('"message_delta"') < 0) return;
+    try {
+      takeEvent(rec, JSON.parse(line.slice(5)));
+    } catch (e) {
+      // not JSON: skipped, like the gateway's tap
+    }
+  }
+
+  // Text of the stream as it comes: whole lines go to takeLine; a partial line is kept up to
+  // SSE_MAX_LINE characters (longer: dropped up to its end).
+  function takeText(rec, text) {
+    var at = 0;
+    var nl;
+    while ((nl = text.indexOf("\n", at)) >= 0) {
+      if (rec.skip) rec.skip = false;
+      else takeLine(rec, rec.partial + text.slice(at, nl));
+      rec.partial = "";
+      at = nl + 1;
+    }
+    if (at < text.length && !rec.skip) {
+      rec.partial += text.slice(at);
+      if (rec.partial.length > SSE_MAX_LINE) {
+        rec.partial = "";
+        rec.skip = true;
+      }
+    }
+  }
+
+  function newRecord(dir, d) {
+    var rec = {
+      dir: dir,
+      t: Date.now() / 1000,
+      session: d === null ? null : d.session,
+      model: d === null ? null : d.model,
+      edit: d === null ? "skipped" : d.edit,
+      why: d === null ? "ctxpatch saw no request parameters" : d.why,
+      status: null,
+      requestId: null,
+      usage: {},
+      clearedToolUses: 0,
+      clearedInputTokens: 0,
+      deltaSeen: false,
+      cut: false,
+      unread: false,
+      done: false,
+      partial: "",
+      skip: false,
+    };
+    var open = memory().log.open;
+    // a reply that never ends is not tracked for ever (it still writes its line if it ends)
+    if (open.length >= 64) open.shift();
+    open.push(rec);
+    return rec;
+  }
+
+  function headerOf(headers, name) {
+    if (!isObject(headers)) return undefined;
+    if (typeof headers.get === "function") return headers.get(name);
+    return headers[name];
+  }
+
+  // The line, as usage.ledger.RequestRecord.line() writes it (same keys, same order).
+  function finish(rec) {
+    if (rec.done) return;
+    rec.done = true;
+    try {
+      var open = memory().log.open;
+      var at = open.indexOf(rec);
+      if (at >= 0) open.splice(at, 1);
+      ledgerLine(rec);
+    } catch (e) {
+      // no line: the ledger never breaks a request
+    }
+  }
+
+  function ledgerLine(rec) {
+    var line = {
+      t: rec.t,
+      src: "cli.js",
+      session: rec.session,
+      model: rec.model,
+      status: rec.status,
+      request_id: rec.requestId,
+    };
+    for (var i = 0; i < USAGE_KEYS.length; i++) line[USAGE_KEYS[i]] = rec.usage[USAGE_KEYS[i]] || 0;
+    line.cleared_tool_uses = rec.clearedToolUses;
+    line.cleared_input_tokens = rec.clearedInputTokens;
+    line.edit = rec.edit;
+    if (rec.why) line.why = rec.why;
+    if (rec.unread) line.unread = true;
+    else if (rec.cut || (rec.status === 200 && !rec.deltaSeen)) line.cut = true;
+    append({ file: rec.dir + "/ledger.jsonl", line: JSON.stringify(line) + "\n", dir: rec.dir });
+  }
+
+  // An error instead of a reply (an HTTP status: the API's answer), or during one (none: cut).
+  function failed(rec, err, refused) {
+    try {
+      var status = isObject(err) ? count(err.status !== undefined ? err.status : err.statusCode) : null;
+      if (status !== null) {
+        rec.status = status;
+        rec.requestId = safeId(err.request_id) || safeId(headerOf(err.headers, "request-id"));
+      } else {
+        rec.cut = true;
+      }
+      if (rec.edit === "added" && refused) {
+        rec.edit = "lost";
+        rec.why = "the API refused the edit for this model";
+      } else if (rec.edit === "added" && rec.status === null) {
+        rec.edit = "lost";
+        rec.why = "no reply";
+      }
+    } catch (e) {
+      rec.cut = true;
+    }
+    finish(rec);
+  }
+
+  // The fetch Response of an APIPromise: SSE read from a clone (tee), a JSON reply from the
+  // SDK's own parse (memoized: the body is read once).
+  function readResponse(rec, pending, response) {
+    rec.status = count(response.status);
+    rec.requestId = safeId(headerOf(response.headers, "request-id"));
+    var type = String(headerOf(response.headers, "content-type") || "").toLowerCase();
+    if (type.indexOf("json") >= 0) {
+      pending.then(
+        function (msg) {
+          takeMessage(rec, msg);
+          rec.deltaSeen = true;
+          finish(rec);
+        },
+        function () {
+          rec.cut = true;
+          finish(rec);
+        }
+      );
+      return;
+    }
+    var body = response.clone().body;
+    if (!isObject(body) || typeof body.getReader !== "function") {
+      rec.unread = true;
+      return finish(rec);
+    }
+    var reader = body.getReader();
+    var decoder = new TextDecoder();
+    var broke = function () {
+      rec.cut = true;
+      finish(rec);
+    };
+    var pump = function (chunk) {
+      try {
+        if (chunk.done) {
+          takeText(rec, decoder.decode() + "\n");
+          return finish(rec);
+        }
+        takeText(rec, decoder.decode(chunk.value, { stream: true }));
+        reader.read().then(pump, broke);
+      } catch (e) {
+        broke();
+      }
+    };
+    reader.read().then(pump, broke);
+  }
+
+  // A 1.0.x MessageStream: its raw events, its Response once connected.
+  function readStream(rec, stream) {
+    var connected = function () {
+      try {
+        var response = stream.response;
+        if (isObject(response)) rec.status = count(response.status);
+        rec.requestId = safeId(stream.request_id);
+      } catch (e) {
+        // the status stays unknown
+      }
+    };
+    stream.on("connect", connected);
+    stream.on("streamEvent", function (ev) {
+      try {
+        takeEvent(rec, ev);
+      } catch (e) {
+        // a strange event: not counted
+      }
+    });
+    stream.on("end", function () {
+      connected();
+      finish(rec);
+    });
+    stream.on("abort", function () {
+      rec.cut = true;
+      finish(rec);
+    });
   }
 
   function errorText(err) {
@@ -521,44 +1001,70 @@ function _ctxpatchContextClearing(value, mode) {
     return parts.join(" ");
   }
 
+  // True when err is the API refusing the edit (noted for the rest of the process).
   function noteRefusal(err) {
-    if (!isObject(err)) return;
+    if (!isObject(err)) return false;
     var status = err.status !== undefined ? err.status : err.statusCode;
     var text = errorText(err);
-    if (status !== 400 && !/^400\b/.test(text)) return;
+    if (status !== 400 && !/^400\b/.test(text)) return false;
     if (!/clear_tool_uses_20250919|context_management|context-management-2025-06-27/.test(text)) {
-      return;
+      return false;
     }
     var mem = memory();
     var named = /([^\s"'`]+) does not support the clear_tool_uses_20250919/.exec(text);
     var model = named && mem.sent[named[1]] ? named[1] : mem.lastModel;
-    if (typeof model !== "string") return;
+    if (typeof model !== "string") return false;
     mem.refused[model] = true;
     if (typeof process !== "undefined" && isObject(process.env)) {
       debug(process.env, { action: "refused", model: model, message: text.slice(0, 500) });
     }
+    return true;
   }
 
   function watch(pending) {
+    var mem = memory();
+    var d = mem.decision;
+    mem.decision = null;
+    var rec = null;
+    var ledger = function () {
+      if (typeof process === "undefined" || !isObject(process.env) || !ledgerOn(process.env)) {
+        return null;
+      }
+      var dir = ledgerDir(process.env);
+      return dir === null ? null : newRecord(dir, d);
+    };
     var onError = function (err) {
+      var refused = false;
       try {
-        noteRefusal(err);
+        refused = noteRefusal(err);
       } catch (e) {
         // noting a refusal must never break anything
       }
+      if (rec !== null) failed(rec, err, refused);
     };
     if (!isObject(pending) && typeof pending !== "function") return pending;
     if (typeof pending.asResponse === "function") {
-      // The SDK's APIPromise: watch its response without parsing it.
+      // The SDK's APIPromise: its fetch Response, read from a clone.
+      rec = ledger();
       var response = pending.asResponse();
       if (isObject(response) && typeof response.then === "function") {
-        response.then(undefined, onError);
+        response.then(function (r) {
+          if (rec === null) return;
+          try {
+            readResponse(rec, pending, r);
+          } catch (e) {
+            rec.unread = true;
+            finish(rec);
+          }
+        }, onError);
       }
     } else if (typeof pending.then === "function") {
       pending.then(undefined, onError);
     } else if (typeof pending.on === "function") {
       // The SDK's MessageStream (Claude Code 1.0.x streams with .stream()).
+      rec = ledger();
       pending.on("error", onError);
+      if (rec !== null) readStream(rec, pending);
     }
     return pending;
   }

@@ -124,6 +124,34 @@ def test_the_ledger_beside_the_replay(projects: Path, tmp_path: Path) -> None:
     assert got["usd"] == pytest.approx(want, abs=1e-4)
 
 
+def test_both_writers_merge_and_a_request_both_saw_counts_once() -> None:
+    from usage.report import ledger_by_session
+
+    def line(src: str, rid: str | None, cleared: int) -> dict[str, object]:
+        return {
+            "t": 1.0,
+            "src": src,
+            "session": "s",
+            "model": "m",
+            "request_id": rid,
+            "input": 10,
+            "cache_read": 100,
+            "cleared_tool_uses": cleared,
+            "edit": "added",
+        }
+
+    sums = ledger_by_session(
+        [
+            line("gateway", "req_1", 1),
+            line("cli.js", "req_1", 1),  # the same request: a patched cli.js through the gateway
+            line("cli.js", "req_2", 2),  # cli.js alone
+            line("cli.js", None, 4),
+        ]
+    )["s"]
+    assert sums.requests == 3 and sums.cleared_tool_uses == 7
+    assert (sums.usage.input_tokens, sums.usage.cache_read) == (30, 300)
+
+
 def test_cached_replays_give_the_same_report(projects: Path) -> None:
     first = report_json("--projects", str(projects))
     second = report_json("--projects", str(projects))
