@@ -17,12 +17,15 @@ than the first bytes of the file; the version is read later from the binary itse
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from patcher.bundle import PACKAGES
+from patcher.native.package import find_binary, package_name
+from patcher.versions import parse_version
 
 
 class Install(NamedTuple):
@@ -84,7 +87,7 @@ def npm_global_root(env: Mapping[str, str]) -> Path | None:
 
 
 def _ask_npm(env: Mapping[str, str]) -> Path | None:
-    import subprocess  # here: most runs never ask npm
+    import subprocess  # here (~10 ms): most runs, and `check` at every start, never ask npm
 
     try:
         out = subprocess.run(
@@ -119,8 +122,6 @@ def _stamp(path: Path) -> list:
 
 def _npm_root_key(env: Mapping[str, str]) -> str | None:
     """What ``npm root -g`` depends on, as one string (None: no npm on PATH)."""
-    import json
-
     npm = _which("npm", env)
     if npm is None:
         return None
@@ -156,8 +157,6 @@ def _memo_path(env: Mapping[str, str]) -> Path | None:
 
 
 def _read_memo(memo: Path, key: str) -> Path | None:
-    import json
-
     try:
         data = json.loads(memo.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -170,8 +169,6 @@ def _read_memo(memo: Path, key: str) -> Path | None:
 
 def _write_memo(memo: Path, key: str, root: Path) -> None:
     """Best effort: a folder we cannot write only costs the next run the npm call."""
-    import json
-
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
@@ -242,10 +239,10 @@ class NativeInstall(NamedTuple):
 def native_installs(env: Mapping[str, str], cwd: Path) -> list[Install]:
     """Native builds outside node_modules: the native installer's link, ``claude`` on PATH,
     the Python SDK's bundled binary (this interpreter, a .venv/venv from ``cwd`` upward)."""
+    import shutil  # here (tempfile's weight): a cli.js's `check` at every start never searches PATH
+
     home = Path(env.get("HOME") or Path.home())
     candidates = [home / ".local" / "bin" / "claude"]
-    import shutil  # here: the cli.js-only paths never search PATH
-
     on_path = shutil.which("claude", path=env.get("PATH", ""))
     if on_path:
         candidates.append(Path(on_path))
@@ -260,7 +257,7 @@ def native_installs(env: Mapping[str, str], cwd: Path) -> list[Install]:
 def interpreter_sdk() -> Path | None:
     """The folder of the ``claude_agent_sdk`` package this interpreter would import (found
     without importing it), or None."""
-    import importlib.util
+    import importlib.util  # here (~4 ms): `check` of a cli.js, at every start, never asks
 
     try:
         spec = importlib.util.find_spec("claude_agent_sdk")
@@ -314,8 +311,6 @@ def _binary_in(folder: Path) -> Path | None:
         versions = folder
     if versions is not None:
         return _installer_version(versions)
-    from patcher.native.package import find_binary  # here: `check` of a cli.js never needs it
-
     return find_binary(folder, must=False)
 
 
@@ -328,13 +323,11 @@ def _installer_version(versions: Path) -> Path | None:
             return target
     except OSError:
         pass
-    from patcher.versions import parse_version as parse
-
     exes = [p for p in versions.iterdir() if p.is_file() and _looks_native(p)]
     keyed = []
     for p in exes:
         try:
-            keyed.append((parse(p.name), p))
+            keyed.append((parse_version(p.name), p))
         except ValueError:
             continue
     return max(keyed)[1] if keyed else None
@@ -357,8 +350,6 @@ def kind_of(binary: Path, found_as: Path | None = None) -> str:
             return "native installer"
         if hop.parent.name == "_bundled" and hop.parent.parent.name == "claude_agent_sdk":
             return "python sdk"
-    from patcher.native.package import package_name
-
     for folder in (binary.parent, binary.parent.parent, found_as):
         name = package_name(folder) if folder is not None and folder.is_dir() else None
         if name and name.startswith("@anthropic-ai/claude-agent-sdk"):

@@ -76,7 +76,7 @@ class State(StrEnum):
     UNSUPPORTED = "UNSUPPORTED"
 
 
-# The records here and in backup/bundle/discover/ops are NamedTuples or plain classes, not
+# The records here and in backup/bundle/discover/result are NamedTuples or plain classes, not
 # dataclasses: importing dataclasses (inspect, ast, dis, tokenize) and building each class cost
 # `check`, which runs at every start, ~10 ms of its 100.
 

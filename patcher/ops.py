@@ -1,10 +1,15 @@
-"""apply / check / revert on one file: read, plan (pure), verify, write. Returns a Result."""
+"""apply / revert on one file: read, plan (pure), verify, write. Returns a Result.
+
+``check_file`` (markers and hashes, nothing written) lives in ``patcher.check``, light enough
+for every start; it is named here too as the third operation on one file.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,157 +19,21 @@ from ctxpatch.errors import (
     FileAccess,
     NotABundle,
     RevertImpossible,
-    Unsupported,
     VerificationFailed,
 )
-from patcher import backup, markers, snippet
+from patcher import backup, markers, plan, selfcheck, snippet
 from patcher.backup import BackupInfo, BackupStatus
 from patcher.bundle import Bundle, load, resolve_target, writable_problem
+from patcher.check import check_file as check_file  # ops' third verb; patcher.check holds it
+from patcher.check import read_backup, unreadable
 from patcher.fsio import (
     DEFAULT_LOCK_TIMEOUT,
     atomic_replace,
     folder_lock,
-    holds,
-    read_regular,
     remove_stale_temps,
 )
 from patcher.markers import Marks, State
-from patcher.result import Result
-
-TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
-if TYPE_CHECKING:
-    from typing import Any
-
-    from patcher import plan  # imported where used: `check` of a patched file never plans
-
-
-def _base(b: Bundle, action: str, state: State, code: ExitCode, **kw: Any) -> Result:
-    """The Result for ``b`` (pure: everything it says was read when ``b`` was loaded)."""
-    if b.shadow:
-        notes = list(kw.pop("notes", []))
-        notes.append(
-            f"{b.shadow} is installed: the agent SDK runs that native binary instead of "
-            "this cli.js, so the patch has no effect there (uninstall it to use cli.js)"
-        )
-        kw["notes"] = notes
-    return Result(
-        path=str(b.path),
-        action=action,
-        state=state.value,
-        exit_code=int(code),
-        version=b.version,
-        package=f"{b.package.name}@{b.package.version}" if b.package else None,
-        **kw,  # the other Result fields
-    )
-
-
-def _backup_json(info: BackupInfo, path: Path) -> dict[str, object]:
-    return {"path": str(path), "status": info.status.value, "detail": info.detail}
-
-
-def _read_backup(b: Bundle, bpath: Path) -> bytes | FileAccess | None:
-    """The backup's bytes, None when there is none, or why it cannot be read (not raised: check
-    reports it, revert works around it, apply refuses with it)."""
-    try:
-        return read_regular(bpath, limit=backup.max_size(len(b.data)))
-    except PermissionError:
-        return FileAccess(
-            f"cannot read the backup {bpath}",
-            why="permission denied (an earlier `sudo ctxpatch apply` could leave it owned by root)",
-            hint=f"give it the owner of cli.js: sudo chown --reference={b.path} {bpath}",
-        )
-    except FileAccess as e:
-        return e
-
-
-def _unreadable(err: FileAccess) -> BackupInfo:
-    return BackupInfo(BackupStatus.UNREADABLE, f"{err.what}: {err.why}")
-
-
-# --------------------------------------------------------------------------------- check
-
-
-def check_file(given: Path) -> Result:
-    """Markers + hashes; a windowed search for the call site only when unpatched."""
-    b = load(given)
-    snip_sha = snippet.sha()
-    marks = markers.read(b.data, snip_sha, snippet.clear_sha())
-    bpath = backup.path_for(b.path)
-    if marks.state is State.FOREIGN:
-        saved = _read_backup(b, bpath)
-        info = (
-            _unreadable(saved)
-            if isinstance(saved, FileAccess)
-            else _foreign_backup(b, marks, saved, snip_sha)
-        )
-        return _base(
-            b,
-            "checked",
-            State.FOREIGN,
-            ExitCode.REFUSED,
-            reason=marks.reason,
-            backup=_backup_json(info, bpath),
-        )
-    bj = _backup_json(_check_backup(b, marks, bpath, snip_sha), bpath)
-    if marks.state in (State.PATCHED, State.OUTDATED):
-        hdr = marks.header
-        assert hdr is not None
-        reason = ""
-        if marks.state is State.OUTDATED:
-            reason = f"patched by ctxpatch {hdr.ctxpatch_version} with an older snippet" + (
-                "" if hdr.clear is not None else " and without server-side clearing"
-            )
-        code = ExitCode.CHANGE_NEEDED if reason else ExitCode.OK
-        return _base(
-            b,
-            "checked",
-            marks.state,
-            code,
-            shape=hdr.shape,
-            clearing=hdr.clear,
-            reason=reason,
-            backup=bj,
-        )
-    from patcher import plan
-
-    try:
-        found = plan.locate(b.data, b.version)
-    except Unsupported as e:  # a real build that cannot take the patch: a state, exit 4
-        return _base(
-            b, "checked", State.UNSUPPORTED, e.exit_code, reason=f"{e.what}: {e.why}", backup=bj
-        )
-    # any other refusal (no call site, ambiguous) is an error of this file, exit 3, as in apply
-    return _base(
-        b, "checked", State.UNPATCHED, ExitCode.CHANGE_NEEDED, shape=found.shape, backup=bj
-    )
-
-
-def _check_backup(b: Bundle, marks: Marks, bpath: Path, snip_sha: str) -> BackupInfo:
-    """The backup's state, for ``check``: first compared in place with the original, so the
-    usual case (a valid backup) reads no 13.7 MB into memory; else read and classified."""
-    original = marks.unpatched or markers.Original.whole(b.data)
-    original_sha = marks.header.original_sha if marks.header else b.sha256
-    if holds(bpath, original.data, original.ranges):
-        return backup.valid_copy(original, original_sha)
-    saved = _read_backup(b, bpath)
-    if isinstance(saved, FileAccess):
-        return _unreadable(saved)
-    return backup.classify(saved, original_sha, b.version, snip_sha, original)
-
-
-def _foreign_backup(b: Bundle, marks: Marks, data: bytes | None, snip_sha: str) -> BackupInfo:
-    if marks.foreign_kind == "ruflo":
-        if data is None:
-            return BackupInfo(BackupStatus.MISSING, "no ruflo backup")
-        if markers.strip_ruflo(b.data) == data:
-            return BackupInfo(BackupStatus.VALID, "the ruflo patcher's backup, verified")
-        return BackupInfo(BackupStatus.MISMATCH, "does not match the ruflo-patched file")
-    if marks.header is not None:
-        return backup.classify(data, marks.header.original_sha, b.version, snip_sha)
-    return BackupInfo(
-        BackupStatus.MISSING if data is None else BackupStatus.MISMATCH, "unknown original"
-    )
-
+from patcher.result import Result, backup_json, result_for
 
 # --------------------------------------------------------------------------------- apply
 
@@ -191,8 +60,6 @@ def _locked(given: Path, timeout: float) -> Iterator[tuple[Bundle, list[str]]]:
 def apply_file(
     given: Path, *, node_check: bool = True, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 ) -> Result:
-    from patcher import selfcheck  # here: `check` imports neither it nor its subprocess
-
     node = selfcheck.node_binary() if node_check else None
     snip = snippet.source()
     with _locked(given, lock_timeout) as (b, cleanup):
@@ -204,36 +71,34 @@ def apply_file(
 def _apply_locked(
     b: Bundle, snip: bytes, snip_sha: str, *, node: str | None, node_asked: bool
 ) -> Result:
-    from patcher import plan
-
     marks = markers.read(b.data, snip_sha, snippet.clear_sha())
     bpath = backup.path_for(b.path)
-    saved = _read_backup(b, bpath)
+    saved = read_backup(b, bpath)
     if marks.state is State.FOREIGN:
         raise plan.refuse_foreign(marks, b.path, b.version)
     if marks.state is State.PATCHED:
         hdr = marks.header
         assert hdr is not None
         if isinstance(saved, FileAccess):  # nothing to write; say what is wrong with it
-            return _base(
+            return result_for(
                 b,
                 "already-patched",
                 State.PATCHED,
                 ExitCode.OK,
                 shape=hdr.shape,
-                backup=_backup_json(_unreadable(saved), bpath),
+                backup=backup_json(unreadable(saved), bpath),
                 notes=[f"{saved.what}: {saved.why}; {saved.hint}"],
             )
         info, notes = _backup_plan(b, hdr.original_sha, bpath, saved, snip_sha)
         info = _save_backup(b, plan.unpatched_original(marks), bpath, info)
-        return _base(
+        return result_for(
             b,
             "already-patched",
             State.PATCHED,
             ExitCode.OK,
             shape=hdr.shape,
             clearing=hdr.clear,
-            backup=_backup_json(info, bpath),
+            backup=backup_json(info, bpath),
             notes=notes,
         )
     if marks.state is State.UNPATCHED:
@@ -250,10 +115,6 @@ def _apply_locked(
         )
     if isinstance(saved, FileAccess):
         raise saved  # a backup we cannot verify is never replaced
-    from concurrent.futures import ThreadPoolExecutor  # here: `check` never needs these
-
-    from patcher import selfcheck
-
     patch = plan.plan_patch(original, b.version, snip, snippet.clear_source())
     with ThreadPoolExecutor(1) as pool:  # node's whole-file check overlaps our own checks
         gate = pool.submit(_node_gate, patch.new, original, node) if node else None
@@ -272,14 +133,14 @@ def _apply_locked(
     if b.nlink > 1:
         notes.append(f"cli.js had {b.nlink} hard links; the patched file is a new, unlinked copy")
     action = "patched" if marks.state is State.UNPATCHED else "repatched"
-    return _base(
+    return result_for(
         b,
         action,
         State.PATCHED,
         ExitCode.OK,
         shape=patch.site.shape,
         clearing=patch.clearing.shape if patch.clearing else None,
-        backup=_backup_json(info, bpath),
+        backup=backup_json(info, bpath),
         notes=notes + backup_notes + _clearing_notes(patch),
     )
 
@@ -307,8 +168,6 @@ def _no_node_note(asked: bool) -> str:
 
 
 def _node_gate(new: bytes, original: bytes, node: str) -> list[str]:
-    from patcher import selfcheck
-
     res = selfcheck.node_check(new, node)
     if res.ok:
         return []
@@ -395,13 +254,13 @@ def revert_file(given: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> R
 
 
 def _revert_locked(b: Bundle, snip_sha: str) -> Result:
-    from patcher import plan
-
     marks = markers.read(b.data, snip_sha)
     bpath = backup.path_for(b.path)
     if marks.state is State.UNPATCHED:
-        return _base(b, "not-patched", State.UNPATCHED, ExitCode.OK, reason="nothing to revert")
-    saved = _read_backup(b, bpath)
+        return result_for(
+            b, "not-patched", State.UNPATCHED, ExitCode.OK, reason="nothing to revert"
+        )
+    saved = read_backup(b, bpath)
     notes: list[str] = []
     if isinstance(saved, FileAccess):
         if marks.state is State.FOREIGN:  # the backup is the only proof of the original
@@ -421,7 +280,7 @@ def _revert_locked(b: Bundle, snip_sha: str) -> Result:
                 "by removing the marked edits",
             )
     if markers.sha256(restored) == b.sha256:
-        return _base(b, "not-patched", State.UNPATCHED, ExitCode.OK)
+        return result_for(b, "not-patched", State.UNPATCHED, ExitCode.OK)
     if not b.mode & 0o222:
         raise FileAccess(
             f"cannot revert {b.path}",
@@ -430,7 +289,7 @@ def _revert_locked(b: Bundle, snip_sha: str) -> Result:
         )
     atomic_replace(b.path, restored, expected_sha=b.sha256, mode=b.mode, owner=(b.uid, b.gid))
     _confirm(b.path, restored)
-    return _base(
+    return result_for(
         b,
         "reverted",
         State.UNPATCHED,

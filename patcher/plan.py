@@ -9,13 +9,9 @@ from dataclasses import dataclass
 
 from ctxpatch import __version__
 from ctxpatch.errors import AmbiguousTarget, ForeignPatch, TargetNotFound, Unsupported
-from patcher import markers
+from patcher import callsite, clearsite, markers
 from patcher.markers import Marks
 from patcher.versions import FIRST_WITH_MICROCOMPACT, is_supported_version
-
-TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
-if TYPE_CHECKING:
-    from patcher import callsite, clearsite
 
 
 @dataclass(frozen=True)
@@ -51,8 +47,6 @@ class Patch:
 
 def locate(data: bytes, version: str | None) -> callsite.Site:
     """Exactly one loop call site, or a CtxpatchError that says why not."""
-    from patcher import callsite  # here: tree-sitter is not imported by `check` of a patched file
-
     found = callsite.search(data)
     if len(found.candidates) == 1:
         return callsite.Site(found.candidates[0], found.mc_functions)
@@ -109,8 +103,6 @@ def plan_patch(
             hint="please report this build (version and sha256); nothing was written",
             version=version,
         )
-    from patcher import clearsite  # here, like callsite: `check` never imports tree-sitter
-
     found = locate(data, version)
     c = found.candidate
     clearing = clearsite.locate(data) if clear_snippet is not None else None

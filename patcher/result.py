@@ -1,21 +1,22 @@
 """The outcome of apply / check / revert / status on one file (``Result``, its JSON), npm cli.js
-or native build alike, and the Result of a command that failed on it. Apart from ``patcher.ops``
-so a native install (``patcher.native.state``) builds one without the cli.js operations; light:
-``check`` imports it at every start."""
+or native build alike, the Result of a command that failed on it, and the Result for a loaded
+cli.js. Apart from ``patcher.ops`` so a native install (``patcher.native.state``) and ``check``
+(``patcher.check``) build one without the cli.js writer."""
 
 from __future__ import annotations
 
-from ctxpatch.errors import CtxpatchError, ExitCode, Unsupported
-from patcher.markers import State
+from pathlib import Path
+from typing import Any
 
-TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
-if TYPE_CHECKING:
-    from pathlib import Path
+from ctxpatch.errors import CtxpatchError, ExitCode, Unsupported
+from patcher.backup import BackupInfo
+from patcher.bundle import Bundle
+from patcher.markers import State
 
 
 class Result:
-    """One file's outcome. A plain class, not a dataclass: see ``patcher.markers`` for why the
-    records on ``check``'s path avoid dataclasses. The JSON keys are in this order."""
+    """One file's outcome. A plain class, not a dataclass: ``check`` runs at every start and
+    builds one (dataclasses imports inspect, ~10 ms). The JSON keys are in this order."""
 
     def __init__(
         self,
@@ -96,6 +97,32 @@ class NativeFacts:
 
     def to_json(self) -> dict[str, object]:
         return {k: dict(v) if isinstance(v, dict) else v for k, v in vars(self).items()}
+
+
+def result_for(b: Bundle, action: str, state: State, code: ExitCode, **kw: Any) -> Result:
+    """The Result for ``b`` (pure: everything it says was read when ``b`` was loaded); ``kw``
+    the other Result fields."""
+    if b.shadow:
+        notes = list(kw.pop("notes", []))
+        notes.append(
+            f"{b.shadow} is installed: the agent SDK runs that native binary instead of "
+            "this cli.js, so the patch has no effect there (uninstall it to use cli.js)"
+        )
+        kw["notes"] = notes
+    return Result(
+        path=str(b.path),
+        action=action,
+        state=state.value,
+        exit_code=int(code),
+        version=b.version,
+        package=f"{b.package.name}@{b.package.version}" if b.package else None,
+        **kw,
+    )
+
+
+def backup_json(info: BackupInfo, path: Path) -> dict[str, object]:
+    """A Result's ``backup``: where it is, its status and why."""
+    return {"path": str(path), "status": info.status.value, "detail": info.detail}
 
 
 def error_result(path: Path, err: CtxpatchError) -> Result:

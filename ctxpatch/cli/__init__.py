@@ -4,7 +4,7 @@
 (``shell-init``'s function, before every ``claude``), ``ctxpatch shell-init SHELL`` (at every
 shell start) and ``ctxpatch recall hook`` (Claude Code's hooks) without importing typer: they run
 at every start of Claude Code or of a shell and must stay fast (bench/bench_patcher.py,
-bench/bench_recall_hook.py). Every other
+bench/bench_recall_hook.py); ``check``'s path is ``ctxpatch.cli.quickcheck``. Every other
 command line, and any ``check`` with other arguments (``--help``, a typo), goes to the typer
 app in ``ctxpatch.cli.app``; both paths print and exit through ``ctxpatch.cli.output``.
 """
@@ -12,33 +12,6 @@ app in ``ctxpatch.cli.app``; both paths print and exit through ``ctxpatch.cli.ou
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-
-def quick_check_args(argv: list[str]) -> tuple[Path | None, bool] | None:
-    """``(path, as_json)`` when ``argv`` is a plain ``check`` command line, else None."""
-    if not argv or argv[0] != "check":
-        return None
-    path: Path | None = None
-    as_json = False
-    rest = argv[1:]
-    while rest:
-        arg = rest.pop(0)
-        if arg == "--json" and not as_json:
-            as_json = True
-        elif (
-            arg in ("--path", "-p")
-            and path is None
-            and rest
-            and rest[0]
-            and not rest[0].startswith("-")
-        ):
-            path = Path(rest.pop(0))
-        elif arg.startswith("--path=") and path is None and len(arg) > len("--path="):
-            path = Path(arg.removeprefix("--path="))
-        else:
-            return None
-    return path, as_json
 
 
 def quick_run_args(argv: list[str]) -> list[str] | None:
@@ -69,13 +42,14 @@ def main(argv: list[str] | None = None) -> None:
         from gateway.launch import launch
 
         sys.exit(handle(lambda: launch(command, os.environ, fallback=True), as_json=False))
-    quick = quick_check_args(args)
-    if quick is not None:
-        from ctxpatch.cli import files
+    if args[:1] == ["check"]:  # at every start of Claude Code: no typer
+        from ctxpatch.cli import quickcheck
         from ctxpatch.cli.output import handle
 
-        path, as_json = quick
-        sys.exit(handle(lambda: files.run(path, as_json, "check"), as_json))
+        quick = quickcheck.quick_check_args(args)
+        if quick is not None:
+            path, as_json = quick
+            sys.exit(handle(lambda: quickcheck.run(path, as_json), as_json))
     if args == ["mcp"]:  # Claude Code starts it at every session: no typer on its path
         from ctxpatch.cli.output import handle
         from recall.mcp_server import serve

@@ -1,7 +1,7 @@
-"""apply / check / revert / status over the cli.js files found: one Result per file, printed.
+"""apply / revert / status over the cli.js files found: one Result per file, printed.
 
-Typer-free, so ``ctxpatch check`` (run at every start) can take the fast path in
-``ctxpatch.cli.main`` without importing the option parser.
+``check`` is ``ctxpatch.cli.quickcheck`` (it runs at every start); ``status`` checks and prints
+each file as it does.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ctxpatch.cli.output import emit_json, envelope, err, error_of, out, worst
+from ctxpatch.cli.quickcheck import checked, line, one, recall_line
 from ctxpatch.errors import NotFound, UsageError
+from patcher import ops
 from patcher.discover import all_installs, environ, targets
 from patcher.fsio import DEFAULT_LOCK_TIMEOUT
-
-TYPE_CHECKING = False  # typing itself is not imported: `check` runs at every start
-if TYPE_CHECKING:
-    from patcher.result import Result
+from patcher.native import state
+from patcher.result import Result
+from recall import register, registered
 
 
 def lock_timeout(env: Mapping[str, str]) -> float:
@@ -42,11 +43,7 @@ def lock_timeout(env: Mapping[str, str]) -> float:
 
 
 def action_for(verb: str, *, node_check: bool = True) -> Callable[[Path], Result]:
-    """The operation on one file; apply and revert read their lock timeout first."""
-    from patcher import ops
-
-    if verb == "check":  # never takes the lock
-        return ops.check_file
+    """apply or revert on one file, with their lock timeout read first."""
     timeout = lock_timeout(environ())
     if verb == "revert":
         return lambda p: ops.revert_file(p, lock_timeout=timeout)
@@ -56,10 +53,12 @@ def action_for(verb: str, *, node_check: bool = True) -> Callable[[Path], Result
 def run(
     path: Path | None, as_json: bool, verb: str, *, node_check: bool = True, recall: bool = True
 ) -> int:
-    """``verb`` on the chosen files; prints their results; the exit code (the worst one).
+    """``verb`` (apply or revert) on the chosen files; prints their results; the exit code (the
+    worst one).
 
-    ``apply`` and ``revert`` also register / unregister recall with Claude Code (its hooks and
-    MCP server, :mod:`recall.register`) unless ``recall`` is False; ``check`` reports it."""
+    They also register / unregister recall with Claude Code (its hooks and MCP server,
+    :mod:`recall.register`) unless ``recall`` is False (then its state is reported, as by
+    ``check``)."""
     action = action_for(verb, node_check=node_check)  # bad settings: before anything
     installs, chosen_by = targets(path, environ(), Path.cwd())
     if not installs:
@@ -71,7 +70,8 @@ def run(
         )
     if len(installs) > 1 and not as_json:
         err(f"{verb}: {len(installs)} copies, chosen from {chosen_by}:")
-    results = [one(inst.path, action, verb) for inst in installs]
+    native = state.apply_native if verb == "apply" else state.revert_native
+    results = [one(inst.path, action, native) for inst in installs]
     code = worst(r.exit_code for r in results)
     recall_doc, recall_code = recall_step(verb if recall else "check")
     code = worst((code, recall_code))
@@ -108,12 +108,8 @@ def recall_step(verb: str) -> tuple[dict, int]:
     A settings file ctxpatch cannot edit is refused (3) with nothing written, the patch's own
     result stands."""
     if verb == "check":
-        from recall.registered import status
-
-        return status(environ()), 0
+        return registered.status(environ()), 0
     try:
-        from recall import register
-
         report = register.register(environ()) if verb == "apply" else register.unregister(environ())
         return report.to_json(), 0
     except KeyboardInterrupt:
@@ -135,19 +131,8 @@ _RECALL_DONE = {
 
 
 def _human_recall(doc: dict, verb: str) -> None:
-    if "error" in doc:
-        e = doc["error"]
-        err(
-            f"recall: not registered: {e['what']}" + (f"\n  hint: {e['hint']}" if e["hint"] else "")
-        )
-        return
-    if verb in ("check", "status"):  # one line: check's on stdout, status's beside its notes
-        say = out if verb == "check" else err
-        if doc["registered"]:
-            say("recall: registered (" + ", ".join(f["path"] for f in doc["files"]) + ")")
-        else:
-            missing = [f["path"] for f in doc["files"] if f["action"] != "registered"]
-            say(f"recall: not registered in {', '.join(missing)} (ctxpatch apply registers it)")
+    if "error" in doc or verb in ("check", "status"):  # check's line on stdout, status's beside
+        recall_line(doc, out if verb == "check" else err)  # its notes; an error on stderr
         return
     for f in doc["files"]:
         what = "hooks" if f["path"].endswith("settings.json") else "MCP server"
@@ -166,7 +151,7 @@ def status(as_json: bool) -> int:
         raise NotFound.no_cli_js(
             "CTXPATCH_CLI_JS=node_modules/@anthropic-ai/claude-code/cli.js ctxpatch status"
         )
-    results = [one(inst.path, action_for("check"), "check") for inst in installs]
+    results = [checked(inst.path) for inst in installs]
     recall_doc, _ = recall_step("check")
     if as_json:
         emit_json(
@@ -174,51 +159,13 @@ def status(as_json: bool) -> int:
         )
         return 0
     for r in results:
-        out(_line(r))
+        out(line(r))
         if r.state == "ERROR":  # why this copy could not be read (what, why, hint)
             err("  " + r.reason.replace("\n", "\n  "))
         for note in r.notes:
             err(f"  note: {note}")
     _human_recall(recall_doc, "status")
     return 0
-
-
-def one(path: Path, action: Callable[[Path], Result], verb: str = "check") -> Result:
-    """``action`` on one file (its native counterpart on a native build); a failure becomes a
-    Result (so every file is reported)."""
-    from patcher.discover import native_of
-    from patcher.result import error_result
-
-    try:
-        native = native_of(path)
-        if native is not None:
-            from patcher.native import state
-
-            act = {"check": state.check_native, "apply": state.apply_native}
-            return act.get(verb, state.revert_native)(native)
-        return action(path)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        return error_result(path, error_of(exc))
-
-
-def _line(r: Result) -> str:
-    bits = [f"{r.state:<11} {r.path}"]
-    if r.version:
-        bits.append(f"Claude Code {r.version}")
-    if r.native:
-        bits.append(f"{r.native.kind}, lever {r.native.lever} ({r.native.lever_state})")
-    if r.shape:
-        bits.append(f"shape {r.shape}")
-    if r.backup:
-        bits.append(f"backup {r.backup.get('status')}")
-    line = "  ".join(bits)
-    if r.reason and r.state not in ("PATCHED", "ERROR"):
-        line += f"\n  {r.reason}"
-    if r.native and r.native.binary and r.native.binary != r.path:
-        line += f"\n  binary: {r.native.binary}"
-    return line
 
 
 _DONE = {
@@ -236,23 +183,20 @@ def _human(r: Result, verb: str) -> None:
     if r.state == "ERROR":
         err(f"{r.path}:\n{r.reason}")
         return
-    if verb == "check":
-        out(_line(r))
-    else:
-        detail = ", ".join(
-            x
-            for x in (
-                f"Claude Code {r.version}" if r.version else "",
-                f"shape {r.shape}" if r.shape else "",
-            )
-            if x
+    detail = ", ".join(
+        x
+        for x in (
+            f"Claude Code {r.version}" if r.version else "",
+            f"shape {r.shape}" if r.shape else "",
         )
-        if r.native:
-            detail = ", ".join(x for x in (detail, r.native.kind, f"lever {r.native.lever}") if x)
-        err(f"{_DONE.get(r.action, r.action)}: {r.path}" + (f" ({detail})" if detail else ""))
-        if r.reason and r.action in ("reverted", "refused", "nothing-to-write"):
-            err(f"  {r.reason}")
-        if r.backup and verb == "apply":
-            err(f"  backup: {r.backup['path']} ({r.backup['status']})")
+        if x
+    )
+    if r.native:
+        detail = ", ".join(x for x in (detail, r.native.kind, f"lever {r.native.lever}") if x)
+    err(f"{_DONE.get(r.action, r.action)}: {r.path}" + (f" ({detail})" if detail else ""))
+    if r.reason and r.action in ("reverted", "refused", "nothing-to-write"):
+        err(f"  {r.reason}")
+    if r.backup and verb == "apply":
+        err(f"  backup: {r.backup['path']} ({r.backup['status']})")
     for note in r.notes:
         err(f"  note: {note}")

@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from ctxpatch.cli.options import JsonOpt, StrictOpt
-from ctxpatch.cli.output import emit_json, envelope, err, handle, out, with_codes
+from ctxpatch.cli.options import JsonOpt, StrictOpt, with_codes
+from ctxpatch.cli.output import emit_json, envelope, err, handle, out
 from ctxpatch.errors import ExitCode, NotFound, UsageError
 
 

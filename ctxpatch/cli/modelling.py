@@ -20,8 +20,8 @@ from ctxpatch.cli.modelargs import (
     parse_env,
     parse_profile,
 )
-from ctxpatch.cli.options import EnvOpt, JsonOpt, StrictOpt
-from ctxpatch.cli.output import emit_json, envelope, err, handle, out, with_codes
+from ctxpatch.cli.options import EnvOpt, JsonOpt, StrictOpt, with_codes
+from ctxpatch.cli.output import emit_json, envelope, err, handle, out
 
 
 def thresholds_cmd(

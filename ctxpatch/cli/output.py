@@ -106,17 +106,6 @@ def help_codes(command: str) -> str:
     return "Exit codes: " + ", ".join(f"{c} {m}" for c, m in codes.items()) + ", 130 interrupted."
 
 
-def with_codes(command: Callable[..., object], name: str) -> str:
-    """``command``'s docstring with its exit codes as the paragraph before "Example:"."""
-    import inspect  # here: only the typer app builds help texts
-
-    doc = inspect.cleandoc(command.__doc__ or "")
-    head, sep, example = doc.rpartition("\n\nExample:")
-    if not sep:
-        return f"{doc}\n\n{help_codes(name)}"
-    return f"{head}\n\n{help_codes(name)}{sep}{example}"
-
-
 def worst(codes: Iterable[int]) -> int:
     """The exit code of several results: the worst non-zero one, else 0."""
     bad = [c for c in codes if c != 0]

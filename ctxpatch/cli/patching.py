@@ -1,7 +1,8 @@
 """``ctxpatch apply``, ``check``, ``revert`` and ``status``: the commands that patch.
 
-Thin typer declarations; the work is in ``ctxpatch.cli.files`` (typer-free, for the fast
-``check``), the printing and exit codes in ``ctxpatch.cli.output``.
+Thin typer declarations; the work is in ``ctxpatch.cli.files`` and, for ``check``,
+``ctxpatch.cli.quickcheck`` (typer-free: it runs at every start), the printing and exit codes
+in ``ctxpatch.cli.output``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from ctxpatch.cli import files
-from ctxpatch.cli.options import JsonOpt
-from ctxpatch.cli.output import handle, with_codes
+from ctxpatch.cli import files, quickcheck
+from ctxpatch.cli.options import JsonOpt, with_codes
+from ctxpatch.cli.output import handle
 from ctxpatch.errors import UsageError
 
 PathOpt = Annotated[
@@ -103,7 +104,7 @@ def check(path: PathOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: ctxpatch check --json
     """
-    raise typer.Exit(handle(lambda: files.run(path, as_json, "check"), as_json))
+    raise typer.Exit(handle(lambda: quickcheck.run(path, as_json), as_json))
 
 
 def revert(path: PathOpt = None, as_json: JsonOpt = False) -> None:

@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from ctxpatch.cli.options import JsonOpt
-from ctxpatch.cli.output import emit_json, envelope, err, handle, out, with_codes
+from ctxpatch.cli.options import JsonOpt, with_codes
+from ctxpatch.cli.output import emit_json, envelope, err, handle, out
 from ctxpatch.errors import NotFound, UsageError
 
 

@@ -12,7 +12,8 @@ from typing import Annotated
 
 import typer
 
-from ctxpatch.cli.output import err, handle, with_codes
+from ctxpatch.cli.options import with_codes
+from ctxpatch.cli.output import err, handle
 
 
 def register(app: typer.Typer) -> None:

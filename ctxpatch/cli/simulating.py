@@ -19,7 +19,8 @@ from ctxpatch.cli.modelargs import (
     parse_env,
     parse_profile,
 )
-from ctxpatch.cli.output import handle, with_codes
+from ctxpatch.cli.options import with_codes
+from ctxpatch.cli.output import handle
 from ctxpatch.cli.simulate_options import SimulateArgs, signature
 
 MICROCOMPACT = {"auto": None, "on": True, "off": False}

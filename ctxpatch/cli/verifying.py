@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 
-from ctxpatch.cli.output import emit_json, envelope, handle, out, with_codes, worst
+from ctxpatch.cli.options import with_codes
+from ctxpatch.cli.output import emit_json, envelope, handle, out, worst
 from ctxpatch.errors import NotFound
 from patcher.discover import environ, targets
 

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
+from engine.profiles import beyond_profiles
+
 
 def newer_than_profiles(version: str | None) -> str | None:
     """The warning for ``version`` when it is newer than every engine profile, else None (also
     for no version or one that is not X.Y.Z)."""
     if not version:
         return None
-    from engine.profiles import beyond_profiles
-
     try:
         newest = beyond_profiles(version)
     except ValueError:

@@ -5,7 +5,6 @@ folder holds or names (the wrapper packages and their ``<name>-<platform>`` pack
 from __future__ import annotations
 
 import json
-import platform
 import sys
 from pathlib import Path
 
@@ -17,6 +16,8 @@ _PLACEHOLDER_MAX = 64 << 10  # the wrapper's bin/claude.exe before install is ~5
 
 
 def platform_tag() -> str:
+    import platform  # here (~2 ms): `check` of a cli.js, at every start, never asks
+
     osname = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(
         sys.platform, sys.platform
     )

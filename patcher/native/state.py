@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxpatch.errors import ExitCode
-from patcher.discover import NativeInstall
+from patcher.discover import NativeInstall, environ
 from patcher.native.app import read_app
+from patcher.native.command import run_hint
 from patcher.native.levers import Lever, LeverFacts, decide, extract
 from patcher.native.newer import newer_than_profiles
 from patcher.native.reader import NativeBinary
@@ -79,9 +80,6 @@ def hint(st: NativeState) -> str:
     """What to do, naming the command that exists here (:mod:`patcher.native.command`)."""
     if st.lever.name != "gateway":
         return st.lever.hint
-    from patcher.discover import environ
-    from patcher.native.command import run_hint
-
     return run_hint(st.install, environ(), Path.cwd())
 
 
@@ -104,8 +102,7 @@ def apply_native(ni: NativeInstall) -> Result:
 def revert_native(ni: NativeInstall) -> Result:
     """Nothing in the binary to undo; what routes ``claude`` through the gateway is a line the
     user added (``shell-init``): revert names it, exactly (ctxpatch never edits rc files)."""
-    from gateway.shell_init import undo_advice
-    from patcher.discover import environ
+    from gateway.shell_init import undo_advice  # a known exception of the layers (pyproject)
 
     st = read_state(ni)
     return _result(

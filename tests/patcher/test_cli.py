@@ -140,7 +140,7 @@ def test_internal_error_exits_5_without_traceback(tmp_path: Path, monkeypatch) -
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr("patcher.ops.check_file", boom)
+    monkeypatch.setattr("patcher.check.check_file", boom)
     code, _, err = run("check", "-p", str(cli))
     assert code == ExitCode.INTERNAL and "internal error: RuntimeError: kaboom" in err
 
@@ -256,7 +256,7 @@ def test_the_fast_check_prints_what_the_app_prints(
 
 
 def test_quick_check_args_only_take_plain_check_lines() -> None:
-    from ctxpatch.cli import quick_check_args
+    from ctxpatch.cli.quickcheck import quick_check_args
 
     assert quick_check_args(["check"]) == (None, False)
     assert quick_check_args(["check", "--path=x", "--json"]) == (Path("x"), True)

@@ -106,7 +106,7 @@ CASES: dict[tuple[str, int], Setup] = {
     ("check", 3): lambda t, mp: ["check", "-p", fx("ruflo-patched-2.0.76.js", t)],
     ("check", 4): lambda t, mp: ["check", "-p", fx("none-1.0.50.js", t)],
     ("check", 5): lambda t, mp: [
-        mp.setattr("patcher.ops.check_file", boom),
+        mp.setattr("patcher.check.check_file", boom),
         "check",
         "-p",
         fx("s1-2.0.76.js", t),

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, copy_fixture, run_node
 
-from ctxpatch.errors import FileAccess, FileBusy
+from ctxpatch.errors import ExitCode, FileAccess, FileBusy
 from patcher import backup, bundle, fsio, markers, ops, selfcheck
+from patcher.result import result_for
 
 BOM = b"\xef\xbb\xbf"
 IS_ROOT = os.geteuid() == 0
@@ -315,9 +316,9 @@ def test_building_a_result_reads_nothing_from_disk(tmp_path: Path, monkeypatch) 
     shutil.rmtree(tmp_path / "@anthropic-ai")
 
     def no_disk(*_: object, **__: object) -> None:
-        raise AssertionError("_base touched the disk")
+        raise AssertionError("result_for touched the disk")
 
     for name in ("glob", "is_file", "exists", "stat", "iterdir"):
         monkeypatch.setattr(Path, name, no_disk)
-    r = ops._base(b, "checked", markers.State.PATCHED, ops.ExitCode.OK)
+    r = result_for(b, "checked", markers.State.PATCHED, ExitCode.OK)
     assert r.version == "2.1.112" and any("linux-x64 is installed" in n for n in r.notes)
