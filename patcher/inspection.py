@@ -1,25 +1,59 @@
 """One ``inspect`` report for a ``cli.js`` file and a native build (:class:`Inspection`).
 
-What was read is the findings of one reader (a :class:`patcher.inspect.Report` of the cli.js
-inspector, or the :class:`patcher.native.levels.Levels` of a later native build: see
-:class:`patcher.native.inspect.FindingsReader`) and their comparison with the engine (the one
-drift table, :mod:`patcher.inspect.drift`). Around them, one optional part says where they were
-read: a ``cli.js`` file (:class:`CliJsFile`: its path, npm package, a note) or a native build
-(:class:`NativePart`: the container, the lever and its facts, the warnings). Each kind keeps its
-``--json`` shape (:meth:`Inspection.to_json`).
+What was read is the findings of one reader (:class:`FindingsReader`: the cli.js inspector's
+:class:`patcher.inspect.Report`, or the :class:`patcher.native.levels.Levels` of a later native
+build) and their comparison with the engine (the one drift table, :mod:`patcher.inspect.drift`):
+:func:`read` makes both, for an npm ``cli.js`` (:func:`inspect_cli_js`) and a native build
+(:func:`patcher.native.inspect.inspect_app`) alike. Around them, one optional part says where
+they were read: a ``cli.js`` file (:class:`CliJsFile`: its path, npm package, a note) or a
+native build (:class:`NativePart`: the container, the lever and its facts, the warnings). Each
+kind keeps its ``--json`` shape (:meth:`Inspection.to_json`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxpatch.errors import ExitCode
+from patcher import inspect as cli_js_inspector
+from patcher.inspect.drift import compare
+from patcher.native.app import Source
+from patcher.native.levels import extract
 
 if TYPE_CHECKING:
     from patcher.inspect.drift import Findings
     from patcher.inspect.report import Comparison, Drift
     from patcher.native.levers import Lever, LeverFacts
+
+
+class FindingsReader(Protocol):
+    """Reads Claude Code's sources (a cli.js, or a native build's modules) into findings of its
+    ``kind``."""
+
+    kind: str
+
+    def read(self, sources: Sequence[Source], version: str | None) -> Findings: ...
+
+
+class CliJsReader:
+    """The ``cli.js`` inspector (:mod:`patcher.inspect`): an npm cli.js, or a single-module
+    native build's."""
+
+    kind = "cli.js"
+
+    def read(self, sources: Sequence[Source], version: str | None) -> Findings:
+        return cli_js_inspector.inspect(sources[0].data, version)
+
+
+class LevelsReader:
+    """The levels reader (:mod:`patcher.native.levels`), across every module."""
+
+    kind = "levels"
+
+    def read(self, sources: Sequence[Source], version: str | None) -> Findings:
+        return extract(sources)
 
 
 @dataclass(frozen=True)
@@ -79,8 +113,13 @@ class Inspection:
 
     @property
     def report(self) -> dict[str, Any]:
-        """The reader's own JSON."""
-        return self.findings.to_json()
+        """The reader's own JSON; a cli.js report's has always held the comparison too, before
+        ``unresolved``."""
+        doc = self.findings.to_json()
+        if self.findings.kind == CliJsReader.kind:
+            unresolved = doc.pop("unresolved")
+            doc.update(self.comparison.to_json(), unresolved=unresolved)
+        return doc
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -112,8 +151,8 @@ class Inspection:
         return int(ExitCode.CHANGE_NEEDED) if self.drift or (strict and self.warnings) else 0
 
     def to_json(self) -> dict[str, Any]:
-        """A cli.js: its path, package and note, then the reader's JSON (which holds the
-        comparison); a native build: the container, the reader and its JSON, the comparison,
+        """A cli.js: its path, package and note, then the reader's JSON (with the comparison);
+        a native build: the container, the reader and its JSON, the comparison,
         the warnings and the lever."""
         if self.native is None:
             f = self.file or CliJsFile("")
@@ -131,3 +170,26 @@ class Inspection:
             "warnings": list(n.warnings),
             "lever": {"lever": n.lever.name, "why": n.lever.why, "facts": n.facts.to_json()},
         }
+
+
+def read(
+    reader: FindingsReader,
+    sources: Sequence[Source],
+    version: str | None,
+    *,
+    file: CliJsFile | None = None,
+    native: NativePart | None = None,
+) -> Inspection:
+    """The findings of ``reader`` on ``sources`` compared with the engine's profile for the
+    version they were read as (a cli.js report's own: the file's header when ``version`` is
+    None), where they were read around them."""
+    findings = reader.read(sources, version)
+    seen_as = getattr(findings, "version", None) or version
+    return Inspection(findings, compare(findings, seen_as), file=file, native=native)
+
+
+def inspect_cli_js(
+    data: bytes, version: str | None = None, file: CliJsFile | None = None
+) -> Inspection:
+    """``inspect`` of a whole cli.js (``data``) as Claude Code ``version`` (default: its header)."""
+    return read(CliJsReader(), [Source(file.path if file else "cli.js", data)], version, file=file)

@@ -57,8 +57,8 @@ def inspect_cmd(
 def _inspect(path: Path | None, as_json: bool, strict: bool) -> int:
     from patcher import bundle, markers, snippet
     from patcher.discover import environ, targets
-    from patcher.inspect import inspect, render
-    from patcher.inspection import CliJsFile, Inspection
+    from patcher.inspect import Report, render
+    from patcher.inspection import CliJsFile, inspect_cli_js
     from patcher.native import inspect as native
 
     if path is None:
@@ -81,9 +81,8 @@ def _inspect(path: Path | None, as_json: bool, strict: bool) -> int:
         original = markers.strip(data)
         if original is not None:
             data, note = original, "patched by ctxpatch: inspected the original it records"
-    rep = inspect(data, b.version)
     package = f"{b.package.name}@{b.package.version}" if b.package else None
-    report = Inspection(rep, rep.comparison, file=CliJsFile(str(b.path), package, note))
+    report = inspect_cli_js(data, b.version, CliJsFile(str(b.path), package, note))
     code = report.exit_code()
     if as_json:
         emit_json(envelope(code, [report.to_json()]))
@@ -91,7 +90,8 @@ def _inspect(path: Path | None, as_json: bool, strict: bool) -> int:
         out(f"{b.path}" + (f"  ({package})" if package else ""))
         if note:
             out(f"note: {note}")
-        out(render(rep))
+        assert isinstance(report.findings, Report)  # the cli.js inspector's
+        out(render(report.findings, report.comparison))
     return code
 
 

@@ -1,6 +1,8 @@
 """``ctxpatch inspect``: what a ``cli.js`` really does about compaction, read by meaning.
 
-Pure: ``inspect(data)`` takes the bytes of a ``cli.js`` and returns a :class:`Report`. No I/O.
+Pure: ``inspect(data)`` takes the bytes of a ``cli.js`` and returns its findings, a
+:class:`Report`. No I/O. Compared with the engine, they make one
+:class:`patcher.inspection.Inspection` (:func:`patcher.inspection.inspect_cli_js`).
 
 Every constant is reached through the code that uses it, never by searching for its value (20000
 is the warning offset, the error offset, the output-reserve cap and the micro-compaction minimum
@@ -12,7 +14,7 @@ saving all at once). The anchors are meanings rather than minified names
   :mod:`.thresholds` (warning state, threshold, effective window, blocking limit),
   :mod:`.counter` (the auto-compact token count), :mod:`.microcompact`, :mod:`.estimator`
   (the x4/3 message estimate), :mod:`.session_memory`;
-* :mod:`.drift` compares a report with the engine's profile (one table of fields);
+* :mod:`.drift` compares findings with the engine's profile (one table of fields);
 * :mod:`.render` prints it.
 
 Only functions around the anchors are parsed (windowed tree-sitter parses, see
@@ -21,13 +23,11 @@ Only functions around the anchors are parsed (windowed tree-sitter parses, see
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from patcher import callsite
 from patcher.bundle import version_of
 from patcher.inspect import counter, estimator, microcompact, session_memory, thresholds
-from patcher.inspect.drift import compare
 from patcher.inspect.jsconst import Constant, Reader, env_read
 from patcher.inspect.render import render
 from patcher.inspect.report import Comparison, Drift, Report
@@ -42,7 +42,6 @@ __all__ = [
     "inspect",
     "render",
     "sha256",
-    "with_version",
 ]
 
 ENV_VARS = (
@@ -62,8 +61,8 @@ ENV_VARS = (
 
 
 def inspect(data: bytes, version: str | None = None) -> Report:
-    """Read ``data`` (a whole ``cli.js``) and compare it with the engine's profile for
-    ``version`` (default: the version the file declares)."""
+    """Read ``data`` (a whole ``cli.js``) as Claude Code ``version`` (default: the version the
+    file declares)."""
     r = Reader(data)
     found = callsite.search(data)
     site: dict[str, Any] = {}
@@ -86,7 +85,7 @@ def inspect(data: bytes, version: str | None = None) -> Report:
             else "micro-compaction found but no query-loop call of it"
         )
     t = thresholds.extract(r)
-    rep = Report(
+    return Report(
         version=version or version_of(data),
         sha256=sha256(data),
         size=len(data),
@@ -100,10 +99,3 @@ def inspect(data: bytes, version: str | None = None) -> Report:
         locate_problem=problem,
         env_vars={v: env_read(data, v) for v in ENV_VARS},
     )
-    return replace(rep, comparison=compare(rep, rep.version))
-
-
-def with_version(rep: Report, version: str | None) -> Report:
-    """``rep`` compared with the profile of another ``version`` (what the file declares may
-    not be what it is installed as)."""
-    return replace(rep, version=version, comparison=compare(rep, version))

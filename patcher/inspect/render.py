@@ -1,8 +1,8 @@
-"""The text ``ctxpatch inspect`` prints (``--json`` prints :meth:`Report.to_json`)."""
+"""The text ``ctxpatch inspect`` prints for a cli.js (``--json``: the inspection's JSON)."""
 
 from __future__ import annotations
 
-from patcher.inspect.report import Report
+from patcher.inspect.report import Comparison, Report
 
 _BLOCKING_BASE = {
     "window": " from the raw context window",
@@ -14,8 +14,8 @@ _NEWER_BLOCKS: dict[bool | None, str] = {
 }
 
 
-def render(rep: Report) -> str:
-    """A human-readable report."""
+def render(rep: Report, comparison: Comparison) -> str:
+    """A human-readable report: the findings, then their comparison with the engine."""
     constants = rep.constants
 
     def c(key: str) -> str:
@@ -100,15 +100,16 @@ def render(rep: Report) -> str:
     )
     present = [k for k, v in rep.env_vars.items() if v]
     lines.append("env vars: " + (", ".join(present) if present else "none"))
-    if rep.profile:
+    cmp = comparison
+    if cmp.profile:
         lines.append(
-            f"engine profile {rep.profile} ({rep.profile_range}): "
-            f"{len(rep.compared)} fields compared, "
-            + ("no drift" if not rep.drift else f"{len(rep.drift)} DRIFT")
+            f"engine profile {cmp.profile} ({cmp.profile_range}): "
+            f"{len(cmp.compared)} fields compared, "
+            + ("no drift" if not cmp.drift else f"{len(cmp.drift)} DRIFT")
         )
-        lines += [f"  drift {d}" for d in rep.drift]
+        lines += [f"  drift {d}" for d in cmp.drift]
     else:
-        lines.append(f"engine profile: none ({rep.profile_problem})")
+        lines.append(f"engine profile: none ({cmp.profile_problem})")
     if rep.unresolved:
         lines.append("unresolved:")
         lines += [f"  {u}" for u in rep.unresolved]

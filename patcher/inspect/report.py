@@ -1,4 +1,6 @@
-"""The report of ``ctxpatch inspect``: what was read, and how it compares with the engine."""
+"""The findings of the ``cli.js`` inspector (:class:`Report`) and the shape of a comparison with
+the engine (:class:`Comparison`, computed by :mod:`patcher.inspect.drift`); the two meet in one
+:class:`patcher.inspection.Inspection`."""
 
 from __future__ import annotations
 
@@ -26,11 +28,6 @@ _JSON_KEYS = (
     "constants",
     "features",
     "env_vars",
-    "profile",
-    "profile_range",
-    "profile_problem",
-    "drift",
-    "compared",
     "unresolved",
 )
 
@@ -55,6 +52,16 @@ class Comparison:
     drift: tuple[Drift, ...] = ()
     compared: tuple[str, ...] = ()  # profile fields compared
 
+    def to_json(self) -> dict[str, Any]:
+        """In the order a cli.js report's ``--json`` has always printed them."""
+        return {
+            "profile": self.profile,
+            "profile_range": self.profile_range,
+            "profile_problem": self.profile_problem,
+            "drift": [asdict(d) for d in self.drift],
+            "compared": list(self.compared),
+        }
+
 
 @dataclass(frozen=True)
 class Report:
@@ -73,7 +80,6 @@ class Report:
     call_site: dict[str, Any] = field(default_factory=dict)
     locate_problem: str = ""  # why no single call site, when there is none
     env_vars: dict[str, bool] = field(default_factory=dict)
-    comparison: Comparison = field(default_factory=Comparison)
 
     # --- the findings together ---------------------------------------------------------------
 
@@ -107,36 +113,13 @@ class Report:
         c = self.constants.get(name)
         return None if c is None else c.value
 
-    # --- the comparison ----------------------------------------------------------------------
-
-    @property
-    def profile(self) -> str | None:
-        return self.comparison.profile
-
-    @property
-    def profile_range(self) -> str | None:
-        return self.comparison.profile_range
-
-    @property
-    def profile_problem(self) -> str:
-        return self.comparison.profile_problem
-
-    @property
-    def drift(self) -> list[Drift]:
-        return list(self.comparison.drift)
-
-    @property
-    def compared(self) -> list[str]:
-        return list(self.comparison.compared)
-
     def to_json(self) -> dict[str, Any]:
+        """The findings (an :class:`patcher.inspection.Inspection` adds its comparison)."""
         doc: dict[str, Any] = {}
         for key in _JSON_KEYS:
             value = getattr(self, key)
             if key == "constants":
                 value = {k: v.to_json() for k, v in value.items()}
-            elif key == "drift":
-                value = [asdict(d) for d in value]
             elif isinstance(value, dict):
                 value = dict(value)
             doc[key] = value

@@ -17,50 +17,31 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from ctxpatch.errors import CtxpatchError
+from patcher import inspection
+from patcher.bundle import load
+from patcher.discover import environ, targets
+from patcher.inspect import render as render_cli_js
 from patcher.inspect.report import Report
-from patcher.inspection import Container, Inspection, NativePart
-from patcher.native.app import App, Source, read_app
-from patcher.native.levels import Levels, extract
+from patcher.inspection import (
+    CliJsReader,
+    Container,
+    FindingsReader,
+    Inspection,
+    LevelsReader,
+    NativePart,
+)
+from patcher.native import levers
+from patcher.native.app import App, read_app
+from patcher.native.levels import Levels
+from patcher.native.newer import newer_than_profiles
 from patcher.native.package import find_binary
 from patcher.native.reader import NativeBinary
 
 _OLD_ANCHOR = b"isAboveAutoCompactThreshold"
-
-if TYPE_CHECKING:
-    from patcher.inspect.drift import Findings  # a cli.js Report, or Levels
-
-
-class FindingsReader(Protocol):
-    """Reads Claude Code's sources (of a native build) into findings of its ``kind``."""
-
-    kind: str
-
-    def read(self, sources: Sequence[Source], version: str | None) -> Findings: ...
-
-
-class CliJsReader:
-    """The ``cli.js`` inspector (:mod:`patcher.inspect`) on a single-module build's cli.js."""
-
-    kind = "cli.js"
-
-    def read(self, sources: Sequence[Source], version: str | None) -> Findings:
-        from patcher.inspect import inspect
-
-        return inspect(sources[0].data, version)
-
-
-class LevelsReader:
-    """The levels reader (:mod:`patcher.native.levels`), across every module."""
-
-    kind = "levels"
-
-    def read(self, sources: Sequence[Source], version: str | None) -> Findings:
-        return extract(sources)
 
 
 def reader_for(app: App) -> FindingsReader:
@@ -99,9 +80,6 @@ def installed_version(cwd: Path | None = None) -> str | None:
     """The Claude Code version installed here: the first cli.js or native package ``ctxpatch
     check`` would pick (local node_modules upward, then global), else a native ``claude`` on
     PATH. Reading only; None when there is none."""
-    from patcher.bundle import load
-    from patcher.discover import environ, targets
-
     installs, _ = targets(None, environ(), cwd or Path.cwd())
     for inst in installs:
         try:
@@ -157,15 +135,10 @@ def new_report(nb: NativeBinary, app: App, container: str) -> Container:
 
 
 def inspect_app(app: App, build: Container) -> Inspection:
-    from patcher.inspect.drift import compare
-    from patcher.native import levers
-    from patcher.native.newer import newer_than_profiles
-
     facts = levers.extract(app.sources)
-    findings = reader_for(app).read(app.sources, app.version)
     newer = newer_than_profiles(build.version)
     part = NativePart(build, facts, levers.decide(facts, app.version), (newer,) if newer else ())
-    return Inspection(findings, compare(findings, build.version), native=part)
+    return inspection.read(reader_for(app), app.sources, app.version, native=part)
 
 
 # --- rendering -------------------------------------------------------------------------------
@@ -173,8 +146,6 @@ def inspect_app(app: App, build: Container) -> Inspection:
 
 def render(rep: Inspection) -> str:
     """The text of ``inspect`` on a native build."""
-    from patcher.inspect import render as render_cli_js
-
     assert rep.native is not None
     b = rep.native.build
     lines = [
@@ -183,7 +154,7 @@ def render(rep: Inspection) -> str:
         f"{b.layout} layout, {b.js_modules} module(s), {b.js_bytes:,} bytes",
     ]
     if isinstance(rep.findings, Report):
-        lines.append(render_cli_js(rep.findings))
+        lines.append(render_cli_js(rep.findings, rep.comparison))
     else:
         lines += _render_levels(rep, rep.findings)
     lines.append(f"lever: {rep.native.lever.name} ({rep.native.lever.why})")

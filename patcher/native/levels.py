@@ -26,8 +26,9 @@ module-local in the code-split builds) and reported with the name it was read th
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from patcher.native.app import Source
@@ -70,15 +71,15 @@ class Value:
 
 @dataclass(frozen=True)
 class Levels:
-    """The findings of the levels reader (``kind`` "levels": the drift table's key). Frozen; its
-    tables are filled by :func:`extract` only."""
+    """The findings of the levels reader (``kind`` "levels": the drift table's key). Built once
+    by :func:`extract` and immutable: read-only tables, a tuple of unresolved notes."""
 
     kind: ClassVar[str] = "levels"
-    constants: dict[str, Value] = field(default_factory=dict)
-    features: dict[str, Any] = field(default_factory=dict)
-    functions: dict[str, str] = field(default_factory=dict)  # role -> "name@module"
-    env_vars: dict[str, bool] = field(default_factory=dict)
-    unresolved: list[str] = field(default_factory=list)
+    constants: Mapping[str, Value]
+    features: Mapping[str, Any]
+    functions: Mapping[str, str]  # role -> "name@module"
+    env_vars: Mapping[str, bool]
+    unresolved: tuple[str, ...]
 
     @property
     def found(self) -> bool:
@@ -91,21 +92,41 @@ class Levels:
     def to_json(self) -> dict[str, Any]:
         return {
             "constants": {k: v.to_json() for k, v in self.constants.items()},
-            "features": self.features,
-            "functions": self.functions,
-            "env_vars": self.env_vars,
-            "unresolved": self.unresolved,
+            "features": dict(self.features),
+            "functions": dict(self.functions),
+            "env_vars": dict(self.env_vars),
+            "unresolved": list(self.unresolved),
         }
 
 
+@dataclass
+class _Reading:
+    """What :func:`extract` has read so far (the helpers add to it); :meth:`levels` freezes it."""
+
+    constants: dict[str, Value] = field(default_factory=dict)
+    features: dict[str, Any] = field(default_factory=dict)
+    functions: dict[str, str] = field(default_factory=dict)
+    unresolved: list[str] = field(default_factory=list)
+
+    def levels(self, env_vars: dict[str, bool]) -> Levels:
+        return Levels(
+            constants=MappingProxyType(self.constants),
+            features=MappingProxyType(self.features),
+            functions=MappingProxyType(self.functions),
+            env_vars=MappingProxyType(env_vars),
+            unresolved=tuple(self.unresolved),
+        )
+
+
 def extract(sources: Sequence[Source]) -> Levels:
-    out = Levels(env_vars={v: any(v.encode() in s.data for s in sources) for v in ENV_VARS})
+    env_vars = {v: any(v.encode() in s.data for s in sources) for v in ENV_VARS}
+    out = _Reading()
     for key, needle in MARKERS.items():
         out.features[key] = any(needle in s.data for s in sources)
     level = _find(sources, b'level:"blocked"')
     if level is None:
         out.unresolved.append('level function (returns level:"blocked") not found')
-        return out
+        return out.levels(env_vars)
     _level_function(out, *level)
     precompute = _find(sources, b".precomputeBufferFraction),")
     if precompute is None:
@@ -118,7 +139,7 @@ def extract(sources: Sequence[Source]) -> Levels:
         out.unresolved.append("auto-compact decision (logs `autocompact: tokens=`) not found")
     else:
         _decision(out, *decision)
-    return out
+    return out.levels(env_vars)
 
 
 # --- anchors ---------------------------------------------------------------------------------
@@ -173,7 +194,7 @@ def _braced(data: bytes, start: int) -> bytes:
     return data[start:end]
 
 
-def _resolve(source: Source, token: bytes, key: str, out: Levels) -> None:
+def _resolve(source: Source, token: bytes, key: str, out: _Reading) -> None:
     text = token.decode()
     if re.fullmatch(_NUM.decode(), text):
         out.constants[key] = Value(_number(text), "literal", _base(source))
@@ -185,7 +206,7 @@ def _resolve(source: Source, token: bytes, key: str, out: Levels) -> None:
     out.constants[key] = Value(_number(m.group(1).decode()), text, _base(source))
 
 
-def _level_function(out: Levels, source: Source, at: int) -> None:
+def _level_function(out: _Reading, source: Source, at: int) -> None:
     name, fn = _function_around(source.data, at)
     out.functions["level"] = f"{name}@{_base(source)}"
     first = re.search(rb"let (" + _ID + rb")=(?:" + _ID + rb"\?\?)?(" + _ID + rb")\(", fn)
@@ -220,7 +241,7 @@ def _level_function(out: Levels, source: Source, at: int) -> None:
         out.unresolved.append("threshold function: the level function calls none first")
 
 
-def _precompute_default(out: Levels, sources: Sequence[Source]) -> None:
+def _precompute_default(out: _Reading, sources: Sequence[Source]) -> None:
     pat = re.compile(
         rb"\(\"tengu_\w+\",(" + _ID + rb")\);return typeof (" + _ID + rb")===\"number\"&&Number"
         rb"\.isFinite\(\2\)&&\2>=0&&\2<1\?\2:\1\}"
@@ -235,7 +256,7 @@ def _precompute_default(out: Levels, sources: Sequence[Source]) -> None:
     out.unresolved.append("precompute buffer fraction: no remote-flag read with a [0,1) default")
 
 
-def _decision(out: Levels, source: Source, at: int) -> None:
+def _decision(out: _Reading, source: Source, at: int) -> None:
     name, fn = _function_around(source.data, at)
     out.functions["autocompact_decision"] = f"{name}@{_base(source)}"
     out.features["count_adds_server_cleared"] = b"serverCleared" in fn

@@ -18,6 +18,7 @@ from patcher import npmcache, regress
 from patcher.native.app import read_app
 from patcher.native.inspect import inspect_app, new_report
 from patcher.native.reader import NativeBinary
+from patcher.regress.drift import record
 from patcher.versions import parse_version
 
 FIRST_NATIVE = {"cc": "2.1.113", "sdk": "0.2.113"}
@@ -75,9 +76,7 @@ def run_one(job: regress.Job) -> regress.Outcome:
     else:
         out.claude_code_version = rep.version
         out.shape = f"native-{build.layout}"
-        out.profile = rep.profile
-        out.drift = [str(d) for d in rep.drift]
-        out.unresolved = [*rep.findings.unresolved, *rep.warnings]
+        record(out, rep)
         out.steps["inspect"] = f"{rep.reader}: " + (
             "ok" if not rep.drift else f"{len(rep.drift)} drift"
         )

@@ -7,23 +7,31 @@ from __future__ import annotations
 import time
 
 from patcher import npmcache
-from patcher.inspect import inspect
+from patcher.inspect.report import Report
+from patcher.inspection import Inspection, inspect_cli_js
 from patcher.markers import sha256
 from patcher.regress.outcome import Outcome
 
 
+def record(out: Outcome, rep: Inspection) -> None:
+    """What ``regress`` keeps of an inspection, a cli.js's or a native build's: the profile
+    compared with, the drift, what could not be read and the warnings."""
+    out.profile = rep.profile
+    out.drift = [str(d) for d in rep.drift]
+    out.unresolved = [*rep.findings.unresolved, *rep.warnings]
+
+
 def read_drift(data: bytes, out: Outcome) -> None:
     try:
-        rep = inspect(data, out.claude_code_version)
+        rep = inspect_cli_js(data, out.claude_code_version)
     except Exception as e:  # inspect is a report: its own bug must not hide the patch result
         out.unresolved.append(f"inspect failed: {type(e).__name__}: {e}")
         return
-    out.microcompact = rep.micro.kind
-    out.profile = rep.profile
-    out.drift = [str(d) for d in rep.drift]
-    out.unresolved = list(rep.unresolved)
+    record(out, rep)
+    assert isinstance(rep.findings, Report)
+    out.microcompact = rep.findings.micro.kind
     if out.shape is None:
-        out.shape = rep.shape
+        out.shape = rep.findings.shape
 
 
 def refresh_inspect(o: Outcome) -> Outcome:

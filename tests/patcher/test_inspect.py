@@ -15,6 +15,7 @@ from ctxpatch.cli.inspecting import register
 from ctxpatch.errors import CtxpatchError
 from patcher import inspect as ib
 from patcher import npmcache, ops
+from patcher.inspection import inspect_cli_js
 
 LEGACY_8 = ["Read", "Bash", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"]
 
@@ -86,22 +87,25 @@ def _check(rep: ib.Report, want: dict) -> None:
 @pytest.mark.parametrize("name", sorted(FIXTURE_CASES))
 def test_fixture_constants(name: str) -> None:
     data = (FIXTURES / name).read_bytes()
+    seen = inspect_cli_js(data)
     rep = ib.inspect(data)
+    assert seen.findings == rep
     _check(rep, FIXTURE_CASES[name])
     assert rep.sha256 == ib.sha256(data) and rep.size == len(data)
     assert rep.version == name.rsplit("-", 1)[1].removesuffix(".js")
-    json.dumps(rep.to_json())  # serialisable
-    assert "call site" in ib.render(rep)
+    json.dumps(seen.to_json())  # serialisable
+    assert "call site" in ib.render(rep, seen.comparison)
 
 
 def test_ratio_era_has_no_profile_and_no_drift() -> None:
-    rep = ib.inspect((FIXTURES / "s0-1.0.60.js").read_bytes())
+    rep = inspect_cli_js((FIXTURES / "s0-1.0.60.js").read_bytes())
     assert rep.profile is None and "ratio" in rep.profile_problem and rep.drift == []
 
 
 def test_stub_bundle_is_found_through_the_deps_factory() -> None:
-    rep = ib.inspect((FIXTURES / "s6-2.1.112.js").read_bytes())
-    assert rep.functions["deps_factory"] == "gk" and rep.functions["microcompact"] == "_c"
+    rep = inspect_cli_js((FIXTURES / "s6-2.1.112.js").read_bytes())
+    functions = rep.findings.functions
+    assert functions["deps_factory"] == "gk" and functions["microcompact"] == "_c"
     assert rep.profile == "2.1.105" and rep.drift == []
 
 
@@ -145,10 +149,11 @@ def test_constants_resolve_through_identifiers_not_values() -> None:
 
 def test_changing_one_20000_changes_only_its_role() -> None:
     data = SYNTH.replace("CC=20000", "CC=25000").encode()
-    rep = ib.inspect(data)
+    seen = inspect_cli_js(data)
+    rep = seen.findings
     assert (rep.value("warning_offset"), rep.value("error_offset")) == (20000, 25000)
     assert rep.value("reserve_cap") == 20000 and rep.value("mc_min_saving") == 20000
-    assert [d.field for d in rep.drift if d.field.endswith("offset")] == ["error_offset"]
+    assert [d.field for d in seen.drift if d.field.endswith("offset")] == ["error_offset"]
 
 
 def test_conflicting_declarations_are_not_guessed() -> None:
@@ -161,7 +166,7 @@ def test_conflicting_declarations_are_not_guessed() -> None:
 
 
 def test_drift_is_reported_against_the_profile() -> None:
-    rep = ib.inspect(SYNTH.encode())
+    rep = inspect_cli_js(SYNTH.encode())
     assert rep.profile == "2.0.65"  # 2.0.76 falls in 2.0.65..2.0.76
     fields = {d.field: (d.file, d.profile) for d in rep.drift}
     assert fields["reserve_cap"] == (20000, None)  # 2.0.x reserves the whole output
@@ -170,9 +175,11 @@ def test_drift_is_reported_against_the_profile() -> None:
 
 
 def test_not_a_bundle_gives_an_empty_report() -> None:
-    rep = ib.inspect(b"console.log('hello')\n")
+    seen = inspect_cli_js(b"console.log('hello')\n")
+    rep = seen.findings
+    assert isinstance(rep, ib.Report)
     assert rep.version is None and rep.era == "none" and rep.shape is None
-    assert rep.profile is None and rep.drift == []
+    assert seen.profile is None and seen.drift == []
 
 
 # ------------------------------------------------------------------ the command
@@ -300,11 +307,13 @@ def _real(pkg: str, version: str) -> bytes:
 @pytest.mark.real
 @pytest.mark.parametrize(("pkg", "version"), sorted(REAL), ids=lambda v: str(v))
 def test_real_version_agrees_with_the_engine(pkg: str, version: str) -> None:
-    rep = ib.inspect(_real(pkg, version))
+    seen = inspect_cli_js(_real(pkg, version))
+    rep = seen.findings
+    assert isinstance(rep, ib.Report)
     _check(rep, REAL[pkg, version])
-    assert rep.drift == [], [str(d) for d in rep.drift]
+    assert seen.drift == [], [str(d) for d in seen.drift]
     if rep.era == "offset":
-        assert rep.profile is not None and len(rep.compared) >= 14
+        assert seen.profile is not None and len(seen.compared) >= 14
 
 
 @pytest.mark.real
@@ -315,8 +324,9 @@ def test_real_auto_compact_count() -> None:
     assert old.counter.mode == "usage" and "newer_image_tokens" not in old.constants
     mid = ib.inspect(_real("cc", "2.1.7"))
     assert mid.counter.mode == "usage+newer" and mid.value("newer_image_tokens") == 1334
-    new = ib.inspect(_real("cc", "2.1.112"))
-    assert new.value("newer_image_tokens") == 2000 and new.value("newer_chars_per_token") == 4
+    new = inspect_cli_js(_real("cc", "2.1.112"))
+    assert new.findings.value("newer_image_tokens") == 2000
+    assert new.findings.value("newer_chars_per_token") == 4
     assert "count_mode" in new.compared and "newer_image_tokens" in new.compared
 
 
@@ -360,8 +370,8 @@ MECHANISM_READINGS = [
 def test_real_mechanism_read_on_each_side_of_its_change(
     version: str, reading: str, field: str, want: bool
 ) -> None:
-    rep = ib.inspect(_real("cc", version))
-    assert attrgetter(reading)(rep) is want
+    rep = inspect_cli_js(_real("cc", version))
+    assert attrgetter(reading)(rep.findings) is want
     assert field in rep.compared and rep.drift == []
 
 
@@ -371,11 +381,14 @@ def test_real_readings_around_those_changes() -> None:
     render of 2.1.73/2.1.74 names the counted blocks, and 2.1.105 has no x4/3 estimator left
     (the engine then uses the newer estimate, message_estimate_is_newer)."""
     assert ib.inspect(_real("cc", "2.1.44")).counter.counts_attachments is True
-    assert "text/tool_result/images only" in ib.render(ib.inspect(_real("cc", "2.1.73")))
-    assert "every block" in ib.render(ib.inspect(_real("cc", "2.1.74")))
-    gone = ib.inspect(_real("cc", "2.1.105"))
-    assert gone.estimator.factor_4_3 is False
-    assert gone.estimator.counts_block_text is None and gone.drift == []
+    for version, counted in (("2.1.73", "text/tool_result/images only"), ("2.1.74", "every block")):
+        seen = inspect_cli_js(_real("cc", version))
+        assert isinstance(seen.findings, ib.Report)
+        assert counted in ib.render(seen.findings, seen.comparison)
+    gone = inspect_cli_js(_real("cc", "2.1.105"))
+    assert isinstance(gone.findings, ib.Report)
+    assert gone.findings.estimator.factor_4_3 is False
+    assert gone.findings.estimator.counts_block_text is None and gone.drift == []
 
 
 @pytest.mark.real

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from patcher import inspect as ib  # noqa: E402
+from patcher.inspection import inspect_cli_js  # noqa: E402
 
 FIXTURES = ROOT / "fixtures" / "cli_js"
 GOLDEN = Path(__file__).parent / "golden" / "inspect.json"
@@ -26,10 +26,10 @@ OTHER_VERSIONS = ("2.0.76", "2.1.112")
 
 
 def _document(name: str) -> dict:
-    rep = ib.inspect((FIXTURES / name).read_bytes())
-    doc = {"own": rep.to_json()}
+    data = (FIXTURES / name).read_bytes()
+    doc = {"own": inspect_cli_js(data).report}
     for version in OTHER_VERSIONS:
-        doc[version] = ib.with_version(rep, version).to_json()["drift"]
+        doc[version] = inspect_cli_js(data, version).report["drift"]
     return json.loads(json.dumps(doc))  # tuples -> lists, as the CLI prints them
 
 

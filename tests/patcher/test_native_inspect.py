@@ -66,7 +66,7 @@ def test_levels_read_in_the_module_that_holds_them() -> None:
     assert lv.features["count_adds_server_cleared"] is True
     assert lv.features["pct_override"] and lv.features["blocking_override"]
     assert lv.features["beta_context_1m"] and lv.features["model_suffix_1m"]
-    assert lv.unresolved == []
+    assert lv.unresolved == ()
 
 
 def test_levels_without_the_guard_or_precompute() -> None:
@@ -296,16 +296,18 @@ def test_one_inspection_type_for_a_cli_js_and_a_native_build(tmp_path: Path) -> 
     file or a native part around them, each kind's JSON as the CLI prints it."""
     from conftest import FIXTURES
 
-    from patcher.inspect import inspect
-    from patcher.inspection import CliJsFile, Inspection
+    from patcher.inspect.drift import compare
+    from patcher.inspection import CliJsFile, inspect_cli_js
 
-    rep = inspect((FIXTURES / "rq-2.1.112.js").read_bytes())
-    js = Inspection(rep, rep.comparison, file=CliJsFile("/x/cli.js", "pkg@1", "a note"))
+    data = (FIXTURES / "rq-2.1.112.js").read_bytes()
+    js = inspect_cli_js(data, None, CliJsFile("/x/cli.js", "pkg@1", "a note"))
+    assert js.comparison == compare(js.findings, "2.1.112")  # the one comparison
     doc = js.to_json()
     assert list(doc)[:4] == ["path", "package", "note", "version"]
-    assert doc == {"path": "/x/cli.js", "package": "pkg@1", "note": "a note", **rep.to_json()}
+    assert doc == {"path": "/x/cli.js", "package": "pkg@1", "note": "a note", **js.report}
+    assert list(js.report)[-6:] == [*js.comparison.to_json(), "unresolved"]
     assert (js.reader, js.path, js.version, js.warnings) == ("cli.js", "/x/cli.js", "2.1.112", ())
-    assert js.exit_code(strict=True) == (1 if rep.drift else 0)
+    assert js.exit_code(strict=True) == (1 if js.drift else 0)
     exe = tmp_path / "claude"
     exe.write_bytes(split_binary("9.9.9"))  # newer than every profile: a warning
     nat = native.inspect_path(exe)
