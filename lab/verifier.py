@@ -3,9 +3,8 @@
 :func:`verify_path` picks the proof by what ``path`` is: a native build (the executable, the
 native installer's version file or link, a package folder without a ``cli.js``) is verified
 through the gateway (:func:`lab.verify_native.verify_native`), anything else as a patched
-``cli.js`` (:func:`lab.verify.verify_install`). Both return a :class:`lab.verify.VerifyReport`
-(the native one a :class:`lab.verify_native.NativeVerifyReport`) and refuse with a
-``CtxpatchError``.
+``cli.js`` (:func:`lab.verify.verify_install`). Both return a :class:`lab.verify.VerifyReport` (the
+native one with its :class:`lab.verify.NativeRun` part) and refuse with a ``CtxpatchError``.
 """
 
 from __future__ import annotations

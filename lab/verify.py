@@ -42,6 +42,7 @@ from lab.sandbox import Sandbox
 from lab.scenarios import turns_session
 from lab.verify_thinking import has_clearing, run_thinking_proof
 from patcher import ops
+from patcher.native.newer import newer_than_profiles
 from patcher.result import Result
 
 KNOBS = {
@@ -59,8 +60,24 @@ class Check:
     detail: str
 
 
+@dataclass(frozen=True)
+class NativeRun:
+    """What only the verify of a native build has (:mod:`lab.verify_native`): the warnings
+    about its version (newer than every engine profile)."""
+
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, version: str | None) -> NativeRun:
+        newer = newer_than_profiles(version)
+        return cls((newer,) if newer else ())
+
+
 @dataclass
 class VerifyReport:
+    """The outcome of ``verify`` on one install: a patched cli.js's, or with its optional
+    ``native`` part a native build's (run through the gateway)."""
+
     path: str
     version: str | None
     shape: str | None
@@ -71,18 +88,46 @@ class VerifyReport:
     difference: str | None = None
     log: str = ""
     proofs: dict[str, dict[str, object]] = field(default_factory=dict)
+    native: NativeRun | None = None
 
     @property
     def exit_code(self) -> int:
         return 0 if self.passed else 1
 
     def to_json(self) -> dict[str, object]:
+        """Every field but ``native``, the verdict and the exit code; a native build's warnings
+        last."""
         d = asdict(self)
+        del d["native"]
         d["verdict"] = "PASS" if self.passed else "FAIL"
         d["exit_code"] = self.exit_code
+        if self.native is not None:
+            d["warnings"] = list(self.native.warnings)
         return d
 
     def render(self) -> str:
+        lines = self._cli_js_head() if self.native is None else self._native_head(self.native)
+        for c in self.checks:
+            lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
+        if "server_clearing" in self.proofs:
+            lines.append(f"  server clearing: {self.proofs['server_clearing']['detail']}")
+        if self.difference:
+            lines.append("  first difference: " + self.difference)
+        if not self.passed and self.log:
+            lines.append("  details:\n    " + self.log.replace("\n", "\n    "))
+        return "\n".join(lines)
+
+    def _native_head(self, native: NativeRun) -> list[str]:
+        return [
+            f"{'PASS' if self.passed else 'FAIL'}  {self.path}"
+            f"  (Claude Code {self.version}, native: server-side clearing through `ctxpatch run`)",
+            f"  sandbox run: {self.seconds:.1f}s in a loopback-only network namespace; thinking "
+            "on, the preserved-thinking check enforced by the mock; clearing knobs TRIGGER=1000 "
+            "KEEP=1 STEP=1",
+            *(f"  warning: {w}" for w in native.warnings),
+        ]
+
+    def _cli_js_head(self) -> list[str]:
         s = self.sent
         turns = s.get("turns")
         resumed = turns - 1 if isinstance(turns, int) else "?"
@@ -112,15 +157,7 @@ class VerifyReport:
                     f"{s.get('request_bytes')} bytes to 127.0.0.1"
                 ),
             ]
-        for c in self.checks:
-            lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
-        if "server_clearing" in self.proofs:
-            lines.append(f"  server clearing: {self.proofs['server_clearing']['detail']}")
-        if self.difference:
-            lines.append("  first difference: " + self.difference)
-        if not self.passed and self.log:
-            lines.append("  details:\n    " + self.log.replace("\n", "\n    "))
-        return "\n".join(lines)
+        return lines
 
 
 def find_node() -> str:

@@ -35,8 +35,7 @@ from pathlib import Path
 
 from ctxpatch.errors import NamespaceMissing, NotABundle
 from lab.mock import MockServer
-from lab.verify import Check, VerifyReport, require_profile
-from patcher.native.newer import newer_than_profiles
+from lab.verify import Check, NativeRun, VerifyReport, require_profile
 
 NETNS_HINT = (
     "allow unprivileged user namespaces (sudo sysctl -w kernel.unprivileged_userns_clone=1; "
@@ -92,33 +91,7 @@ class _Stat:
         return cls(st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-class NativeVerifyReport(VerifyReport):
-    """A :class:`VerifyReport` whose text names the gateway run instead of the text prune."""
-
-    def warnings(self) -> list[str]:
-        newer = newer_than_profiles(self.version)
-        return [newer] if newer else []
-
-    def to_json(self) -> dict[str, object]:
-        return {**super().to_json(), "warnings": self.warnings()}
-
-    def render(self) -> str:
-        lines = [
-            f"{'PASS' if self.passed else 'FAIL'}  {self.path}"
-            f"  (Claude Code {self.version}, native: server-side clearing through `ctxpatch run`)",
-            f"  sandbox run: {self.seconds:.1f}s in a loopback-only network namespace; thinking "
-            "on, the preserved-thinking check enforced by the mock; clearing knobs TRIGGER=1000 "
-            "KEEP=1 STEP=1",
-        ]
-        lines += [f"  warning: {w}" for w in self.warnings()]
-        for c in self.checks:
-            lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
-        if not self.passed and self.log:
-            lines.append("  details:\n    " + self.log.replace("\n", "\n    "))
-        return "\n".join(lines)
-
-
-def verify_native(path: Path, *, timeout: float = 120) -> NativeVerifyReport:
+def verify_native(path: Path, *, timeout: float = 120) -> VerifyReport:
     """The proofs on the native install at ``path`` (see the module docstring); raises
     CtxpatchError on a refusal."""
     from lab.netns import netns_available
@@ -138,7 +111,7 @@ def verify_native(path: Path, *, timeout: float = 120) -> NativeVerifyReport:
     t0 = time.monotonic()
     before = _Stat.of(exe)
     root = Path(tempfile.mkdtemp(prefix="ctxpatch-verify-"))
-    report = NativeVerifyReport(str(path), version, "native", False, 0.0)
+    report = VerifyReport(str(path), version, "native", False, 0.0, native=NativeRun.of(version))
     try:
         report = _run(report, exe, root, version, timeout)
     finally:
@@ -159,12 +132,12 @@ def verify_native(path: Path, *, timeout: float = 120) -> NativeVerifyReport:
 
 
 def _run(
-    report: NativeVerifyReport,
+    report: VerifyReport,
     exe: Path,
     root: Path,
     version: str,
     timeout: float,
-) -> NativeVerifyReport:
+) -> VerifyReport:
     from lab.sandbox import GatewaySandbox
     from lab.verify_thinking import run_thinking_proof
 

@@ -64,12 +64,14 @@ def test_a_modelled_version_says_nothing(tmp_path: Path) -> None:
 
 
 def test_verify_of_a_newer_native_build_warns_in_text_and_json() -> None:
-    from lab.verify_native import NativeVerifyReport
+    from lab.verify import NativeRun, VerifyReport
 
-    rep = NativeVerifyReport("/x/claude", newer(), "native", True, 1.0)
+    rep = VerifyReport("/x/claude", newer(), "native", True, 1.0, native=NativeRun.of(newer()))
     assert [line for line in rep.render().splitlines() if "newer than every" in line] == [
         f"  warning: Claude Code {newer()} is newer than every engine profile (the newest ends "
         f"at {NEWEST}): its numbers are extrapolated"
     ]
     assert len(rep.to_json()["warnings"]) == 1  # type: ignore[arg-type]
-    assert NativeVerifyReport("/x/claude", NEWEST, "native", True, 1.0).to_json()["warnings"] == []
+    same = VerifyReport("/x/claude", NEWEST, "native", True, 1.0, native=NativeRun.of(NEWEST))
+    assert same.to_json()["warnings"] == []
+    assert "warnings" not in VerifyReport("/x/cli.js", NEWEST, "S6", True, 1.0).to_json()
