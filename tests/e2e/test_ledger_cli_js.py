@@ -1,5 +1,6 @@
-"""Proof offline for the cli.js side of the ledger (issue 14, part 1): the real cli.js 2.1.112,
-patched by ``ctxpatch apply``, run straight against the loopback mock of the Messages API (no
+"""Proof offline for the cli.js side of the ledger (issue 14, part 1): the real cli.js 2.1.112
+(the SDK's APIPromise: the reply read from a clone of its fetch Response) and 1.0.112 (a
+MessageStream: its events), patched by ``ctxpatch apply``, run straight against the loopback mock of the Messages API (no
 gateway). The injected code writes one line per main-loop request into the sandbox's XDG state
 dir (``$HOME/.local/state/ctxpatch/ledger``: the sandbox sets no ``XDG_STATE_HOME``), each equal
 to the usage and ``applied_edits`` the mock answered, with the session id Claude Code sent; and
@@ -24,7 +25,6 @@ from usage import ledger as L
 
 pytestmark = [pytest.mark.e2e]
 
-VERSION = "2.1.112"
 USAGE = {
     "input_tokens": 2_345,
     "cache_creation_input_tokens": 1_111,
@@ -39,14 +39,22 @@ KNOBS = {  # the injected edit, small enough for the mock to clear on this short
 }
 
 
+def _named(body: dict) -> str:
+    """The session id in a request's metadata.user_id (JSON in 2.1.x, ``..._session_<id>``
+    before)."""
+    uid = body["metadata"]["user_id"]
+    return json.loads(uid)["session_id"] if uid.startswith("{") else uid.rsplit("_session_", 1)[1]
+
+
+@pytest.mark.parametrize("version", ["2.1.112", "1.0.112"])
 def test_the_patched_cli_js_writes_the_mock_numbers_and_report_shows_them(
-    sandbox_for, mock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    sandbox_for, mock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, version: str
 ) -> None:
-    sb = sandbox_for(VERSION, patched=True)
+    sb = sandbox_for(version, patched=True)
     state = sb.home / ".local" / "state"
     shutil.rmtree(state / "ctxpatch", ignore_errors=True)  # another test's run of this sandbox
     session = rounds_session(
-        str(sb.proj), n=12, result_chars=6_000, last_usage=60_000, version=VERSION, model=MODEL
+        str(sb.proj), n=12, result_chars=6_000, last_usage=60_000, version=version, model=MODEL
     )
     sid = session.session_id
     session.write(sb.projects_dir)
@@ -91,10 +99,16 @@ def test_the_patched_cli_js_writes_the_mock_numbers_and_report_shows_them(
         applied = [e for e in req.applied_edits if e["type"] == CLEAR_TOOL_USES]
         assert line["cleared_tool_uses"] == sum(e["cleared_tool_uses"] for e in applied)
         assert line["cleared_input_tokens"] == sum(e["cleared_input_tokens"] for e in applied)
-        assert line["session"] == sid and line["model"] == req.body["model"]
+        assert line["session"] == _named(req.body) and line["model"] == req.body["model"]
         assert line["edit"] == "added" and "why" not in line
         assert any(e["type"] == CLEAR_TOOL_USES for e in req.body["context_management"]["edits"])
     assert lines[0]["cleared_tool_uses"] > 0 and lines[0]["cleared_input_tokens"] > 0
+    # the session is the one the request named: 2.1.x continues the resumed session; 1.0.x forks
+    # it into a new transcript (the copied history plus this turn) and names that one
+    sid = lines[-1]["session"]
+    if version.startswith("2."):
+        assert sid == session.session_id
+    assert (sb.projects_dir / f"{sid}.jsonl").is_file()
 
     # the report over the sandbox's projects folder reads the cli.js lines beside the replay
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
