@@ -83,6 +83,16 @@ profiles were split there (versions.md had bisected only a sample):
   checked): the 2.1.75 era is split there. The summary request is made by a forked query loop
   from 2.1.86 (2.1.86, 2.1.88-2.1.90, 2.1.112; 2.1.77-2.1.85 call the model directly): the
   2.1.81 era is split there.
+* ``compact_reads_cache``: what the summary request of a compaction costs
+  (``engine.replay.compaction_cost``). Up to 2.1.28 it sends its own system prompt ("You are a
+  helpful AI assistant tasked with summarizing conversations."), no thinking and its own tool
+  list (2.1.7: the Read tool and the MCP tools), so no cached prefix of the main prompt is one
+  of its own: it writes the whole conversation. 2.1.29-2.1.78 first try a fork that sends the
+  main prompt's system prompt, tools and messages (``cacheSafeParams``), reading their cache,
+  behind the remote flag ``tengu_compact_cache_prefix``, default off (read in the cached
+  ``cli.js`` 2.1.29, 2.1.44, 2.1.47, 2.1.59, 2.1.75, 2.1.78); 2.1.87, 2.1.90 and 2.1.112
+  default it on. The flag is taken at its default, as the engine takes every remote flag
+  (the 2.1.86 era, not read, with the forked loop).
 * ``newer_from_message_start``: when the last usage's reply is split over several records with
   the same ``message.id``, the auto-compact counter walks back to the first of them and counts
   the newer messages from there, in 2.1.64 (``PN``) and from 2.1.69 (``XV``) on, not only from
@@ -215,6 +225,10 @@ class Profile:
     merge_seam_newline: bool = False
     # the summary request made by a forked query loop (a patched cli.js prunes it once more), 2.1.86+
     compaction_through_loop: bool = False
+    # the summary request shares the main prompt's cache prefix (same system prompt and tools;
+    # tengu_compact_cache_prefix: absent up to 2.1.28, default off 2.1.29-2.1.78, on in 2.1.87+);
+    # before, it sends its own system prompt and tool list, so it writes the whole conversation
+    compact_reads_cache: bool = False
     # --- native builds (2.1.113+, read out of the Bun binaries by patcher.native) -----------
     # background compaction precomputed once the count reaches
     # min(eff - round(eff * fraction), threshold); None = no precompute (up to the levels era)
@@ -442,6 +456,7 @@ ERAS: tuple[Era, ...] = (
         "2.1.86..2.1.104",
         ("2.1.90", "2.1.104"),
         compaction_through_loop=True,
+        compact_reads_cache=True,
         notes=(_MC_OFF_NOTE,),
     ),
     _era(

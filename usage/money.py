@@ -32,17 +32,34 @@ def one_hour_cache(used: Iterable[Usage]) -> bool:
     return total.cache_write_1h > total.cache_write_5m
 
 
+def _usage(uncached: int, write: int, read: int, output: int, one_hour: bool) -> Usage:
+    if one_hour:
+        return Usage(uncached, 0, write, read, output)
+    return Usage(uncached, write, 0, read, output)
+
+
+def compaction_usage(sim: Simulation, one_hour: bool = False) -> Usage:
+    """The summary requests of a simulation's compactions (engine.replay.compaction_cost),
+    which no request record of the transcript holds."""
+    return _usage(
+        0,
+        sum(c.cache_write for c in sim.compactions),
+        sum(c.cache_read for c in sim.compactions),
+        sum(c.output_tokens for c in sim.compactions),
+        one_hour,
+    )
+
+
 def replay_usage(sim: Simulation, one_hour: bool = False) -> Usage:
-    """A replay's requests summed as the API would bill them."""
+    """A replay's requests, and its compactions' summary requests, summed as the API would
+    bill them."""
     uncached = write = read = output = 0
     for r in sim.requests:
         uncached += r.prompt_tokens - r.cache_read - r.cache_write
         write += r.cache_write
         read += r.cache_read
         output += r.output_tokens
-    if one_hour:
-        return Usage(uncached, 0, write, read, output)
-    return Usage(uncached, write, 0, read, output)
+    return _usage(uncached, write, read, output, one_hour) + compaction_usage(sim, one_hour)
 
 
 @dataclass(frozen=True)
@@ -110,8 +127,10 @@ def simulation_dollars(
     out: dict[str, dict[str, object]] = {}
     for s in sims:
         if s.scenario == "recorded":
-            priced = price_by_model(used, table)
-            total = sum(used.values(), Usage())
+            calls = compaction_usage(s, hour)
+            paid = {**used, s.model: used.get(s.model, Usage()) + calls} if s.compactions else used
+            priced = price_by_model(paid, table)
+            total = sum(paid.values(), Usage())
             out[s.scenario] = {
                 "usd": usd(priced.usd),
                 "usage": total.as_dict(),

@@ -4,8 +4,9 @@ Cost of one request, in units of the base (uncached) input-token price::
 
     cost = 1.0 × uncached + 1.25 × cache_write + 0.1 × cache_read
 
-(Anthropic's prompt-cache prices for the 5-minute cache; output tokens are left out: the
-scenarios share them.) A recorded request takes the three numbers from its usage
+(Anthropic's prompt-cache prices for the 5-minute cache; the replies' output tokens are left
+out: the scenarios share them. A compaction's summary request is priced on its own, its output
+included at :data:`OUTPUT_PRICE`: ``engine.replay.compaction_cost``.) A recorded request takes the three numbers from its usage
 (``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens``). A replayed
 request is cached as Claude Code caches it: a breakpoint on the system prompt (and tools) and one
 on the last message, so each request writes a cache entry ending where its prompt ends. The API
@@ -17,8 +18,7 @@ anywhere before the last earlier breakpoint (compaction, micro-compaction, a tex
 server-side clearing, whose cache is of the prompt *after* its edits) therefore costs a
 rewrite of everything after the overhead.
 
-Not modelled: the cache's 5-minute lifetime (idle gaps cost every scenario alike) and the
-summary request of a compaction.
+Not modelled: the cache's 5-minute lifetime (idle gaps cost every scenario alike).
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from typing import Any
 READ_PRICE = 0.1
 WRITE_PRICE = 1.25
 UNCACHED_PRICE = 1.0
+# output tokens, in base input prices: 5 on every model of the built-in price table
+# (usage.prices) but claude-3-haiku (its 5 too: 1.25 / 0.25)
+OUTPUT_PRICE = 5.0
 LOOKBACK_BLOCKS = 20
 FORMULA = "cost = 1.0 × uncached + 1.25 × cache write + 0.1 × cache read (base input price)"
 

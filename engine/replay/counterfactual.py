@@ -47,6 +47,7 @@ from engine.javascript import js_json_stringify, utf16_len
 from engine.profiles import Profile, parse_version
 from engine.replay.calibration import Calibration, calibrate, full_estimate
 from engine.replay.clearing_incremental import IncrementalClearing
+from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
 from engine.replay.model import Event, Request, Simulation
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.recorded import (
@@ -222,6 +223,7 @@ def simulate_counterfactual(
     history: list[dict] = []
     requests: list[Request] = []
     events: list[Event] = []
+    calls: list[CompactionCall] = []
     cleared: frozenset[str] = frozenset()
     prev_sig: list[Hashable] | None = None
     prev_line = 0
@@ -311,6 +313,11 @@ def simulate_counterfactual(
                     factors[i] *= 1.0 - s
         return factors
 
+    def summary_call(at: int, tokens: float, compacted: list[dict]) -> CompactionCall:
+        """The summary request of a compaction at ``at`` (engine.replay.compaction_cost)."""
+        previous = requests[-1].prompt_tokens if requests else 0
+        return compaction_call(profile, at, tokens, previous, overhead, summary_text(compacted))
+
     current_usage: dict = {}
     for rec in records:
         line = rec[LINE_KEY]
@@ -320,6 +327,7 @@ def simulate_counterfactual(
                 # the user's /compact: replayed where it was typed, with the real summary
                 tokens = autocompact_tokens(history, profile)
                 history = list(compacted_at[line])
+                calls.append(summary_call(line, tokens, history))
                 cleared = frozenset()
                 carried = 0
                 events.append(
@@ -357,6 +365,7 @@ def simulate_counterfactual(
                         else (summarizer or offline_summary)
                     )
                     history = full_compact(history, profile, tokens, "auto", summ).messages
+                calls.append(summary_call(at, tokens, history))
                 cleared = frozenset()
                 carried = 0
                 events.append(
@@ -491,7 +500,9 @@ def simulate_counterfactual(
     }
     if recall_tools:
         knobs["recall_tools"] = recall_tools
-    return Simulation(profile, scenario, model, th, tuple(requests), tuple(events), knobs)
+    return Simulation(
+        profile, scenario, model, th, tuple(requests), tuple(events), knobs, tuple(calls)
+    )
 
 
 def _content(m: Mapping[str, Any]) -> Any:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from engine.api.prompt_cache import price
 from engine.claude_code.thresholds import Thresholds
 from engine.profiles import Profile
+from engine.replay.compaction_cost import CompactionCall
 
 Scenario = Literal["recorded", "unpatched", "text_prune", "server_clearing", "patched", "oracle"]
 # Session-memory compaction (engine.claude_code.session_memory) is not replayed: it needs the session-memory
@@ -79,6 +80,9 @@ class Simulation:
     requests: tuple[Request, ...]
     events: tuple[Event, ...]
     knobs: dict = field(default_factory=dict)
+    # the summary requests of the compactions (engine.replay.compaction_cost): API calls of their
+    # own, in the cost
+    compactions: tuple[CompactionCall, ...] = ()
 
     def threshold_dict(self) -> dict:
         t = self.thresholds
@@ -119,7 +123,10 @@ class Simulation:
             ),
             "cache_breaks": sum(1 for r in self.requests if r.cache_break),
             "cache_read_tokens": sum(r.cache_read for r in self.requests),
-            "cost": round(sum(r.cost for r in self.requests)),
+            "compaction_calls_cost": round(sum(c.cost for c in self.compactions)),
+            "cost": round(
+                sum(r.cost for r in self.requests) + sum(c.cost for c in self.compactions)
+            ),
             "outputs_estimated": sum(1 for r in self.requests if r.output_estimated),
         }
 
@@ -138,5 +145,6 @@ class Simulation:
             "thresholds": self.thresholds.as_dict(),
             "requests": [r.as_dict(th) for r in self.requests],
             "events": [e.as_dict() for e in self.events],
+            "compaction_calls": [c.as_dict() for c in self.compactions],
             "summary": self.summary,
         }

@@ -25,6 +25,7 @@ from engine.claude_code.count import autocompact_tokens, last_usage_index, last_
 from engine.claude_code.microcompact import microcompact
 from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile
+from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
 from engine.replay.model import Event, Request, Simulation
 from engine.transcript import Reply, Transcript, is_compact_boundary, is_sidechain
 
@@ -229,6 +230,7 @@ def simulate_recorded(
     cleared: frozenset[str] = frozenset()
     mc_seen_off = False
     prev_prompt: int | None = None
+    compactions: list[tuple[int, float, int]] = []  # line, count, previous prompt
     written = {r.get("uuid") for r in tr.records if r}
     for rec in memory_records(tr, profile):
         line = rec[LINE_KEY]
@@ -276,6 +278,7 @@ def simulate_recorded(
                     note=note,
                 )
             )
+            compactions.append((line, pre if isinstance(pre, int) else tokens, prev_prompt or 0))
             context = [rec]
             cleared = frozenset()
             prev_prompt = None
@@ -342,4 +345,28 @@ def simulate_recorded(
             )
             prev_prompt = reply.prompt_tokens
         context.append(rec)
-    return Simulation(profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env})
+    calls = _compaction_calls(tr, profile, compactions)
+    return Simulation(
+        profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env}, calls
+    )
+
+
+def _compaction_calls(
+    tr: Transcript, profile: Profile, compactions: Sequence[tuple[int, float, int]]
+) -> tuple[CompactionCall, ...]:
+    """The file's compactions' summary requests (no record holds their usage), priced as the
+    counterfactual replays price theirs: ``preTokens``, the stored summary, the fixed prefix of
+    the calibration."""
+    if not compactions:
+        return ()
+    overhead = 0.0
+    if not profile.compact_reads_cache:
+        from engine.replay.calibration import calibrate  # it imports this module
+
+        overhead = calibrate(tr).overhead
+    return tuple(
+        compaction_call(
+            profile, line, count, previous, overhead, summary_text(tr.records[line : line + 5])
+        )
+        for line, count, previous in compactions
+    )
