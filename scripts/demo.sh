@@ -35,7 +35,7 @@ ctxpatch simulate "$here/examples/spotter-session.jsonl" --compare --json >"$dem
 echo "== done: $demo/node_modules/@anthropic-ai/claude-code/cli.js is patched; 'ctxpatch revert' in $demo undoes it"
 # The table, then the one line: compactions avoided and the money saved, at the dated list
 # prices of usage/prices.py (each replayed request billed as its uncached input, cache write,
-# cache read and output tokens).
+# cache read and output tokens; each compaction's summary request as its writes, reads and output).
 python3 - "$demo/compare.json" <<'PY'
 import json, sys
 from usage.prices import PRICES_DATE, Usage, cost_usd, default_table
@@ -45,6 +45,9 @@ table = default_table()
 def dollars(r):
     u = sum((Usage(q["prompt_tokens"] - q["cache_read"] - q["cache_write"], q["cache_write"], 0,
                    q["cache_read"], q["output_tokens"]) for q in r["requests"]), Usage())
+    # a compaction's summary request is billed too (engine/replay/compaction_cost.py)
+    u = sum((Usage(0, c["cache_write"], 0, c["cache_read"], c["output_tokens"])
+             for c in r["compaction_calls"]), u)
     return cost_usd(u, r["model"], table)
 print(f"{'':18}" + "".join(f"{name:>17}" for name in runs))
 for key in ("auto_compactions", "tokens_sent", "max_prompt_tokens", "cache_breaks"):
