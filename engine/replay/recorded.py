@@ -345,9 +345,9 @@ def simulate_recorded(
             )
             prev_prompt = reply.prompt_tokens
         context.append(rec)
-    calls = _compaction_calls(tr, profile, compactions)
+    summaries = _compaction_calls(tr, profile, compactions)
     return Simulation(
-        profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env}, calls
+        profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env}, summaries
     )
 
 
