@@ -208,8 +208,10 @@ def test_patched_is_prune_and_clearing(runs):
 
 def test_request_cost_adds_up(runs):
     for sim in runs.values():
-        total = sum(r.cost for r in sim.requests)
+        calls = sum(c.cost for c in sim.compactions)  # the summary requests
+        total = sum(r.cost for r in sim.requests) + calls
         assert sim.summary["cost"] == round(total)
+        assert (calls > 0) == (sim.summary["auto_compactions"] > 0)
         for r in sim.requests:
             assert 0 <= r.cache_read <= r.prompt_tokens
             assert r.cache_read + r.cache_write == r.prompt_tokens
