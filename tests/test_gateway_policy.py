@@ -216,7 +216,8 @@ def test_decide_sends_the_policys_keep_and_leaves_the_messages_bytes() -> None:
 
 @pytest.mark.parametrize(
     ("env", "keep"),
-    [({}, 7), ({"CLAUDE_CTX_CLEAR_POLICY": "fixed", "CLAUDE_CTX_CLEAR_STEP": "20"}, 5)],
+    # the defaults: paid, KEEP 1 (EDIT's KEEP 3 keeps 7 here); fixed: KEEP 3, STEP 20
+    [({}, 4), ({"CLAUDE_CTX_CLEAR_POLICY": "fixed", "CLAUDE_CTX_CLEAR_STEP": "20"}, 5)],
 )
 def test_the_gateway_sends_the_policy_its_environment_names(env: dict, keep: int) -> None:
     """Through HTTP and the mock: the policy and knobs come from the gateway's environment, as

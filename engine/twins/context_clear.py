@@ -44,7 +44,11 @@ ENV_NAMES = (
 # clearing"); the injected JavaScript (patcher/snippets/context_clear.js) has the same ones, a
 # differential test holds the two together.
 DEFAULT_TRIGGER = 50_000  # input tokens
-DEFAULT_KEEP = 3  # tool uses
+DEFAULT_KEEP = 3  # tool uses, under the fixed STEP rule (CLAUDE_CTX_CLEAR_POLICY=fixed)
+# tool uses, under the paid policy (the default): its moves are few and each clears all it may,
+# so the floor decides how much a move frees (docs/clearing-defaults.md: KEEP 1 reaches more of
+# the oracle's saving than 3 with no session dearer and no compaction more)
+DEFAULT_PAID_KEEP = 1
 DEFAULT_AT_LEAST: int | None = None  # input tokens; None = no minimum
 DEFAULT_EXCLUDE: tuple[str, ...] = ()
 DEFAULT_TOOL_INPUTS: bool | tuple[str, ...] = True
@@ -112,11 +116,19 @@ def knobs_from_env(env: Mapping[str, str]) -> ClearToolUses | None:
         inputs = _env_names(raw_inputs) or DEFAULT_TOOL_INPUTS
     return ClearToolUses(
         trigger_value=trigger,
-        keep=DEFAULT_KEEP if keep is None else keep,
+        keep=default_keep(env) if keep is None else keep,
         clear_at_least=at_least or None,
         exclude_tools=exclude,
         clear_tool_inputs=inputs,
     )
+
+
+def default_keep(env: Mapping[str, str]) -> int:
+    """KEEP when ``CLAUDE_CTX_CLEAR_KEEP`` is unset or invalid: :data:`DEFAULT_KEEP` for the
+    fixed STEP rule, :data:`DEFAULT_PAID_KEEP` for the paid policy (any other value of
+    ``CLAUDE_CTX_CLEAR_POLICY`` is the paid policy: ``engine.twins.policy.policy_from_env``)."""
+    fixed = (env.get(ENV_POLICY) or "").strip().lower() == "fixed"
+    return DEFAULT_KEEP if fixed else DEFAULT_PAID_KEEP
 
 
 def trailing_results(messages: Sequence[Mapping[str, Any]]) -> int:

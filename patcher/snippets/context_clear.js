@@ -42,7 +42,7 @@ function _ctxpatchContextClearing(value, mode) {
   // An integer is ASCII digits (1 to 9 of them, "_" separators allowed, blanks
   // around ignored); any other value means the default, never a bad request.
   // Defaults (engine/context_editing.py DEFAULT_*, chosen by bench/clearing_sweep.py):
-  // TRIGGER 50000, KEEP 3, STEP 20, TOOL_INPUTS 1, no AT_LEAST. The keep sent is also
+  // TRIGGER 50000, KEEP 1 (3 under POLICY=fixed), STEP 20, TOOL_INPUTS 1, no AT_LEAST. The keep sent is also
   // never below the tool results of the round in progress (twin: edit_for_request).
   //
   // Never sent: when disabled; under Bedrock, Vertex or Foundry
@@ -74,7 +74,8 @@ function _ctxpatchContextClearing(value, mode) {
   var CLEAR_TOOL_USES = "clear_tool_uses_20250919";
   var CLEAR_THINKING = "clear_thinking_20251015";
   var DEFAULT_TRIGGER = 50000;
-  var DEFAULT_KEEP = 3;
+  var DEFAULT_KEEP = 3; // the fixed STEP rule's
+  var DEFAULT_PAID_KEEP = 1; // the paid policy's (twin: DEFAULT_PAID_KEEP)
   var DEFAULT_AT_LEAST = 0;
   var DEFAULT_TOOL_INPUTS = true;
   var DEFAULT_STEP = 20;
@@ -140,6 +141,12 @@ function _ctxpatchContextClearing(value, mode) {
     return TRUE_WORDS.indexOf(strip(raw).toLowerCase()) >= 0;
   }
 
+  // KEEP when unset or invalid: the fixed rule's 3, the paid policy's 1 (twin: default_keep).
+  function defaultKeep(env) {
+    var policy = strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase();
+    return policy === "fixed" ? DEFAULT_KEEP : DEFAULT_PAID_KEEP;
+  }
+
   // The edit the settings ask for, or null when disabled (twin: knobs_from_env).
   function editFromEnv(env) {
     if (isTrue(envText(env, "CLAUDE_CTX_CLEAR_DISABLE"))) return null;
@@ -160,7 +167,7 @@ function _ctxpatchContextClearing(value, mode) {
     var edit = {
       type: CLEAR_TOOL_USES,
       trigger: { type: "input_tokens", value: trigger === null ? DEFAULT_TRIGGER : trigger },
-      keep: { type: "tool_uses", value: keep === null ? DEFAULT_KEEP : keep },
+      keep: { type: "tool_uses", value: keep === null ? defaultKeep(env) : keep },
     };
     if (atLeast > 0) edit.clear_at_least = { type: "input_tokens", value: atLeast };
     if (exclude.length > 0) edit.exclude_tools = exclude;

@@ -30,6 +30,7 @@ from engine.twins.context_clear import (
     DEFAULT_AT_LEAST,
     DEFAULT_EXCLUDE,
     DEFAULT_KEEP,
+    DEFAULT_PAID_KEEP,
     DEFAULT_STEP,
     DEFAULT_TOOL_INPUTS,
     DEFAULT_TRIGGER,
@@ -346,11 +347,23 @@ def test_unsupported_model_message_is_the_one_claude_code_recognises():
 def test_knobs_defaults():
     assert knobs_from_env({}) == ClearToolUses(
         trigger_value=DEFAULT_TRIGGER,
-        keep=DEFAULT_KEEP,
+        keep=DEFAULT_PAID_KEEP,
         clear_at_least=DEFAULT_AT_LEAST,
         exclude_tools=DEFAULT_EXCLUDE,
         clear_tool_inputs=DEFAULT_TOOL_INPUTS,
     )
+
+
+@pytest.mark.parametrize(
+    ("policy", "keep"),
+    [(None, 1), ("paid", 1), (" Fixed ", 3), ("fixed", 3), ("other", 1), ("", 1)],
+)
+def test_the_default_keep_follows_the_policy(policy, keep):
+    """The paid policy keeps 1 by default, the fixed STEP rule the API's 3; KEEP set wins."""
+    env = {} if policy is None else {"CLAUDE_CTX_CLEAR_POLICY": policy}
+    assert (DEFAULT_PAID_KEEP, DEFAULT_KEEP) == (1, 3)
+    assert knobs_from_env(env).keep == keep
+    assert knobs_from_env({**env, "CLAUDE_CTX_CLEAR_KEEP": "5"}).keep == 5
 
 
 def test_knobs_parse_every_variable():
