@@ -218,9 +218,16 @@ def _mc_event(
 
 
 def simulate_recorded(
-    tr: Transcript, profile: Profile, model: str | None = None, env: Mapping[str, str] | None = None
+    tr: Transcript,
+    profile: Profile,
+    model: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overhead: float = 0.0,
 ) -> Simulation:
-    """Explain the session as it happened (see the module docstring)."""
+    """Explain the session as it happened (see the module docstring).
+
+    ``overhead``: the fixed prefix (``Calibration.overhead``) a compaction's summary request
+    with its own system prompt does not send (``engine.replay.session.simulate`` passes it)."""
     env = dict(env or {})
     model = model or tr.model or "claude-opus-4-6"
     th = compute_thresholds(profile, model, env)
@@ -345,25 +352,20 @@ def simulate_recorded(
             )
             prev_prompt = reply.prompt_tokens
         context.append(rec)
-    summaries = _compaction_calls(tr, profile, compactions)
+    summaries = _compaction_calls(tr, profile, compactions, overhead)
     return Simulation(
         profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env}, summaries
     )
 
 
 def _compaction_calls(
-    tr: Transcript, profile: Profile, compactions: Sequence[tuple[int, float, int]]
+    tr: Transcript,
+    profile: Profile,
+    compactions: Sequence[tuple[int, float, int]],
+    overhead: float,
 ) -> tuple[CompactionCall, ...]:
     """The file's compactions' summary requests (no record holds their usage), priced as the
-    counterfactual replays price theirs: ``preTokens``, the stored summary, the fixed prefix of
-    the calibration."""
-    if not compactions:
-        return ()
-    overhead = 0.0
-    if not profile.compact_reads_cache:
-        from engine.replay.calibration import calibrate  # it imports this module
-
-        overhead = calibrate(tr).overhead
+    counterfactual replays price theirs: ``preTokens``, the stored summary, the fixed prefix."""
     return tuple(
         compaction_call(
             profile, line, count, previous, overhead, summary_text(tr.records[line : line + 5])

@@ -24,7 +24,13 @@ from engine.transcript import Transcript
 def simulate(tr: Transcript, profile: Profile, scenario: str = "recorded", **kw) -> Simulation:
     """Dispatch to ``simulate_recorded`` or ``engine.replay.counterfactual.simulate_counterfactual``."""
     if scenario == "recorded":
-        return simulate_recorded(tr, profile, kw.get("model"), kw.get("env"))
+        overhead = 0.0
+        if tr.boundaries and not profile.compact_reads_cache:
+            # what a summary request with its own system prompt leaves out of its input
+            from engine.replay.calibration import calibrate
+
+            overhead = calibrate(tr, profile).overhead
+        return simulate_recorded(tr, profile, kw.get("model"), kw.get("env"), overhead)
     if scenario == "oracle":
         return simulate_oracle(tr, profile, **kw)
     return simulate_counterfactual(tr, profile, scenario, **kw)

@@ -117,8 +117,11 @@ def test_the_recorded_scenario_prices_the_files_compactions_with_their_real_summ
 
     name = "entireio__cli__9d7a9d52-7eb4-427d-847d-ee5451884f3d.jsonl.xz"
     tr = load_transcript(need_shared(PUBLIC / name))
-    rec = simulate_recorded(tr, profile_for(tr.version))
+    rec = simulate(tr, profile_for(tr.version), "recorded")
     assert [c.line for c in rec.compactions] == [b.line for b in tr.boundaries]
+    # without the calibration's fixed prefix, the whole count is the input
+    bare = simulate_recorded(tr, profile_for(tr.version))
+    assert [c.input_tokens for c in bare.compactions] == [b.pre_tokens for b in tr.boundaries]
     for call, b in zip(rec.compactions, tr.boundaries, strict=True):
         text = summary_text(tr.records[b.line : b.line + 5])
         assert text and call.output_tokens == count_text(text)
