@@ -118,7 +118,8 @@ def table(log=print) -> str:
     legend = (
         f"Patched at the defaults ({knobs_text(defaults_env())}) and with the plain API keep "
         f"({knobs_text(PLAIN_API)}); both with the text prune at its defaults. Tokens and cost "
-        "relative to the unpatched replay. Oracle: the cheapest clearing schedule in hindsight "
+        "relative to the unpatched replay; a compaction's summary request is in the cost "
+        "(engine/replay/compaction_cost.py). Oracle: the cheapest clearing schedule in hindsight "
         "(docs/oracle.md)."
     )
     gain_d, gain_o = tot["un_cost"] - tot["d_cost"], tot["un_cost"] - tot["o_cost"]
