@@ -144,11 +144,9 @@ class _BodyRefused(Exception):
         self.response = response
 
 
-async def read_body(request: web.Request) -> bytes:
-    """The client's body, within :data:`gateway.limits.MAX_BODY` and the body timeout: refused
-    by its ``Content-Length`` before a byte is read; a chunked one read in pieces and dropped at
-    the limit (never one buffer grown to the limit and kept)."""
-    too_large = _BodyRefused(
+def _too_large() -> _BodyRefused:
+    """The API's own 413 (built only when a body is refused, not for every request)."""
+    return _BodyRefused(
         error_response(
             413,
             f"ctxpatch gateway: the request body is over {MAX_BODY // (1024 * 1024)} MiB, the "
@@ -157,9 +155,15 @@ async def read_body(request: web.Request) -> bytes:
             close=True,
         )
     )
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The client's body, within :data:`gateway.limits.MAX_BODY` and the body timeout: refused
+    by its ``Content-Length`` before a byte is read; a chunked one read in pieces and dropped at
+    the limit (never one buffer grown to the limit and kept)."""
     length = request.content_length
     if length is not None and length > MAX_BODY:
-        raise too_large
+        raise _too_large()
     if length == 0 or not request.body_exists:
         return b""
     pieces: list[bytes] = []
@@ -176,7 +180,7 @@ async def read_body(request: web.Request) -> bytes:
         if size > MAX_BODY:
             pieces.clear()
             release_memory()
-            raise too_large
+            raise _too_large()
         pieces.append(piece)
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
@@ -203,9 +207,18 @@ def _forward_headers(headers: Mapping[str, str] | CIMultiDict[str]) -> CIMultiDi
     return out
 
 
+# a body part at least this large is sent on its own, not joined with the request's headers
+SEPARATE_HEADERS = 64 * 1024
+
+
 class Pieces(aiohttp.payload.Payload):
     """A request body sent as consecutive pieces (views of the client's body and the new value)
-    without first joining them: no copy of 600 KB into a fresh buffer per request."""
+    without first joining them: no copy of 600 KB into a fresh buffer per request.
+
+    aiohttp joins the request's headers with the first piece written into one new buffer
+    (``transport.writelines`` is not used before Python 3.12.9): before a first piece of
+    :data:`SEPARATE_HEADERS` or more the headers are sent alone, so the body is never copied
+    in user space on its way out (measured: ~50 µs per 730 KB body saved, one more ``send``)."""
 
     def __init__(self, parts: tuple[bytes | memoryview, ...]) -> None:
         super().__init__(parts, content_type=None)
@@ -216,13 +229,14 @@ class Pieces(aiohttp.payload.Payload):
         return b"".join(self._parts).decode(encoding, errors)
 
     async def write(self, writer: AbstractStreamWriter) -> None:
-        for part in self._parts:
-            await writer.write(part)
+        await self.write_with_length(writer, None)
 
     async def write_with_length(
         self, writer: AbstractStreamWriter, content_length: int | None
     ) -> None:
         left = self._total if content_length is None else content_length
+        if self._parts and len(self._parts[0]) >= SEPARATE_HEADERS:
+            writer.send_headers()
         for part in self._parts:
             if left <= 0:
                 break
@@ -398,7 +412,8 @@ class Gateway:
             request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env
         ):
             decision = Decision(model=decision.model, reason=window.STOPPED)
-        log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
+        if log.isEnabledFor(logging.DEBUG):  # redacted() walks every header: only when shown
+            log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
         if self.ledger is not None and decision.reason != "not POST /v1/messages":
             request[_LEDGER] = usage_ledger.begin(
                 request.headers, body, decision.model, decision.added, decision.reason
@@ -429,6 +444,8 @@ class Gateway:
     ) -> web.StreamResponse:
         assert self._session is not None and self._route is not None
         self.state.forwarded += 1
+        if isinstance(body, bytes) and len(body) >= SEPARATE_HEADERS:
+            body = Pieces((body,))  # not copied into one buffer with the headers
         for attempt in range(CONNECT_ATTEMPTS):
             try:
                 up = await self._session.request(

@@ -28,7 +28,8 @@ from engine.api.context_management import (
     to_json,
 )
 from gateway.redact import REDACTED
-from gateway.server import HOST, ThreadedGateway
+from gateway.rewrite import decide
+from gateway.server import HOST, SEPARATE_HEADERS, ThreadedGateway
 from lab.mock import MockConfig, MockServer
 
 # --- through the project's mock ------------------------------------------------------------------
@@ -111,6 +112,40 @@ def test_count_tokens_and_other_paths_forwarded_byte_for_byte() -> None:
             k.lower(): v for k, v in headers.items() if k.lower() not in ("host", "content-length")
         } == HEADERS | {"accept-encoding": "identity"} | hop  # http.client's
     assert {k.lower() for k in seen[3][3]} == {"host", "x-api-key", "accept-encoding", *hop}
+
+
+def test_large_bodies_arrive_whole_unchanged_or_spliced_with_their_headers() -> None:
+    """Bodies past SEPARATE_HEADERS leave with their headers in a write of their own (no copy
+    of the body joined with them): the upstream still gets every byte, and the headers."""
+    seen: list[tuple[str, bytes, CIMultiDict[str]]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append((request.path_qs, await request.read(), CIMultiDict(request.headers)))
+        return web.Response(body=b'{"input_tokens": 5}', content_type="application/json")
+
+    app = web.Application(client_max_size=8 * 1024 * 1024)
+    app.router.add_route("*", "/{tail:.*}", record)
+    big = [
+        {"role": "user", "content": "x" * (SEPARATE_HEADERS + 1000)},
+        {"role": "assistant", "content": "ok"},
+        *messages(),
+    ]
+    edited = compact(body_of(messages=big))
+    unchanged = b"\xff" + b"not json " * SEPARATE_HEADERS  # forwarded untouched, 576 KiB
+    want = decide("POST", "/v1/messages", [], edited, EDIT, set()).body
+    assert want is not None and want != edited  # the edit is spliced into the big body
+    with AppThread(app) as up, ThreadedGateway(upstream=up.url, edit=EDIT, policy=None) as gw:
+        assert post(gw.url, "/v1/messages", edited, HEADERS)[0] == 200
+        assert post(gw.url, "/v1/messages/count_tokens", unchanged, HEADERS)[0] == 200
+    assert [(p, b) for p, b, _ in seen] == [
+        ("/v1/messages", want),
+        ("/v1/messages/count_tokens", unchanged),
+    ]
+    betas = [f"{HEADERS['anthropic-beta']},{BETA}", HEADERS["anthropic-beta"]]
+    for (_, body, headers), beta in zip(seen, betas, strict=True):
+        assert headers["content-length"] == str(len(body))
+        assert headers["x-api-key"] == HEADERS["x-api-key"]
+        assert headers["anthropic-beta"] == beta
 
 
 def test_refusal_fallback_remembers_the_model_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
