@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab import verify, verify_native
 from lab.verify import VerifyReport
+from patcher.discover import native_of
 
 
 def is_native_target(path: Path) -> bool:
     """A native build (:func:`patcher.discover.native_of`), or a package folder without a
     ``cli.js`` (whose missing binary :func:`lab.verify_native.verify_native` names)."""
-    from patcher.discover import native_of
-
     if native_of(path) is not None:
         return True
     return path.is_dir() and not (path / "cli.js").exists()
@@ -27,9 +27,5 @@ def is_native_target(path: Path) -> bool:
 def verify_path(path: Path, *, timeout: float = 120) -> VerifyReport:
     """The proofs on the install at ``path``; raises CtxpatchError on a refusal."""
     if is_native_target(path):
-        from lab.verify_native import verify_native
-
-        return verify_native(path, timeout=timeout)
-    from lab.verify import verify_install
-
-    return verify_install(path, timeout=timeout)
+        return verify_native.verify_native(path, timeout=timeout)
+    return verify.verify_install(path, timeout=timeout)

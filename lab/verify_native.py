@@ -34,8 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxpatch.errors import NamespaceMissing, NotABundle
+from lab import netns
 from lab.mock import MockServer
+from lab.sandbox import GatewaySandbox
 from lab.verify import Check, NativeRun, VerifyReport, require_profile
+from lab.verify_thinking import run_thinking_proof
+from patcher.discover import native_of
+from patcher.native.app import read_app
+from patcher.native.package import find_binary
+from patcher.native.reader import NativeBinary
 
 NETNS_HINT = (
     "allow unprivileged user namespaces (sudo sysctl -w kernel.unprivileged_userns_clone=1; "
@@ -50,9 +57,6 @@ def native_executable(path: Path) -> Path:
     ``~/.local/bin/claude`` link), or a folder holding it (a platform package, the npm wrapper
     with its platform package, the Python SDK's); a wrapper without its binary: the refusal of
     :func:`patcher.native.package.find_binary`."""
-    from patcher.discover import native_of
-    from patcher.native.package import find_binary
-
     found = native_of(path)
     if found is not None:
         return found.binary
@@ -65,9 +69,6 @@ def native_executable(path: Path) -> Path:
 
 
 def native_version(exe: Path) -> str:
-    from patcher.native.app import read_app
-    from patcher.native.reader import NativeBinary
-
     with NativeBinary(exe) as nb:
         version = read_app(nb).version
     if not version:
@@ -94,10 +95,8 @@ class _Stat:
 def verify_native(path: Path, *, timeout: float = 120) -> VerifyReport:
     """The proofs on the native install at ``path`` (see the module docstring); raises
     CtxpatchError on a refusal."""
-    from lab.netns import netns_available
-
     exe = native_executable(path)
-    why = netns_available()
+    why = netns.netns_available()
     if why is not None:
         raise NamespaceMissing(
             f"cannot verify the native build {exe} here",
@@ -138,9 +137,6 @@ def _run(
     version: str,
     timeout: float,
 ) -> VerifyReport:
-    from lab.sandbox import GatewaySandbox
-    from lab.verify_thinking import run_thinking_proof
-
     sandbox = GatewaySandbox(root, exe)
     with MockServer() as mock:
         proofs, turns = run_thinking_proof(sandbox, mock, version, timeout)
