@@ -69,6 +69,8 @@ ENV = "CTXPATCH_LEDGER"
 MAX_BYTES = 8 * 1024 * 1024
 KEEP = 4  # rotated files kept beside the current one (ledger.1.jsonl .. ledger.4.jsonl)
 NAME = "ledger.jsonl"
+BATCH_WAIT = 0.05  # s: the writer gathers the lines queued meanwhile into one write
+WRITE_MAX = 64 * 1024  # bytes of lines per write
 USAGE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 SESSION_HEADER = "X-Claude-Code-Session-Id"
 _UUID = rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -393,18 +395,51 @@ class Ledger:
 
     def _run(self) -> None:
         while True:
-            rec = self._q.get()
-            if rec is None:
-                return
+            batch = [self._q.get()]
+            # the lines of a busy stretch go out together: one wake-up, stat and write per
+            # BATCH_WAIT, not per request (each cost the gateway ~0.1 ms of CPU, measured)
+            time.sleep(BATCH_WAIT)
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    batch.append(self._q.get_nowait())
+            recs = [r for r in batch if r is not None]
             try:
-                self._write(json.dumps(rec.line(), separators=(",", ":")).encode() + b"\n")
-                self.written += 1
-            except Exception as exc:
-                self._failed(exc)
+                self._write_lines(recs)
             finally:
                 with self._idle:
-                    self._pending -= 1
+                    self._pending -= len(recs)
                     self._idle.notify_all()
+            if len(recs) < len(batch):
+                return
+
+    def _write_lines(self, recs: list[RequestRecord]) -> None:
+        """The records' lines, in writes of at most ``max_bytes`` (so rotation still bounds
+        each file), each record counted as written or failed."""
+        chunk: list[bytes] = []
+        size = 0
+
+        def write() -> None:
+            try:
+                self._write(b"".join(chunk))
+                self.written += len(chunk)
+            except Exception as exc:
+                for _ in chunk:
+                    self._failed(exc)
+            chunk.clear()
+
+        for rec in recs:
+            try:
+                line = json.dumps(rec.line(), separators=(",", ":")).encode() + b"\n"
+            except Exception as exc:
+                self._failed(exc)
+                continue
+            if chunk and size + len(line) > min(self.max_bytes, WRITE_MAX):
+                write()
+                size = 0
+            chunk.append(line)
+            size += len(line)
+        if chunk:
+            write()
 
     def _write(self, data: bytes) -> None:
         d = self.directory or ledger_dir()

@@ -147,6 +147,24 @@ def test_rotation_bounds_the_files(tmp_path):
     assert nums == sorted(nums) and nums[-1] == 199  # oldest first, the newest kept
 
 
+def test_lines_recorded_together_go_out_in_one_write_in_order(tmp_path, monkeypatch):
+    writes: list[bytes] = []
+    write = L.Ledger._write
+
+    def counted(self: L.Ledger, data: bytes) -> None:
+        writes.append(data)
+        write(self, data)
+
+    monkeypatch.setattr(L.Ledger, "_write", counted)
+    monkeypatch.setattr(L, "BATCH_WAIT", 0.5)  # a loaded machine still records 50 within it
+    led = L.Ledger(tmp_path)
+    for n in range(50):  # well within BATCH_WAIT: one batch, not 50 wake-ups and writes
+        led.record(rec(n))
+    assert led.flush() and led.written == 50 and led.errors == 0
+    assert len(writes) == 1 and writes[0].count(b"\n") == 50
+    assert [e["input"] for e in L.read_ledger(tmp_path).entries] == list(range(50))
+
+
 def test_errors_are_swallowed(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
