@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,12 +151,34 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
     process: list[int] = []  # records fitted since the process (or the segment) began
     resumes: list[Resume] = []
     by_line = {r[LINE_KEY]: r for r in records}
+    # per line, computed once (records are never mutated): the thinking share, the estimate
+    shares: dict[int, float] = {}
+    estimates: dict[int, int] = {}
+
+    def share_of(m: Mapping[str, Any]) -> float:
+        line = m[LINE_KEY]
+        s = shares.get(line)
+        if s is None:
+            s = shares[line] = thinking_share(m)
+        return s
+
+    def estimate_of(m: Mapping[str, Any]) -> int:
+        line = m[LINE_KEY]
+        e = estimates.get(line)
+        if e is None:
+            e = estimates[line] = full_estimate(m)
+        return e
+
+    # cost x thinking share of each record in ``thinking`` (the same order): what it adds to a
+    # prompt that counts it; a prompt that leaves it out (``left_out``) adds 0.0 for it, so the
+    # sum over the counted suffix is the sum over all of them, float for float
+    terms: list[float] = []
     for rec in records:
         line = rec[LINE_KEY]
         if is_compact_boundary(rec):
             for m in pending:
                 cost[m[LINE_KEY]] = float(full_estimate(m))
-            pending, prev_prompt, thinking, process = [rec], None, [], []
+            pending, prev_prompt, thinking, process, terms = [rec], None, [], [], []
             turn_from, counted_before = line, 0.0
             continue
         k = tr.reply_of_line.get(line)
@@ -167,15 +190,15 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
 
             def left_out(n: int, since: int = since) -> float:
                 """The share of fitted thinking record ``n`` this request leaves out."""
-                return thinking_share(by_line[n]) if strip and n < since else 0.0
+                return share_of(by_line[n]) if strip and n < since else 0.0
 
-            counted_now = sum(
-                cost[n] * (thinking_share(by_line[n]) - left_out(n)) for n in thinking
-            )
+            # sum(cost[n] * (share(n) - left_out(n)) for n in thinking): the records left out
+            # (lines before ``since``, a prefix of ``thinking``) add exactly 0.0
+            counted_now = sum(terms[bisect_left(thinking, since) if strip else 0 :])
             # thinking that ended before this prompt, on a model that leaves it out: not in
             # this prompt, so its cost cannot be fitted here
             never = (
-                {i for i, m in enumerate(pending[:last_turn]) if thinking_share(m) == 1.0}
+                {i for i, m in enumerate(pending[:last_turn]) if share_of(m) == 1.0}
                 if strip and last_turn >= 0
                 else set()
             )
@@ -183,7 +206,7 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
             delta: float
             if prev_prompt is None:
                 if overhead is None:
-                    overhead = max(0, prompt - sum(full_estimate(m) for _, m in counted))
+                    overhead = max(0, prompt - sum(estimate_of(m) for _, m in counted))
                     delta = prompt - overhead
                 else:
                     delta = prompt - (fixed if fixed is not None else overhead)
@@ -191,26 +214,29 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
             else:
                 delta = prompt - prev_prompt - (counted_now - counted_before)
                 if process and any(is_resume_marker(m) for m in pending):
-                    lost = delta - ratio * sum(full_estimate(m) for _, m in counted)
+                    lost = delta - ratio * sum(estimate_of(m) for _, m in counted)
                     held = sum(cost[n] * (1 - left_out(n)) for n in process)
                     if lost < 0 and held > 0:
                         f = max(0.0, 1 + lost / held)
                         resumes.append(Resume(line, process[0], process[-1], f))
                         delta -= lost
                     process = []
-            weights = [max(1, full_estimate(m)) for _, m in counted]
+            weights = [max(1, estimate_of(m)) for _, m in counted]
             total_w = sum(weights)
             for i in never:
-                cost[pending[i][LINE_KEY]] = ratio * full_estimate(pending[i])
+                cost[pending[i][LINE_KEY]] = ratio * estimate_of(pending[i])
             new_thinking = 0.0
             for (_, m), w in zip(counted, weights, strict=True):
-                c = delta * w / total_w if delta > 0 and total_w else float(full_estimate(m))
+                c = delta * w / total_w if delta > 0 and total_w else float(estimate_of(m))
                 cost[m[LINE_KEY]] = c
                 fitted += c
-                est_total += full_estimate(m)
+                est_total += estimate_of(m)
                 process.append(m[LINE_KEY])
-                new_thinking += c * thinking_share(m)
-            thinking += [m[LINE_KEY] for m in pending if thinking_share(m) > 0]
+                new_thinking += c * share_of(m)
+            for m in pending:
+                if share_of(m) > 0:
+                    thinking.append(m[LINE_KEY])
+                    terms.append(cost[m[LINE_KEY]] * share_of(m))
             counted_before = counted_now + new_thinking
             if last_turn >= 0:
                 turn_from = since
