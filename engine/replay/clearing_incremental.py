@@ -17,7 +17,13 @@ result three times, so a replay of ``n`` requests does ``O(n²)`` work with a la
   kept and extended by the newly older uses; a shorter prefix (a round with more parallel
   results) or a result that arrives for an already cleared use recomputes them;
 * an edited record's cost ratio (the chars/4 estimate after / before, as ``BlockEstimates``)
-  is kept per (record, changed blocks).
+  is kept per (record, changed blocks);
+* under the ``paid`` policy (:class:`engine.twins.policy.PaidPolicy`, the default) the keep is
+  the policy's walk kept as state (:class:`engine.twins.policy_scan.PolicyScan`), resumed after
+  the last record both lists share where the walk says it may be, else walked again; the
+  history the file does not hold (the policy's ``preceding``) enters the walk as one leading
+  assistant message of that many characters (no tool use, never a request point: it only adds
+  its size to the walk's total, as ``paid_boundary``'s ``preceding`` does).
 
 What stays per request is linear with a tiny constant: the identity check of the sent prefix,
 the sum of the costs, and one float addition per edited record (the specification's order).
@@ -33,12 +39,16 @@ from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
 from engine.api.context_management import ClearToolUses
 from engine.api.server_clearing import BlockEstimates, ServerView
 from engine.tokens import block_tokens
+from engine.twins.policy import PaidPolicy
+from engine.twins.policy_scan import PolicyScan
+
+RESUME_TRIES = 8  # points tried, newest first, before the policy's walk starts again
 
 
 class _Record:
     """What the edit needs of one sent record (its API message)."""
 
-    __slots__ = ("assistant", "content", "results", "role", "trailing", "uses")
+    __slots__ = ("api", "assistant", "content", "results", "role", "trailing", "uses")
 
     def __init__(self, record: Mapping[str, Any]) -> None:
         msg = record.get("message") if record.get("type") in ("user", "assistant") else None
@@ -47,6 +57,8 @@ class _Record:
         blocks = content if isinstance(content, list) else []
         self.role = role
         self.content = content
+        # the message the policy walks (``server_clearing._api_message`` without its index)
+        self.api = {"role": role, "content": content}
         self.assistant = role == "assistant"
         # (block index, block) of each tool_use; (block index, tool_use_id) of each tool_result
         self.uses = [
@@ -69,10 +81,20 @@ class _Record:
 class IncrementalClearing:
     """``clear_on_server`` for the successive requests of one replay (see the module doc)."""
 
-    def __init__(self, edit: ClearToolUses, estimate: BlockEstimates, step: int = 1) -> None:
+    def __init__(
+        self,
+        edit: ClearToolUses,
+        estimate: BlockEstimates,
+        step: int = 1,
+        policy: PaidPolicy | None = None,
+    ) -> None:
         self.edit = edit
         self.estimate = estimate
         self.step = step
+        self.policy = policy
+        self._scan: PolicyScan | None = None
+        self._scanned = 0  # records the scan has walked
+        self._preceding = 0  # characters of the leading message the scan walked first
         self._sent: list[Mapping[str, Any]] = []
         self._recs: list[_Record] = []
         self._uses: list[tuple[int, int, Mapping[str, Any]]] = []  # (record, block, tool_use)
@@ -117,6 +139,7 @@ class IncrementalClearing:
 
     def _truncate(self, k: int) -> None:
         self._recs = self._recs[:k]
+        self._scanned = min(self._scanned, k)
         self._uses = [u for u in self._uses if u[0] < k]
         self._results = {}
         for i, r in enumerate(self._recs):
@@ -126,6 +149,33 @@ class IncrementalClearing:
         self._reset_prefix()
 
     # --- the edit -----------------------------------------------------------------------------
+
+    def _paid_keep(self, overhead: float) -> int:
+        """``PaidPolicy``'s keep for the records synced, with ``overhead`` before them."""
+        policy = self.policy
+        assert policy is not None
+        preceding = max(0, round(overhead - policy.fixed)) if policy.fixed else 0
+        lead = 1 if preceding else 0
+        scan = self._scan
+        recs = self._recs
+        n = len(recs)
+        start = None  # records the walk keeps
+        if scan is not None and preceding == self._preceding:
+            done = min(self._scanned, n)
+            for k in range(done, max(0, done - RESUME_TRIES), -1):
+                if scan.resumable(lead + k - 1, [r.api for r in recs[k:]]):
+                    start = k
+                    break
+        if start is None or scan is None:
+            scan = PolicyScan(self.edit, policy.ceiling, policy.patience)
+            if preceding:
+                scan.extend([{"role": "assistant", "content": "x" * (4 * preceding)}])
+            self._scan, self._preceding, start = scan, preceding, 0
+        else:
+            scan.truncate(lead + start - 1)
+        scan.extend([r.api for r in recs[start:]])
+        self._scanned = n
+        return scan.keep("paid")
 
     def _keep(self) -> int:
         """``edit_for_request``'s keep for the records synced."""
@@ -203,7 +253,8 @@ class IncrementalClearing:
         self._sync(sent)
         if edit.trigger_type == "tool_uses" and len(self._uses) < edit.trigger_value:
             return ServerView(list(costs), {}, 0, 0)
-        older = max(0, len(self._uses) - self._keep())
+        keep = self._paid_keep(overhead) if self.policy is not None else self._keep()
+        older = max(0, len(self._uses) - keep)
         if older < self._done:
             self._reset_prefix()
         self._fold(older)

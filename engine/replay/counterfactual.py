@@ -66,7 +66,7 @@ from engine.twins.context_clear import (
     near_window_limit,
     step_from_env,
 )
-from engine.twins.policy import clear_policy_from_env, policy_from_env
+from engine.twins.policy import PaidPolicy, clear_policy_from_env, policy_from_env
 
 SCENARIOS = ("unpatched", "text_prune", "server_clearing", "patched")
 PRUNE_SCENARIOS = frozenset({"text_prune", "patched"})
@@ -208,11 +208,17 @@ def simulate_counterfactual(
         # the online policy of the injected JavaScript (engine.twins.policy; CLAUDE_CTX_CLEAR_POLICY)
         clear_policy = clear_policy_from_env(cenv, overhead)
     estimate = BlockEstimates()
-    # the fixed STEP rule replays incrementally (engine.replay.clearing_incremental); an online policy
-    # fits the edit to every request's messages: clear_on_server, the specification
+    # the fixed STEP rule and the paid policy replay incrementally (engine.replay.clearing_incremental);
+    # any other policy (the oracle's plan) fits the edit to every request's messages: clear_on_server,
+    # the specification
     clearing = (
-        IncrementalClearing(clear_edit, estimate, clear_step)
-        if clear_edit is not None and clear_policy is None
+        IncrementalClearing(
+            clear_edit,
+            estimate,
+            clear_step,
+            clear_policy if type(clear_policy) is PaidPolicy else None,
+        )
+        if clear_edit is not None and (clear_policy is None or type(clear_policy) is PaidPolicy)
         else None
     )
     guard_limit = (

@@ -2,7 +2,8 @@
 (engine.server_clearing.clear_on_server, the whole edit recomputed on every request): the same
 Simulation, request for request and event for event, on the shared real sessions, a long
 synthetic one, and under the knobs that move the edit (step, keep, clear_at_least, inputs,
-excluded tools, a tool_uses trigger)."""
+excluded tools, a tool_uses trigger), under the fixed STEP rule and the paid policy (its
+ceiling and patience; history the file does not hold, the policy's ``preceding``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared_data import PUBLIC
 from engine.api.server_clearing import clear_on_server
 from engine.profiles import profile_for
 from engine.replay import counterfactual as replay_mod
+from engine.replay.calibration import calibrate
 from engine.replay.session import simulate
 from engine.transcript import build_transcript, load_transcript
 
@@ -23,21 +25,35 @@ from .conftest import need_shared, spotter_sessions
 class SpecClearing:
     """The specification behind the incremental class's interface."""
 
-    def __init__(self, edit, estimate, step=1):
-        self.edit, self.estimate, self.step = edit, estimate, step
+    def __init__(self, edit, estimate, step=1, policy=None):
+        self.edit, self.estimate, self.step, self.policy = edit, estimate, step, policy
+        self.views = 0
 
     def view(self, sent, costs, overhead):
-        return clear_on_server(sent, costs, overhead, self.edit, self.estimate, self.step)
+        self.views += 1
+        return clear_on_server(
+            sent, costs, overhead, self.edit, self.estimate, self.step, self.policy
+        )
 
 
-def both(tr, scenario, clear_env, monkeypatch):
-    # the incremental replay is the fixed STEP rule's (an online policy uses the specification)
-    clear_env = {"CLAUDE_CTX_CLEAR_POLICY": "fixed", **clear_env}
+POLICIES = ("fixed", "paid")
+
+
+def both(tr, scenario, clear_env, monkeypatch, policy="fixed"):
+    clear_env = {"CLAUDE_CTX_CLEAR_POLICY": policy, **clear_env}
     prof = profile_for(tr.version or "2.1.39")
-    new = simulate(tr, prof, scenario, clear_env=clear_env)
+    made = []
+
+    def spec(*args, **kwargs):
+        made.append(SpecClearing(*args, **kwargs))
+        return made[-1]
+
     with monkeypatch.context() as m:
-        m.setattr(replay_mod, "IncrementalClearing", SpecClearing)
+        m.setattr(replay_mod, "IncrementalClearing", spec)
         old = simulate(tr, prof, scenario, clear_env=clear_env)
+    # the replay went through the class (the specification behind it), for either policy
+    assert made and made[0].views and (made[0].policy is not None) == (policy == "paid")
+    new = simulate(tr, prof, scenario, clear_env=clear_env)
     return old, new
 
 
@@ -57,10 +73,13 @@ def _shared():
     ]
 
 
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("path", _shared(), ids=lambda p: p.name[:40])
-def test_shared_sessions_replay_the_same(path, monkeypatch):
+def test_shared_sessions_replay_the_same(path, policy, monkeypatch):
     tr = load_transcript(need_shared(path))
-    old, new = both(tr, "server_clearing", {"CLAUDE_CTX_CLEAR_TRIGGER": "30000"}, monkeypatch)
+    old, new = both(
+        tr, "server_clearing", {"CLAUDE_CTX_CLEAR_TRIGGER": "30000"}, monkeypatch, policy
+    )
     if not any(e.kind == "server_clear" for e in old.events):
         pytest.skip(f"{path.name}: never reaches the clearing trigger (nothing to compare)")
     assert_same(old, new)
@@ -76,19 +95,47 @@ KNOBS = [
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spotter-session.jsonl"
 
 
+PAID_KNOBS = [
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_CEILING": "20000"},
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_PATIENCE": "0"},
+    {"CLAUDE_CTX_CLEAR_TRIGGER": "20000", "CLAUDE_CTX_CLEAR_PATIENCE": "400"},
+]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize(
     "knobs", KNOBS, ids=lambda k: ",".join(f"{a[15:]}={b}" for a, b in k.items())
 )
-def test_knobs_replay_the_same(knobs, monkeypatch):
-    old, new = both(load_transcript(EXAMPLE), "server_clearing", knobs, monkeypatch)
+def test_knobs_replay_the_same(knobs, policy, monkeypatch):
+    old, new = both(load_transcript(EXAMPLE), "server_clearing", knobs, monkeypatch, policy)
     assert_same(old, new)
 
 
-def test_compactions_and_the_prune_replay_the_same(monkeypatch):
+@pytest.mark.parametrize(
+    "knobs", PAID_KNOBS, ids=lambda k: ",".join(f"{a[15:]}={b}" for a, b in k.items())
+)
+def test_paid_knobs_replay_the_same(knobs, monkeypatch):
+    old, new = both(load_transcript(EXAMPLE), "server_clearing", knobs, monkeypatch, "paid")
+    assert_same(old, new)
+
+
+def test_history_the_file_does_not_hold_replays_the_same(monkeypatch):
+    """A file that starts mid-conversation (Calibration.carried > 0): the paid policy counts
+    that history before the messages (``preceding``) until the first compaction drops it."""
+    path = PUBLIC / "entireio__cli__43b2bd6e-ccc5-4d83-bbe5-9cd1cd19cc82.jsonl.xz"
+    tr = load_transcript(need_shared(path))
+    prof = profile_for(tr.version or "2.1.39")
+    assert calibrate(tr, prof).carried > 0
+    old, new = both(tr, "patched", {"CLAUDE_CTX_CLEAR_TRIGGER": "20000"}, monkeypatch, "paid")
+    assert_same(old, new)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_compactions_and_the_prune_replay_the_same(policy, monkeypatch):
     """The example session twice over, patched at the default knobs: clearing, the text
     prune rewriting records, compactions (the sent list restarts, the prefix is rebuilt)."""
     from bench.bench_simulate import repeated
 
     tr = build_transcript(repeated(list(load_transcript(EXAMPLE).records), 2), "x2")
-    old, new = both(tr, "patched", {}, monkeypatch)
+    old, new = both(tr, "patched", {}, monkeypatch, policy)
     assert_same(old, new)
