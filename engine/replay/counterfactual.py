@@ -32,7 +32,6 @@ from typing import Any
 from engine.api.context_management import to_json
 from engine.api.previous_thinking import (
     main_model,
-    starts_turn,
     strips_previous_thinking,
     thinking_share,
 )
@@ -49,6 +48,7 @@ from engine.replay.calibration import Calibration, calibrate, full_estimate
 from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
 from engine.replay.model import Event, Request, Simulation
+from engine.replay.prompt_parts import PromptParts
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.recorded import (
     LINE_KEY,
@@ -277,7 +277,8 @@ def simulate_counterfactual(
         """A message's part of the prompt-cache signature, memoised by message identity."""
         return (m.get(LINE_KEY), estimate_of(m) if changed(m) else -1)
 
-    share = by_identity(thinking_share)  # memoised by message identity
+    # each sent message's live factor, cost and signature entry (engine.replay.prompt_parts)
+    parts = PromptParts(cal, strip, msg_cost, sig_key, by_identity(thinking_share))
     counted: tuple[list[dict], list[int]] = ([], [])
 
     def block_counts(sent: list[dict]) -> list[int]:
@@ -304,20 +305,6 @@ def simulate_counterfactual(
         guard's measure): the messages exactly, the system prompt and tools and any history
         the file does not hold (``base`` tokens) at :data:`OVERHEAD_CHARS_PER_TOKEN`."""
         return sum(map(msg_chars, sent)) + len(sent) + 1 + base * OVERHEAD_CHARS_PER_TOKEN
-
-    def live(sent: list[dict], at: int) -> list[float]:
-        """Each sent message's share of its cost in the prompt of the request at ``at``:
-        earlier turns' thinking left out (``strip``), what a resumed process did not reload."""
-        factors = [cal.resume_factor(m.get(LINE_KEY), at) for m in sent] if cal.resumes else []
-        if not factors:
-            factors = [1.0] * len(sent)
-        if strip:
-            last = max((i for i, m in enumerate(sent) if starts_turn(m)), default=-1)
-            for i in range(last):
-                s = share(sent[i])
-                if s:
-                    factors[i] *= 1.0 - s
-        return factors
 
     def summary_call(at: int, tokens: float, compacted: list[dict]) -> CompactionCall:
         """The summary request of a compaction at ``at`` (engine.replay.compaction_cost)."""
@@ -412,8 +399,7 @@ def simulate_counterfactual(
                     )
                     names.append("text_prune")
                     sent = pruned
-            factors = live(sent, line)
-            costs = [msg_cost(m) * f for m, f in zip(sent, factors, strict=True)]
+            costs = parts.price(sent, line)
             base = overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
@@ -445,9 +431,7 @@ def simulate_counterfactual(
                     )
                     names.append("server_clear")
             prompt = round(base + sum(costs))
-            sig: list[Hashable] = [
-                (*sig_key(m), on_server.get(i, ()), factors[i]) for i, m in enumerate(sent)
-            ]
+            sig = parts.signature(on_server)
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             blocks = block_counts(sent)
             # the carried history (before the file's first message) is a fixed prefix too: read

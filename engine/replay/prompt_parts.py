@@ -1,0 +1,180 @@
+"""Each sent message's share of a replayed prompt, carried from request to request.
+
+A counterfactual replay (:mod:`engine.replay.counterfactual`) prices every request message by
+message: the *live factor* of a message (the part of its fitted cost still in the prompt: what a
+resumed process did not reload, ``Calibration.resume_factor``; on a model that leaves out the
+thinking of earlier turns, ``1 - thinking share`` before the last human prompt), its cost
+(fitted cost x factor) and its part of the prompt-cache signature (its line and estimate, the
+blocks the server cleared in it, its factor). :class:`SpecParts` is the specification: all of
+it computed again for every message of every request, so a replay of ``n`` requests over a
+history that keeps growing (clearing delays compaction) does ``O(n²)`` work in Python.
+
+:class:`PromptParts` gives the identical lists (the same floats, the same tuples by value)
+from what it kept of the previous request: the messages are never mutated, so the values of
+the leading messages both requests share (by identity) still hold, except where their inputs
+moved:
+
+* a new human prompt moves the last turn start: the messages between the old and the new one
+  change their thinking factor (each message once per turn: linear over the replay);
+* the request passes the line of a resumed process: every factor is computed again (once per
+  resume);
+* the blocks the server cleared in a message changed: its signature entry is made again
+  (one comparison of the two clearing maps when nothing moved).
+
+What stays per request is C-level: the identity check of the shared prefix and the copies of
+the lists handed out.
+"""
+
+from __future__ import annotations
+
+import operator
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+from engine.api.previous_thinking import starts_turn
+from engine.replay.calibration import Calibration
+from engine.replay.recorded import LINE_KEY
+
+Message = Mapping[str, Any]
+OnServer = Mapping[int, tuple[int, ...]]
+
+
+class SpecParts:
+    """The specification: every message's factor, cost and signature entry computed afresh."""
+
+    def __init__(
+        self,
+        cal: Calibration,
+        strip: bool,
+        cost: Callable[[Message], float],
+        sig_key: Callable[[Message], tuple[Any, int]],
+        share: Callable[[Message], float],
+    ) -> None:
+        self.cal, self.strip = cal, strip
+        self.cost, self.sig_key, self.share = cost, sig_key, share
+        self._sent: Sequence[Message] = []
+        self._factors: list[float] = []
+
+    def factors(self, sent: Sequence[Message], at: int) -> list[float]:
+        """Each sent message's share of its cost in the prompt of the request at ``at``:
+        earlier turns' thinking left out (``strip``), what a resumed process did not reload."""
+        cal = self.cal
+        factors = [cal.resume_factor(m.get(LINE_KEY), at) for m in sent] if cal.resumes else []
+        if not factors:
+            factors = [1.0] * len(sent)
+        if self.strip:
+            last = max((i for i, m in enumerate(sent) if starts_turn(m)), default=-1)
+            for i in range(last):
+                s = self.share(sent[i])
+                if s:
+                    factors[i] *= 1.0 - s
+        return factors
+
+    def price(self, sent: Sequence[Message], at: int) -> list[float]:
+        """The cost of each sent message in the prompt of the request at ``at``."""
+        self._sent = sent
+        self._factors = self.factors(sent, at)
+        return [self.cost(m) * f for m, f in zip(sent, self._factors, strict=True)]
+
+    def signature(self, on_server: OnServer) -> list[Hashable]:
+        """The prompt-cache signature of the messages last priced, with the blocks the server
+        cleared in each (``on_server``)."""
+        return [
+            (*self.sig_key(m), on_server.get(i, ()), self._factors[i])
+            for i, m in enumerate(self._sent)
+        ]
+
+
+class PromptParts(SpecParts):
+    """:class:`SpecParts`' lists from state kept across the requests of one replay."""
+
+    def __init__(
+        self,
+        cal: Calibration,
+        strip: bool,
+        cost: Callable[[Message], float],
+        sig_key: Callable[[Message], tuple[Any, int]],
+        share: Callable[[Message], float],
+    ) -> None:
+        super().__init__(cal, strip, cost, sig_key, share)
+        self._sent = []
+        self._costs: list[float] = []
+        self._sig: list[Hashable] = []
+        self._on: OnServer = {}
+        self._turns: list[int] = []  # indices of the turn starts in the messages last priced
+        self._last = -1  # the last turn start the factors were computed with
+        self._resumed: tuple[bool, ...] = ()  # which resumes the request last priced had passed
+        self._kept = 0  # leading messages whose signature entries still hold
+        self._redo: list[int] = []  # earlier messages whose factor moved
+
+    def _factor(self, m: Message, i: int, at: int, last: int) -> float:
+        # the specification's expression, operation for operation
+        f = self.cal.resume_factor(m.get(LINE_KEY), at) if self.cal.resumes else 1.0
+        if self.strip and i < last:
+            s = self.share(m)
+            if s:
+                f *= 1.0 - s
+        return f
+
+    def price(self, sent: Sequence[Message], at: int) -> list[float]:
+        old = self._sent
+        n = len(old)
+        if len(sent) >= n and all(map(operator.is_, sent[:n], old)):
+            p = n
+        else:
+            p = next(
+                (i for i, (a, b) in enumerate(zip(sent, old, strict=False)) if a is not b),
+                min(len(sent), n),
+            )
+        resumed = tuple(r.line <= at for r in self.cal.resumes)
+        if resumed != self._resumed:
+            p = 0
+            self._resumed = resumed
+        turns = self._turns
+        del turns[bisect_left(turns, p) :]
+        for i in range(p, len(sent)):
+            if starts_turn(sent[i]):
+                turns.append(i)
+        last = turns[-1] if turns else -1
+        factors, costs = self._factors, self._costs
+        del factors[p:], costs[p:]
+        redo: list[int] = []
+        if self.strip and last != self._last:
+            # the messages whose "before the last turn start" changed, among those kept
+            redo = list(range(max(0, min(last, self._last)), min(max(last, self._last), p)))
+        cost = self.cost
+        for i in redo:
+            m = sent[i]
+            factors[i] = f = self._factor(m, i, at, last)
+            costs[i] = cost(m) * f
+        for i in range(p, len(sent)):
+            m = sent[i]
+            f = self._factor(m, i, at, last)
+            factors.append(f)
+            costs.append(cost(m) * f)
+        self._sent = list(sent)
+        self._last = last
+        self._kept = min(self._kept, p)
+        self._redo = redo
+        return list(costs)
+
+    def signature(self, on_server: OnServer) -> list[Hashable]:
+        sent, factors, sig = self._sent, self._factors, self._sig
+        sig_key = self.sig_key
+        kept = self._kept
+        del sig[kept:]
+        for i in self._redo:
+            if i < kept:
+                sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
+        if on_server != self._on:
+            before = self._on
+            for i in {*on_server, *before}:
+                if i < kept and on_server.get(i, ()) != before.get(i, ()):
+                    sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
+        for i in range(kept, len(sent)):
+            sig.append((*sig_key(sent[i]), on_server.get(i, ()), factors[i]))
+        self._kept = len(sent)
+        self._on = dict(on_server)
+        self._redo = []
+        return list(sig)

@@ -1,0 +1,78 @@
+"""The per-message prompt parts carried across requests (engine.replay.prompt_parts.PromptParts)
+against their specification (SpecParts: every factor, cost and signature entry computed again
+on every request): the same Simulation, request for request and event for event, in every
+counterfactual scenario, on sessions that leave out earlier turns' thinking, sessions with a
+resumed process, the largest shared session, and a long synthetic one that compacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from shared_data import PUBLIC, SPOTTER
+
+from engine.profiles import profile_for
+from engine.replay import counterfactual as replay_mod
+from engine.replay.calibration import calibrate
+from engine.replay.prompt_parts import SpecParts
+from engine.replay.session import simulate
+from engine.transcript import build_transcript, load_transcript
+
+from .conftest import need_shared, spotter_sessions
+
+SCENARIOS = ("unpatched", "text_prune", "server_clearing", "patched")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spotter-session.jsonl"
+# a model that leaves out earlier turns' thinking; a file with a resumed process
+STRIPS = "M-Thisness__M-Claude__3af9b1a7-6512-4883-ad18-320658ced099.jsonl.xz"
+RESUMES = "entireio__cli__545b45d4-729e-4d0b-8e6b-45cb65d43f00.jsonl.xz"
+
+
+def both(tr, scenario, monkeypatch, clear_env=None):
+    prof = profile_for(tr.version or "2.1.39")
+    made: list[SpecParts] = []
+
+    def spec(*args):
+        made.append(SpecParts(*args))
+        return made[-1]
+
+    with monkeypatch.context() as m:
+        m.setattr(replay_mod, "PromptParts", spec)
+        old = simulate(tr, prof, scenario, clear_env=clear_env)
+    assert made  # the replay priced through the specification
+    new = simulate(tr, prof, scenario, clear_env=clear_env)
+    return old, new
+
+
+def assert_same(old, new):
+    assert new.requests == old.requests
+    assert new.events == old.events
+    assert len(new.requests) > 10
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("name", [STRIPS, RESUMES])
+def test_thinking_and_resumes_replay_the_same(name, scenario, monkeypatch):
+    tr = load_transcript(need_shared(PUBLIC / name))
+    cal = calibrate(tr, profile_for(tr.version or "2.1.39"))
+    assert cal.strips_thinking if name == STRIPS else cal.resumes  # what the case is for
+    # a low trigger, so that the clearing scenarios clear (their signatures carry it)
+    assert_same(*both(tr, scenario, monkeypatch, {"CLAUDE_CTX_CLEAR_TRIGGER": "20000"}))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_largest_shared_session_replays_the_same(scenario, monkeypatch):
+    path = max(spotter_sessions() or [need_shared(SPOTTER)], key=lambda p: p.stat().st_size)
+    old, new = both(load_transcript(path), scenario, monkeypatch)
+    assert_same(old, new)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_long_session_that_compacts_replays_the_same(scenario, monkeypatch):
+    from bench.bench_simulate import repeated
+
+    tr = build_transcript(repeated(list(load_transcript(EXAMPLE).records), 3), "x3")
+    old, new = both(tr, scenario, monkeypatch)
+    assert_same(old, new)
+    # the list restarts at a compaction; with the clearing, the edit moves (it avoids them)
+    kind = "server_clear" if "clear" in scenario or scenario == "patched" else "auto_compact"
+    assert any(e.kind == kind for e in new.events)
