@@ -104,6 +104,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.identity_memo import by_identity
 from engine.twins.textprune_estimate import estimate_tokens
 from engine.twins.textprune_shorten import shortened_message, shortens
 from engine.twins.textprune_thinking import plan_thinking
@@ -258,6 +259,17 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
 # --------------------------------------------------------------------------- thinking
 
 
+@by_identity
+def _without_thinking(msg: Any) -> tuple[Any, int]:
+    """``msg`` without its thinking blocks (``None`` when nothing else is left) and how many
+    went; the same copy for the same message (see ``shortened_message``)."""
+    content = msg["message"]["content"]
+    kept = [b for b in content if type_of(b) not in THINKING_TYPES]
+    if not kept:
+        return None, len(content)
+    return {**msg, "message": {**msg["message"], "content": kept}}, len(content) - len(kept)
+
+
 def _prune_thinking(
     messages: list[Any], settings: PruneSettings, starts: list[int]
 ) -> PruneOutcome:
@@ -283,13 +295,12 @@ def _prune_thinking(
             if shortened is not None:
                 new, pruned_blocks = shortened, pruned_blocks + count
         if i in drop:
-            content = new["message"]["content"]
-            kept = [b for b in content if type_of(b) not in THINKING_TYPES]
-            dropped += len(content) - len(kept)
-            if not kept:
+            without, count = _without_thinking(new)
+            dropped += count
+            if without is None:
                 removed += 1
                 continue
-            new = {**new, "message": {**new["message"], "content": kept}}
+            new = without
         if new is not msg:
             changed += 1
         out.append(new)

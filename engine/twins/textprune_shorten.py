@@ -42,6 +42,10 @@ def pruned_text(text: str, max_chars: int) -> str:
     return result if utf16_len(result) < utf16_len(text) else text
 
 
+# Per (message object, max_chars), like ``shortens``: the same message gives the same copy on
+# every call (nothing mutates either), so a replay that prunes one history request after request
+# hands on the same objects, which its identity memos (engine.replay) rely on.
+@by_identity_and
 def shortened_message(msg: object, max_chars: int) -> tuple[Any, int]:
     """The shortened copy of an older message and how many texts it shortened, or ``(None, 0)``."""
     found = conversation_message(msg)
