@@ -39,7 +39,6 @@ from engine.api.prompt_cache import PromptCache, block_count
 from engine.api.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
 from engine.claude_code.compact import Summarizer, full_compact, offline_summary
 from engine.claude_code.count import autocompact_tokens, last_usage_tokens
-from engine.claude_code.microcompact import microcompact
 from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.identity_memo import by_identity
 from engine.javascript import js_json_stringify, utf16_len
@@ -47,6 +46,7 @@ from engine.profiles import Profile, parse_version
 from engine.replay.calibration import Calibration, calibrate, full_estimate
 from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
+from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
 from engine.replay.prompt_parts import PromptParts
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
@@ -226,6 +226,8 @@ def simulate_counterfactual(
     )
     guarded = False  # the previous request went without the edit (the window guard)
     cache = PromptCache(overhead)
+    # micro-compaction as engine.claude_code.microcompact, from state kept across the requests
+    micro = IncrementalMicrocompact(profile, th)
     history: list[dict] = []
     requests: list[Request] = []
     events: list[Event] = []
@@ -376,7 +378,7 @@ def simulate_counterfactual(
                 tokens = autocompact_tokens(history, profile)
             sent = history
             if microcompact_on:
-                mc = microcompact(history, profile, th, cleared)
+                mc = micro.run(history, cleared)
                 if mc.fired:
                     events.append(_mc_event(mc, line, last_usage_tokens(history), th, None))
                     names.append("micro_compact")
