@@ -48,7 +48,7 @@ from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
 from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
-from engine.replay.prompt_parts import PromptParts
+from engine.replay.prompt_parts import PromptParts, PruneSaving
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.recorded import (
     LINE_KEY,
@@ -281,6 +281,7 @@ def simulate_counterfactual(
 
     # each sent message's live factor, cost and signature entry (engine.replay.prompt_parts)
     parts = PromptParts(cal, strip, msg_cost, sig_key, by_identity(thinking_share))
+    prune_saving = PruneSaving(msg_cost)  # what the text prune took off each request
     counted: tuple[list[dict], list[int]] = ([], [])
 
     def block_counts(sent: list[dict]) -> list[int]:
@@ -391,11 +392,7 @@ def simulate_counterfactual(
             if prune_mod is not None:
                 pruned = prune_mod.prune(sent, penv)
                 if pruned is not sent:
-                    saved = sum(
-                        msg_cost(a) - msg_cost(b)
-                        for a, b in zip(sent, pruned, strict=False)
-                        if a is not b
-                    )
+                    saved = prune_saving(sent, pruned)
                     events.append(
                         Event("text_prune", line, tokens, None, saved_tokens=round(saved))
                     )

@@ -30,6 +30,8 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from engine.api.previous_thinking import starts_turn
@@ -178,3 +180,55 @@ class PromptParts(SpecParts):
         self._on = dict(on_server)
         self._redo = []
         return list(sig)
+
+
+def spec_prune_saving(
+    cost: Callable[[Message], float], sent: Sequence[Message], pruned: Sequence[Message]
+) -> float:
+    """The specification of :class:`PruneSaving`: what the text prune took off the prompt,
+    message by message (the pairs the prune replaced, in order)."""
+    return sum(cost(a) - cost(b) for a, b in zip(sent, pruned, strict=False) if a is not b)
+
+
+class PruneSaving:
+    """:func:`spec_prune_saving` from the previous request's sum: the prune hands out the same
+    copies for the same messages (``engine.twins.textprune``), so the pairs it replaced are
+    mostly the previous request's plus newer ones, whose terms continue the same running sum
+    (the specification's order, float for float). The replaced pairs are found in C
+    (``itertools.compress``), the terms computed only past the pairs both requests share."""
+
+    def __init__(self, cost: Callable[[Message], float]) -> None:
+        self.cost = cost
+        self._left: list[Message] = []
+        self._right: list[Message] = []
+        self._sums: list[float] = [0]  # running sums: _sums[k] is the sum of the first k terms
+
+    def __call__(self, sent: Sequence[Message], pruned: Sequence[Message]) -> float:
+        at = list(compress(range(min(len(sent), len(pruned))), map(operator.is_not, sent, pruned)))
+        left, right = _gather(sent, at), _gather(pruned, at)
+        old_left, old_right = self._left, self._right
+        n = min(len(old_left), len(left))
+        if all(map(operator.is_, left[:n], old_left)) and all(
+            map(operator.is_, right[:n], old_right)
+        ):
+            k = n
+        else:
+            k = next(
+                i for i in range(n) if left[i] is not old_left[i] or right[i] is not old_right[i]
+            )
+        sums = self._sums
+        del sums[k + 1 :]
+        cost = self.cost
+        total = sums[-1]
+        for a, b in zip(left[k:], right[k:], strict=True):
+            total += cost(a) - cost(b)
+            sums.append(total)
+        self._left, self._right = left, right
+        return total
+
+
+def _gather(items: Sequence[Message], at: list[int]) -> list[Message]:
+    """``[items[i] for i in at]``, gathered in C."""
+    if len(at) < 2:
+        return [items[i] for i in at]
+    return list(itemgetter(*at)(items))

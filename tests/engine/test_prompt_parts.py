@@ -1,11 +1,12 @@
-"""The per-message prompt parts carried across requests (engine.replay.prompt_parts.PromptParts)
-against their specification (SpecParts: every factor, cost and signature entry computed again
-on every request): the same Simulation, request for request and event for event, in every
+"""The per-message prompt parts carried across requests (engine.replay.prompt_parts.PromptParts,
+PruneSaving) against their specification (SpecParts: every factor, cost and signature entry
+computed again on every request; spec_prune_saving: the prune's saving summed over every pair): the same Simulation, request for request and event for event, in every
 counterfactual scenario, on sessions that leave out earlier turns' thinking, sessions with a
 resumed process, the largest shared session, and a long synthetic one that compacts."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from shared_data import PUBLIC, SPOTTER
 from engine.profiles import profile_for
 from engine.replay import counterfactual as replay_mod
 from engine.replay.calibration import calibrate
-from engine.replay.prompt_parts import SpecParts
+from engine.replay.prompt_parts import SpecParts, spec_prune_saving
 from engine.replay.session import simulate
 from engine.transcript import build_transcript, load_transcript
 
@@ -37,6 +38,7 @@ def both(tr, scenario, monkeypatch, clear_env=None):
 
     with monkeypatch.context() as m:
         m.setattr(replay_mod, "PromptParts", spec)
+        m.setattr(replay_mod, "PruneSaving", lambda cost: partial(spec_prune_saving, cost))
         old = simulate(tr, prof, scenario, clear_env=clear_env)
     assert made  # the replay priced through the specification
     new = simulate(tr, prof, scenario, clear_env=clear_env)
@@ -56,7 +58,11 @@ def test_thinking_and_resumes_replay_the_same(name, scenario, monkeypatch):
     cal = calibrate(tr, profile_for(tr.version or "2.1.39"))
     assert cal.strips_thinking if name == STRIPS else cal.resumes  # what the case is for
     # a low trigger, so that the clearing scenarios clear (their signatures carry it)
-    assert_same(*both(tr, scenario, monkeypatch, {"CLAUDE_CTX_CLEAR_TRIGGER": "20000"}))
+    old, new = both(tr, scenario, monkeypatch, {"CLAUDE_CTX_CLEAR_TRIGGER": "20000"})
+    assert_same(old, new)
+    if name == STRIPS and scenario in ("text_prune", "patched"):
+        # the prune's saving, summed from the previous request's (PruneSaving)
+        assert any(e.kind == "text_prune" and e.saved_tokens for e in new.events)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
