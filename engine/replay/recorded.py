@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.claude_code.count import autocompact_tokens, last_usage_index, last_usage_tokens
-from engine.claude_code.microcompact import microcompact
 from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
+from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
 from engine.transcript import Reply, Transcript, is_compact_boundary, is_sidechain
 
@@ -239,6 +239,8 @@ def simulate_recorded(
     prev_prompt: int | None = None
     compactions: list[tuple[int, float, int]] = []  # line, count, previous prompt
     written = {r.get("uuid") for r in tr.records if r}
+    # engine.claude_code.microcompact.microcompact, from state kept across the requests
+    micro = IncrementalMicrocompact(profile, th)
     for rec in memory_records(tr, profile):
         line = rec[LINE_KEY]
         if is_compact_boundary(rec):
@@ -296,7 +298,7 @@ def simulate_recorded(
             tokens = autocompact_tokens(context, profile)
             names: list[str] = []
             if profile.microcompact == "legacy" and th.microcompact_enabled and not mc_seen_off:
-                res = microcompact(context, profile, th, cleared)
+                res = micro.run(context, cleared)
                 if res.fired:
                     drop = (prev_prompt - reply.prompt_tokens) if prev_prompt is not None else 0
                     seen = drop >= min(res.saved_tokens, profile.mc_min_saving) // 2

@@ -74,3 +74,20 @@ def test_runs_that_fire_and_clear_again_are_the_specification(monkeypatch):
     runs = check(tr, "unpatched", monkeypatch)
     assert any(fired for fired, _ in runs)  # a run fired
     assert any(n for fired, n in runs if not fired)  # later runs carried earlier clearings
+
+
+def test_the_recorded_replay_runs_as_the_specification(monkeypatch):
+    """The recorded replay (engine.replay.recorded) keeps the same state: the example session
+    four times over, where micro-compactions fire."""
+    from bench.bench_simulate import repeated
+    from engine.replay import recorded as recorded_mod
+
+    tr = build_transcript(repeated(list(load_transcript(EXAMPLE).records), 4), "x4")
+    prof = profile_for(tr.version or "2.1.39")
+    Checked.runs = []
+    with monkeypatch.context() as m:
+        m.setattr(recorded_mod, "IncrementalMicrocompact", Checked)
+        checked = simulate(tr, prof, "recorded")
+    plain = simulate(tr, prof, "recorded")
+    assert plain.requests == checked.requests and plain.events == checked.events
+    assert len(Checked.runs) > 50 and any(fired for fired, _ in Checked.runs)
