@@ -277,8 +277,11 @@ def replay_all(
             except Exception as exc:
                 finish(i, exc)
     else:
+        # the largest files first: a long replay started last would leave the other workers idle
+        # while it runs (the results are put back in the files' order below)
+        order = sorted(range(len(todo)), key=lambda k: -files[todo[k]].size)
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futs = {pool.submit(_work, a): i for i, a in zip(todo, args, strict=True)}
+            futs = {pool.submit(_work, args[k]): todo[k] for k in order}
             for fut in as_completed(futs):
                 try:
                     finish(futs[fut], fut.result())
