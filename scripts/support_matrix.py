@@ -105,7 +105,13 @@ def render(doc: dict[str, Any], source: str) -> str:
         "Do not edit by hand. -->",
         "",
         f"Generated from `{source}` (regress run of {doc.get('generated', '?')}, ctxpatch "
-        f"{doc.get('ctxpatch', '?')}, snippet sha256 `{str(doc.get('snippet_sha256', '?'))[:12]}`).",
+        f"{doc.get('ctxpatch', '?')}, snippet sha256 `{str(doc.get('snippet_sha256', '?'))[:12]}`"
+        + (
+            f", clearing snippet sha256 `{str(doc['clear_snippet_sha256'])[:12]}`"
+            if doc.get("clear_snippet_sha256")
+            else ""
+        )
+        + ").",
         "",
         "Every published version was run through `ctxpatch regress`: fetch (`npm pack`) → locate "
         "the query loop's micro-compaction call → apply → check → apply again (no change) → "
