@@ -152,6 +152,10 @@ class SimulateArgs:
             return list(COMPARED)
         return [self.scenario.value]
 
+    def microcompact_forced(self) -> bool | None:
+        """--microcompact: None (auto: the transcript says), True (on) or False (off)."""
+        return {"auto": None, "on": True, "off": False}[self.microcompact.value]
+
     @classmethod
     def split(cls, options: dict[str, Any]) -> tuple[SimulateArgs, dict[str, object]]:
         """These options, and the knobs' values by parameter name (the rest)."""

@@ -23,8 +23,6 @@ from ctxpatch.cli.options import with_codes
 from ctxpatch.cli.output import handle
 from ctxpatch.cli.simulate_options import SimulateArgs, signature
 
-MICROCOMPACT = {"auto": None, "on": True, "off": False}
-
 
 def simulate_cmd(**options: Any) -> None:
     """Replay a session request by request: the count Claude Code used, thresholds, mechanisms.
@@ -64,7 +62,7 @@ def _simulate(a: SimulateArgs, knob_values: dict[str, object]) -> int:
     warnings = [*tr.warnings, *beyond_warnings([version], a.strict)]
     no_version = a.profile is None and tr.version is None
     simulate_output.notes(tr, [] if a.as_json else warnings, no_version)
-    knobs = parse_knobs(knob_values, os.environ, environment, MICROCOMPACT[a.microcompact.value])
+    knobs = parse_knobs(knob_values, os.environ, environment, a.microcompact_forced())
     simulate_output.knob_warnings(knobs)
     tiktoken = a.tokenizer is TokenizerChoice.tiktoken
     extra = {"recall_tools": 0} if a.no_recall else {}  # apply --no-recall

@@ -188,7 +188,7 @@ def _has_thinking(msg: Mapping[str, Any]) -> bool:
     return any(_thinking(b) for b in blocks_of(msg))
 
 
-def default_thinking_clearing(messages: Sequence[Mapping[str, Any]]) -> list[dict]:
+def default_thinking_clearing(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """What the API does with thinking on and no ``clear_thinking_20251015`` edit: only the
     last assistant turn's thinking stays (``keep`` 1 thinking turn). A new list."""
     return _clear_thinking([dict(m) for m in messages], 1)[0]
