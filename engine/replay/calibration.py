@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.api.previous_thinking import (
     main_model,
@@ -19,7 +19,22 @@ from engine.replay.recorded import LINE_KEY, memory_records
 from engine.tokens import count_text, raw_message_tokens
 from engine.transcript import Transcript, is_compact_boundary
 
+T = TypeVar("T")
+
 NO_RESPONSE = "No response requested."  # the assistant record a resumed session gets (synthetic)
+
+
+def _per_line(fn: Callable[[Mapping[str, Any]], T]) -> Callable[[Mapping[str, Any]], T]:
+    """``fn`` of a record, computed once per transcript line (records are never mutated)."""
+    memo: dict[int, T] = {}
+
+    def get(m: Mapping[str, Any]) -> T:
+        line = m[LINE_KEY]
+        if line not in memo:
+            memo[line] = fn(m)
+        return memo[line]
+
+    return get
 
 
 def full_estimate(m: Mapping[str, Any]) -> int:
@@ -152,22 +167,8 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
     resumes: list[Resume] = []
     by_line = {r[LINE_KEY]: r for r in records}
     # per line, computed once (records are never mutated): the thinking share, the estimate
-    shares: dict[int, float] = {}
-    estimates: dict[int, int] = {}
-
-    def share_of(m: Mapping[str, Any]) -> float:
-        line = m[LINE_KEY]
-        s = shares.get(line)
-        if s is None:
-            s = shares[line] = thinking_share(m)
-        return s
-
-    def estimate_of(m: Mapping[str, Any]) -> int:
-        line = m[LINE_KEY]
-        e = estimates.get(line)
-        if e is None:
-            e = estimates[line] = full_estimate(m)
-        return e
+    share_of = _per_line(thinking_share)
+    estimate_of = _per_line(full_estimate)
 
     # cost x thinking share of each record in ``thinking`` (the same order): what it adds to a
     # prompt that counts it; a prompt that leaves it out (``left_out``) adds 0.0 for it, so the
