@@ -24,6 +24,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -168,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     env = {**os.environ, **env}
+    with tempfile.TemporaryDirectory(prefix="ctxpatch-bench-state-") as state:
+        env["XDG_STATE_HOME"] = state  # the gateways' ledger: a scratch directory, not the user's
+        return _run(args, env)
+
+
+def _run(args: argparse.Namespace, env: dict[str, str]) -> int:
     up = subprocess.Popen([sys.executable, "-c", UPSTREAM], stdout=subprocess.PIPE, text=True)
     try:
         assert up.stdout is not None

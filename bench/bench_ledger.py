@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -74,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--reply-kb", type=int, default=200)
     args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ctxpatch-bench-state-") as state:
+        os.environ["XDG_STATE_HOME"] = state  # never the user's own ledger, whatever runs here
+        return _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
     body = (
         b'{"model":"claude-opus-4-6","messages":['
         + b'{"role":"user","content":"x"},' * 20000

@@ -126,6 +126,7 @@ def _offline_env(home: Path) -> dict[str, str]:
         LITELLM_TELEMETRY="False",
         ANONYMIZED_TELEMETRY="false",
         DO_NOT_TRACK="1",
+        XDG_STATE_HOME=str(home / "state"),  # ctxpatch's ledger: here, never the user's own
     )
     return env
 

@@ -7,8 +7,10 @@ of the same upstream, each in its own process, in turn, ``--rounds`` times:
 * ``asyncio``: a minimal relay on asyncio streams (no aiohttp): the request head and its
   ``Content-Length`` body read, forwarded in one write over a kept connection, the reply
   relayed (a ``Content-Length`` one whole, a chunked one chunk by chunk); nothing decided;
-* ``aiohttp``: a minimal aiohttp server and client doing the same (``request.read()``,
-  ``session.request``, the reply read and sent back): what aiohttp itself costs;
+* ``aiohttp``: a minimal aiohttp server and client doing the same (the body read and sent as
+  the gateway reads and sends it, ``session.request``, the reply read and sent back): what
+  aiohttp itself costs (``bench_gateway.run_aiohttp_relay``, which ``bench_gateway.py`` runs
+  beside the gateway in the same run);
 * ``gateway plain``: the real gateway, the plain edit on every request;
 * ``gateway policy``: the real gateway, the clearing policy (``CLAUDE_CTX_CLEAR_POLICY``).
 
@@ -28,8 +30,6 @@ import multiprocessing as mp
 import os
 import statistics
 import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,14 +38,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_gateway as B  # noqa: E402 (after the sys.path insert)
-
-
-def _cpu_clock(ctl: mp.Queue, cpu_q: mp.Queue) -> None:
-    def answer() -> None:
-        while ctl.get() is not None:
-            cpu_q.put(time.process_time())
-
-    threading.Thread(target=answer, daemon=True).start()
 
 
 def _length(head: bytes) -> int:
@@ -59,7 +51,7 @@ def run_asyncio_relay(
     upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue, policy: str = ""
 ) -> None:
     """The aiohttp-free relay (HTTP/1.1 with Content-Length requests, as the bench sends)."""
-    _cpu_clock(ctl, cpu_q)
+    B._answer(ctl, cpu_q)
     port = int(upstream.rsplit(":", 1)[1])
 
     async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
@@ -97,46 +89,9 @@ def run_asyncio_relay(
     asyncio.run(main())
 
 
-def run_aiohttp_relay(
-    upstream: str, port_q: mp.Queue, ctl: mp.Queue, cpu_q: mp.Queue, policy: str = ""
-) -> None:
-    """A minimal aiohttp server + client relay: no guard, no decision, no ledger."""
-    import aiohttp
-    from aiohttp import web
-
-    _cpu_clock(ctl, cpu_q)
-
-    async def main() -> None:
-        session = aiohttp.ClientSession(auto_decompress=False)
-
-        async def handle(request: web.Request) -> web.StreamResponse:
-            body = await request.read()
-            headers = {"content-type": "application/json"}
-            url = upstream + request.path_qs
-            async with session.request(request.method, url, data=body, headers=headers) as up:
-                if up.headers.get("Content-Length"):
-                    return web.Response(status=up.status, body=await up.read())
-                resp = web.StreamResponse(status=up.status)
-                await resp.prepare(request)
-                async for chunk in up.content.iter_any():
-                    await resp.write(chunk)
-                await resp.write_eof()
-                return resp
-
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        port_q.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
-
-
 RELAYS: dict[str, tuple[Callable[..., None], str]] = {
     "asyncio": (run_asyncio_relay, ""),
-    "aiohttp": (run_aiohttp_relay, ""),
+    "aiohttp": (B.run_aiohttp_relay, ""),
     "gateway plain": (B.run_gateway, "plain"),
     "gateway policy": (B.run_gateway, "env"),
 }
@@ -163,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kb", type=int, default=600, help="request body size in KB")
     ap.add_argument("--grow", type=int, default=20, help="requests of a growing conversation")
     args = ap.parse_args(argv)
+    with B.scratch_state():  # the gateways' ledger: a scratch directory, not the user's
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     bodies = B.make_bodies(args.kb, args.grow)
     load0 = os.getloadavg()
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in RELAYS}

@@ -27,6 +27,7 @@ import multiprocessing as mp
 import os
 import random
 import sys
+import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -274,6 +275,13 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=16)
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ctxpatch-bench-state-") as state:
+        # the gateway's ledger (20,000 lines): a scratch directory, never the user's own
+        os.environ["XDG_STATE_HOME"] = state
+        return _soak(args)
+
+
+def _soak(args: argparse.Namespace) -> int:
     ctx = mp.get_context("spawn")
     up_parent, up_child = ctx.Pipe()
     up = ctx.Process(target=run_upstream, args=(up_child,), daemon=True)

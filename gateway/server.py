@@ -55,7 +55,7 @@ from yarl import URL
 from ctxpatch.errors import GatewayFailure, UsageError
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import knobs_from_env
-from gateway import guard, limits, window
+from gateway import guard, limits, phases, window
 from gateway.network import Route, route, shown, upstream_url
 from gateway.policy import Fitter, Knobs
 from gateway.redact import redacted
@@ -67,6 +67,8 @@ log = logging.getLogger("ctxpatch.gateway")
 HOST = "127.0.0.1"
 # the request's usage.ledger.RequestRecord, kept on the aiohttp request
 _LEDGER = web.RequestKey("ctxpatch.ledger", usage_ledger.RequestRecord)
+# the request's phases (gateway.phases), only when CTXPATCH_GATEWAY_PHASES=1
+_LAPS = web.RequestKey("ctxpatch.laps", phases.Laps)
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 UPSTREAM_ENV = "CTXPATCH_UPSTREAM"
 MAX_BODY = limits.MAX_BODY
@@ -280,6 +282,8 @@ class Gateway:
             auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
             self._basic = auth.encode()
         self._env = env
+        # where the time goes, per request (gateway.phases): off unless CTXPATCH_GATEWAY_PHASES=1
+        self.phases = phases.Phases() if phases.enabled(env) else None
         self._route: Route | None = None
         self._mark_hops = False
         self._port = port
@@ -365,6 +369,8 @@ class Gateway:
     # --- one request -------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self.phases is not None:
+            request[_LAPS] = self.phases.start()
         why = guard.browser_refusal(request.headers, self.port)
         if why is not None:
             self.state.refused_requests += 1
@@ -375,6 +381,7 @@ class Gateway:
             why = guard.loop_message(self.source, shown(self.state.upstream))
             log.warning("%s %s -> 508, %s", request.method, request.path, why)
             return error_response(508, why, close=True)
+        _lap(request, "guard")
         try:
             body = await read_body(request)
         except _BodyRefused as refused:
@@ -386,6 +393,7 @@ class Gateway:
                 request.transport.close()
             return refused.response or error_response(408, "request body timeout", close=True)
         size = len(body)
+        _lap(request, "body")
         try:
             return await self._relay(request, body)
         finally:
@@ -412,6 +420,7 @@ class Gateway:
             request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env
         ):
             decision = Decision(model=decision.model, reason=window.STOPPED)
+        _lap(request, "decide")
         if log.isEnabledFor(logging.DEBUG):  # redacted() walks every header: only when shown
             log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
         if self.ledger is not None and decision.reason != "not POST /v1/messages":
@@ -421,6 +430,7 @@ class Gateway:
         url = upstream_url(self._base, request.rel_url.raw_path_qs)
         if self._basic is not None and "Authorization" not in headers:
             headers["Authorization"] = self._basic  # user:pass@ in the upstream URL
+        _lap(request, "prepare")
         if not decision.added:
             return await self._forward(request, url, headers, body, decision)
         sent_headers = headers
@@ -456,6 +466,7 @@ class Gateway:
                     allow_redirects=False,
                     proxy=self._route.proxy,
                 )
+                _lap(request, "upstream")
                 break
             except aiohttp.ClientConnectorError as exc:
                 # nothing was sent: one more try after a pause rides out a blip
@@ -530,6 +541,7 @@ class Gateway:
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
                 resp.headers.add(name, value)
+        _lap(request, "reply")  # built; aiohttp sends it once the handler returns
         return resp
 
     async def _stream(
@@ -572,6 +584,7 @@ class Gateway:
         if rec is not None:
             rec.close_tap()
         self._record(request, up.status, decision, up.headers)
+        _lap(request, "reply")
         return resp
 
     def _record(
@@ -594,6 +607,12 @@ class Gateway:
             self.ledger.record(rec)
         except Exception:  # the ledger never fails a request
             self.ledger.errors += 1
+
+
+def _lap(request: web.Request, name: str) -> None:
+    laps = request.get(_LAPS)
+    if laps is not None:
+        laps.lap(name)
 
 
 def _failure(exc: BaseException) -> str:
