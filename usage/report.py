@@ -43,6 +43,10 @@ class ReplayNumbers:
     cache_breaks: int
     cost: int  # engine units (base input tokens), as simulate --compare prints
     usage: dict[str, int]  # usage.prices.Usage as the API would bill the replay
+    # a file that starts mid-conversation: the history it does not hold (tokens in its first
+    # prompt), and the compactions that history forced (engine.replay.model.COMPACTION_CAUSES)
+    unseen_history_tokens: int = 0
+    compactions_unseen_history: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,8 @@ def replay_session(path: str, project: str, knobs: Knobs) -> SessionNumbers:
                 cache_breaks=s.summary["cache_breaks"],
                 cost=s.summary["cost"],
                 usage=replay_usage(s, hour).as_dict(),
+                unseen_history_tokens=s.summary.get("unseen_history_tokens", 0),
+                compactions_unseen_history=s.summary.get("compactions_unseen_history", 0),
             )
             for s in sims
         },
@@ -355,6 +361,9 @@ def session_result(
             "usage": r.usage,
             "usd": usd(cost_usd(Usage(**r.usage), n.model, table)),
         }
+        if r.unseen_history_tokens:
+            replays[name]["unseen_history_tokens"] = r.unseen_history_tokens
+            replays[name]["compactions_unseen_history"] = r.compactions_unseen_history
     un, pa = replays.get("unpatched"), replays.get("patched")
     d: dict[str, Any] = {
         "session": n.session,
@@ -427,6 +436,21 @@ def totals(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 # --- text -----------------------------------------------------------------------------------------
 
 
+def _unseen_notes(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A line per session whose file starts mid-conversation: the history the replays cannot
+    see or clear, and the compactions with ctxpatch it forced."""
+    out = []
+    for r in results:
+        pa = r["replay"].get("patched") or {}
+        if pa.get("unseen_history_tokens"):
+            out.append(
+                f"{r['session'][:8]}: starts mid-conversation, {pa['unseen_history_tokens']:,} "
+                f"tokens of history the file does not hold (the replay cannot clear them); "
+                f"compactions with ctxpatch forced by them: {pa['compactions_unseen_history']}"
+            )
+    return out
+
+
 def render(
     results: Sequence[Mapping[str, Any]],
     tot: Mapping[str, Any],
@@ -490,6 +514,7 @@ def render(
     lines.append(
         f"prices: {table.date} ({table.source}); main-chain requests; replays: engine model"
     )
+    lines += _unseen_notes(results)
     if skipped:
         lines.append("")
         lines.append(f"skipped {len(skipped)} file(s):")

@@ -29,7 +29,7 @@ import operator
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from engine.api.context_management import to_json
+from engine.api.context_management import ClearToolUses, to_json
 from engine.api.previous_thinking import (
     main_model,
     strips_previous_thinking,
@@ -48,6 +48,7 @@ from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
 from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
+from engine.replay.oracle import limit_env
 from engine.replay.prompt_parts import PromptParts, PruneSaving
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.recorded import (
@@ -128,6 +129,38 @@ WINDOW_GUARD_NOTE = (
 )
 
 
+Sent = tuple[list[dict], list[float], float, int]
+"""A request as sent: its records, their costs before the server's edit, the fixed part before
+them (system prompt, tools, unseen history) and the prompt the server counted."""
+
+
+def unseen_cause(
+    tokens: int,
+    threshold: int,
+    unseen: int,
+    previous: Sent | None,
+    limit: ClearToolUses | None,
+    estimate: BlockEstimates,
+) -> dict[str, Any]:
+    """``Event``'s fields of an auto-compaction at count ``tokens`` while the prompt holds
+    ``unseen`` tokens of history the file does not hold (``engine.replay.model.COMPACTION_CAUSES``).
+
+    The floor is the count had the previous request cleared every tool use the mechanism may
+    (``limit``, the oracle's edit): Claude Code's count is that request's usage (the prompt the
+    server counted) plus what came after it, and the history before it is the same whatever was
+    cleared, so no clearing schedule compacts later than a count at the threshold says."""
+    floor = tokens
+    if previous is not None and limit is not None:
+        sent, costs, base, prompt = previous
+        view = clear_on_server(sent, costs, base, limit, estimate)
+        floor = tokens - prompt + round(base + sum(view.costs))
+    if floor < threshold:
+        cause = "not_cleared"
+    else:
+        cause = "unseen_history" if floor - unseen < threshold else "unclearable"
+    return {"unseen_tokens": unseen, "floor_tokens": floor, "cause": cause}
+
+
 def window_guard_limit(
     env: Mapping[str, str], profile: Profile, version: str | None, model: str, th: Thresholds
 ) -> int | None:
@@ -203,6 +236,8 @@ def simulate_counterfactual(
     penv = dict(prune_env or {})
     cenv = dict(clear_env or {})
     clear_edit = knobs_from_env(cenv) if scenario in CLEAR_SCENARIOS else None
+    # the edit at the mechanism's limit: what an auto-compaction's floor clears (unseen_cause)
+    limit_edit = knobs_from_env(limit_env(cenv))
     clear_step = step_from_env(cenv)
     if clear_policy is None and clear_edit is not None:
         # the online policy of the injected JavaScript (engine.twins.policy; CLAUDE_CTX_CLEAR_POLICY)
@@ -240,6 +275,7 @@ def simulate_counterfactual(
     records = memory_records(tr, profile)
     compacted_at = _compacted_records(records)
     carried = cal.carried  # history the file does not hold, until the first compaction
+    previous: Sent | None = None  # the last request, kept while the prompt holds ``carried``
     pristine = {m[LINE_KEY]: m for m in records}
     pristine_content = {line: _content(m) for line, m in pristine.items()}
     pristine_est: dict[int, int] = {}
@@ -347,6 +383,11 @@ def simulate_counterfactual(
             names: list[str] = []
             tokens = autocompact_tokens(history, profile)
             if th.auto_compact_enabled and tokens >= th.auto_compact:
+                why = (
+                    unseen_cause(tokens, th.auto_compact, carried, previous, limit_edit, estimate)
+                    if carried
+                    else {}
+                )
                 real = _recorded_summary_before(tr, line, prev_line)
                 at = next((b.line for b in tr.boundaries if prev_line < b.line < line), line)
                 if real is not None and at in compacted_at:
@@ -373,6 +414,7 @@ def simulate_counterfactual(
                         recorded=at != line,
                         predicted=True,
                         note="real summary reused" if real is not None else "offline summary",
+                        **why,
                     )
                 )
                 names.append("auto_compact")
@@ -399,6 +441,7 @@ def simulate_counterfactual(
                     names.append("text_prune")
                     sent = pruned
             costs = parts.price(sent, line)
+            priced = costs  # before the server's edit
             base = overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
@@ -470,6 +513,7 @@ def simulate_counterfactual(
             }
             prev_line = line
             current_usage = sim_usage
+            previous = (list(sent), priced, base, prompt) if carried else None
         if k is not None and tr.replies[k].lines[-1] == line:
             rec = {**rec, "message": {**rec["message"], "usage": current_usage}}
         elif k is not None:
@@ -490,7 +534,15 @@ def simulate_counterfactual(
     if recall_tools:
         knobs["recall_tools"] = recall_tools
     return Simulation(
-        profile, scenario, model, th, tuple(requests), tuple(events), knobs, tuple(calls)
+        profile,
+        scenario,
+        model,
+        th,
+        tuple(requests),
+        tuple(events),
+        knobs,
+        tuple(calls),
+        unseen_tokens=cal.carried,
     )
 
 

@@ -16,6 +16,13 @@ Scenario = Literal["recorded", "unpatched", "text_prune", "server_clearing", "pa
 # Session-memory compaction (engine.claude_code.session_memory) is not replayed: it needs the session-memory
 # summary, which a transcript does not hold, and it is off unless remote flags (off offline) or
 # ENABLE_CLAUDE_CODE_SM_COMPACT turn it on. The README lists these kinds.
+# why an auto-compaction with unseen history in the prompt was not avoided (``Event.cause``):
+# ``unseen_history``: even clearing every tool use the file shows leaves the count at the
+# threshold, and without the unseen history it would be below (the real client sends that history
+# as messages, whose tool uses the clearing would have cleared too: the replay cannot tell how
+# many); ``unclearable``: at the threshold even without the unseen history; ``not_cleared``:
+# clearing all it may at the previous request would have kept the count below the threshold
+COMPACTION_CAUSES = ("unseen_history", "unclearable", "not_cleared")
 EVENT_KINDS = (
     "micro_compact",
     "text_prune",
@@ -38,6 +45,13 @@ class Event:
     predicted: bool | None = None
     pre_tokens: int | None = None
     note: str = ""
+    # an auto-compaction while the prompt holds history the file does not hold (it starts
+    # mid-conversation, ``Calibration.carried``): those tokens, Claude Code's count had the
+    # previous request cleared every tool use it may (the mechanism's limit), and the cause
+    # (``COMPACTION_CAUSES``); None for every other compaction
+    unseen_tokens: int | None = None
+    floor_tokens: int | None = None
+    cause: str | None = None
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
@@ -83,6 +97,10 @@ class Simulation:
     # the summary requests of the compactions (engine.replay.compaction_cost): API calls of their
     # own, in the cost
     compactions: tuple[CompactionCall, ...] = ()
+    # history the file does not hold in the first prompt (``Calibration.carried``): > 0 only
+    # for a file that starts mid-conversation; the summary then says how much, and how many
+    # compactions it forced (``Event.cause``)
+    unseen_tokens: int = 0
 
     def threshold_dict(self) -> dict:
         t = self.thresholds
@@ -128,6 +146,16 @@ class Simulation:
                 sum(r.cost for r in self.requests) + sum(c.cost for c in self.compactions)
             ),
             "outputs_estimated": sum(1 for r in self.requests if r.output_estimated),
+            **self._unseen_summary(auto),
+        }
+
+    def _unseen_summary(self, auto: list[Event]) -> dict:
+        """The summary's fields of a file that starts mid-conversation (none for the others)."""
+        if not self.unseen_tokens:
+            return {}
+        return {
+            "unseen_history_tokens": self.unseen_tokens,
+            "compactions_unseen_history": sum(1 for e in auto if e.cause == "unseen_history"),
         }
 
     def as_dict(self) -> dict:

@@ -57,6 +57,16 @@ ORACLE_ENV = {
 }
 
 
+def limit_env(clear_env: Mapping[str, str] | None) -> dict[str, str]:
+    """The knobs of the edit at the mechanism's limit (``ORACLE_ENV``), with what ``clear_env``
+    says the edit may clear (``CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS``, ``CLAUDE_CTX_CLEAR_TOOL_INPUTS``)."""
+    env = {**ORACLE_ENV}
+    for name in ("CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS", "CLAUDE_CTX_CLEAR_TOOL_INPUTS"):
+        if clear_env and clear_env.get(name):
+            env[name] = clear_env[name]
+    return env
+
+
 @dataclass
 class Observed:
     """One request as the probe saw it (before the server's edit)."""
@@ -293,6 +303,14 @@ def plan(
     return Plan(tuple(reversed(out)), prev_cost[end], unavoidable)
 
 
+def _counts_before(sim: Simulation) -> list[int]:
+    """Claude Code's count before each request of a replay, before any auto-compaction there (a
+    request's ``tokens`` is the count after it; its event holds the one that compacted): where
+    the probe compacts, the count that no clearing brought below the threshold."""
+    before = iter([e.tokens for e in sim.events if e.kind == "auto_compact" and e.predicted])
+    return [next(before) if "auto_compact" in q.events else q.tokens for q in sim.requests]
+
+
 class Follow:
     """A :data:`~engine.api.server_clearing.ClearPolicy` that sends a plan's boundaries in order."""
 
@@ -332,10 +350,7 @@ def simulate_oracle(
     from engine.replay.counterfactual import simulate_counterfactual
 
     cal = calibration or calibrate(tr, profile)
-    cenv = {**ORACLE_ENV}
-    for name in ("CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS", "CLAUDE_CTX_CLEAR_TOOL_INPUTS"):
-        if clear_env and clear_env.get(name):
-            cenv[name] = clear_env[name]
+    cenv = limit_env(clear_env)
     kw: dict[str, Any] = {
         "model": model,
         "env": env,
@@ -353,7 +368,7 @@ def simulate_oracle(
         th = seen_sim.thresholds
         p = plan(
             probe.seen,
-            [q.tokens for q in seen_sim.requests],
+            _counts_before(seen_sim),
             [q.prompt_tokens for q in seen_sim.requests],
             th.auto_compact if th.auto_compact_enabled else None,
         )

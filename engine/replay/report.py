@@ -95,6 +95,11 @@ def render_simulation(sim: Simulation, all_requests: bool = False) -> str:
             bits.append(f"saves {_n(e.saved_tokens)}")
         if e.recorded is not None:
             bits.append("recorded" if e.recorded else "not recorded")
+        if e.cause is not None:
+            bits.append(
+                f"cause {e.cause} (unseen history {_n(e.unseen_tokens)}, "
+                f"count with all clearable cleared {_n(e.floor_tokens)})"
+            )
         out.append("  " + ", ".join(bits) + (f" — {e.note}" if e.note else ""))
     if not sim.events:
         out.append("  none")
@@ -127,7 +132,7 @@ _RECORDED_ROWS = ("recorded_auto_compactions", "matched_auto_compactions")
 def _cell(sim: Simulation, key: str) -> str:
     if sim.scenario not in ("recorded", "unpatched") and key in _RECORDED_ROWS:
         return "—"
-    return _n(sim.summary[key])
+    return _n(sim.summary.get(key))  # the unseen-history rows: not in a recorded replay
 
 
 def render_compare(sims: Sequence[Simulation]) -> str:
@@ -156,6 +161,15 @@ def render_compare(sims: Sequence[Simulation]) -> str:
             f"avoided, {d['tokens_saved']:,} tokens saved ({d['tokens_saved_pct']}%), "
             f"{d['extra_cache_breaks']:+d} cache breaks, cost {-d['cost_saved_pct']:+.2f}%"
         )
+    for s in sims:
+        forced = s.summary.get("compactions_unseen_history")
+        if forced:
+            lines.append(
+                f"{s.scenario}: {forced} compaction{'s' if forced > 1 else ''} forced by the "
+                f"{s.summary['unseen_history_tokens']:,} tokens of history the file does not hold "
+                "(it starts mid-conversation): with every tool use it shows cleared the count "
+                "still reaches the threshold (events: cause unseen_history)"
+            )
     lines.append(f"({FORMULA}; prompts only)")
     return "\n".join(lines)
 

@@ -251,3 +251,55 @@ def test_simulate_plot_reads_in_k_and_marks_compactions(tmp_path: Path) -> None:
     code, _, err = run_cli("simulate", str(SESSION), "--compare", "--plot", str(png))
     assert code == 0, err
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def _numbers(unseen: int, forced: int) -> dict:
+    """A cached session's numbers (``asdict`` of ``SessionNumbers``), its patched replay with
+    ``unseen`` tokens of history the file does not hold and ``forced`` compactions."""
+    rep = {"auto_compactions": 1, "tokens_sent": 10, "cache_breaks": 0, "cost": 10, "usage": {}}
+    return {
+        "file": "/p/s.jsonl",
+        "session": "43b2bd6e-ccc5",
+        "project": "p",
+        "version": "2.1.7",
+        "profile": "2.1.7",
+        "model": "claude-opus-4-5-20251101",
+        "requests": 3,
+        "started": None,
+        "ended": None,
+        "recorded_auto": [5],
+        "recorded_manual": [],
+        "recorded_usage": {},
+        "replays": {
+            "unpatched": dict(rep),
+            "patched": {
+                **rep,
+                "unseen_history_tokens": unseen,
+                "compactions_unseen_history": forced,
+            },
+        },
+    }
+
+
+def test_a_session_that_starts_mid_conversation_says_what_it_forced() -> None:
+    """The report keeps the unseen history and the compactions it forced (engine Event.cause)
+    per replay, in the JSON and as a note under the table; other sessions show neither, and a
+    cache entry written before the fields existed still reads."""
+    from usage.report import SessionNumbers, render, session_result, totals
+
+    table = builtin_table()
+    n = SessionNumbers.from_dict(_numbers(64_323, 1))
+    d = session_result(n, table, None)
+    assert d["replay"]["patched"]["unseen_history_tokens"] == 64_323
+    assert d["replay"]["patched"]["compactions_unseen_history"] == 1
+    text = render([d], totals([d]), [], table)
+    assert "43b2bd6e: starts mid-conversation, 64,323 tokens of history" in text
+    assert "compactions with ctxpatch forced by them: 1" in text
+
+    old = _numbers(0, 0)
+    for rep in old["replays"].values():
+        rep.pop("unseen_history_tokens", None)
+        rep.pop("compactions_unseen_history", None)
+    plain = session_result(SessionNumbers.from_dict(old), table, None)
+    assert "unseen_history_tokens" not in plain["replay"]["patched"]
+    assert "starts mid-conversation" not in render([plain], totals([plain]), [], table)
