@@ -6,7 +6,9 @@ server-side clearing at the ``CLAUDE_CTX_CLEAR_*`` defaults, or under ``--env NA
 ``oracle``. Printed per session: real / replayed auto-compactions, the cost of each scenario
 relative to unpatched (prompt-cache prices, engine.api.prompt_cache), and the share of the oracle's
 saving the defaults reach; then the issue's bars: sessions dearer than unpatched, compactions
-left, and the total saving against the oracle's.
+left, and the total saving against the oracle's. A compaction left is either proven unavoidable
+in the replay (the oracle's too, forced by history a file that starts mid-conversation does not
+hold: ``Event.cause`` ``unseen_history``) or one the oracle avoids, at the cost it prints.
 
     python bench/oracle_gap.py [--only NAME ...] [--env CLAUDE_CTX_CLEAR_POLICY=fixed ...]
 """
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     tot = {"un": 0, "d": 0, "o": 0}
     dearer: list[str] = []
     left = 0
+    forced: list[str] = []  # sessions with a compaction the unseen history forces (the oracle's)
+    avoidable: list[str] = []  # compactions the defaults leave and the oracle avoids
     real = 0
     n = 0
     for s in sessions(log=lambda m: print(m, file=sys.stderr)):
@@ -60,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         n += 1
         if d["cost"] > un["cost"]:
             dearer.append(s.name)
+        if o.get("compactions_unseen_history"):
+            forced.append(f"{s.name} ({o['compactions_unseen_history']})")
+        if d["auto_compactions"] > o["auto_compactions"]:
+            avoidable.append(f"{s.name} (the oracle {pct(o['cost'], un['cost'])})")
         gain_o = un["cost"] - o["cost"]
         share = f"{(un['cost'] - d['cost']) / gain_o:.0%}" if gain_o > 0 else "—"
         print(
@@ -74,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{n} sessions, {real} real auto-compactions; at the defaults: {left} compactions left, "
         f"{len(dearer)} sessions dearer than unpatched{': ' + ', '.join(dearer) if dearer else ''}"
     )
+    if left:
+        print(
+            f"compactions left: proven unavoidable in the replay, forced by history the file does "
+            f"not hold: {', '.join(forced) or 'none'}; avoided by the oracle: "
+            f"{', '.join(avoidable) or 'none'}"
+        )
     print(
         f"total cost: defaults {pct(tot['d'], tot['un'])}, oracle {pct(tot['o'], tot['un'])}; "
         f"the defaults reach {gain_d / gain_o:.1%} of the oracle's saving"
