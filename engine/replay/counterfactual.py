@@ -46,9 +46,9 @@ from engine.profiles import Profile, parse_version
 from engine.replay.calibration import Calibration, calibrate, full_estimate
 from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
+from engine.replay.edit_limit import limit_env
 from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
-from engine.replay.oracle import limit_env
 from engine.replay.prompt_parts import PromptParts, PruneSaving
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.recorded import (

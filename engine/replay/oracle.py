@@ -43,28 +43,11 @@ from engine.claude_code.compact import Summarizer
 from engine.identity_memo import by_identity
 from engine.profiles import Profile
 from engine.replay.calibration import Calibration, calibrate
+from engine.replay.edit_limit import limit_env
 from engine.replay.model import Simulation
 from engine.tokens import block_tokens
 from engine.transcript import Transcript
 from engine.twins.context_clear import trailing_results
-
-# the edit the oracle fits: always on (its plan decides), inputs cleared with the results
-ORACLE_ENV = {
-    "CLAUDE_CTX_CLEAR_TRIGGER": "1",
-    "CLAUDE_CTX_CLEAR_KEEP": "0",
-    "CLAUDE_CTX_CLEAR_STEP": "1",
-    "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "1",
-}
-
-
-def limit_env(clear_env: Mapping[str, str] | None) -> dict[str, str]:
-    """The knobs of the edit at the mechanism's limit (``ORACLE_ENV``), with what ``clear_env``
-    says the edit may clear (``CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS``, ``CLAUDE_CTX_CLEAR_TOOL_INPUTS``)."""
-    env = {**ORACLE_ENV}
-    for name in ("CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS", "CLAUDE_CTX_CLEAR_TOOL_INPUTS"):
-        if clear_env and clear_env.get(name):
-            env[name] = clear_env[name]
-    return env
 
 
 @dataclass

@@ -12,8 +12,8 @@ import pytest
 
 from engine.profiles import profile_for
 from engine.replay.calibration import calibrate
+from engine.replay.edit_limit import ORACLE_ENV
 from engine.replay.model import COMPACTION_CAUSES
-from engine.replay.oracle import ORACLE_ENV
 from engine.replay.report import render_compare, render_simulation
 from engine.replay.session import simulate
 
