@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import dataclass
 
 # the exact JSON string grammar (RFC 8259): keys and top-level strings are matched with it
@@ -96,18 +97,25 @@ def scan(body: bytes, *, full: bool = False) -> TopLevel | None:
     Fast (default): small values from both ends, the middle left as a gap. ``full``: every
     member; None then means the body is not a JSON object the walk understands."""
     n = len(body)
-    front = _forward(body, n, None if full else VALUE_BUDGET)
+    front = None if full else _seen_front(body, n)
     if front is None:
-        return None
+        front = _forward(body, n, None if full else VALUE_BUDGET)
+        if front is None:
+            return None
+        if not full:
+            _remember_front(body, n, front)
     members, complete, gap_start, gap_key = front
     if complete:
         return TopLevel(tuple(members), members[-1].end if members else None)
     if full:
         return None
-    back = _backward(body, n)
+    back = _seen_back(body, n)
     if back is None:
-        return None
-    tail, back_complete, gap_end, last_end = back
+        back = _backward(body, n)
+        if back is None:
+            return None
+        _remember_back(body, n, back)
+    tail, back_complete, gap_end, last_end, _ = back
     if back_complete:  # the backward walk read every member: it is the whole object
         return TopLevel(tuple(tail), last_end)
     assert gap_start is not None and gap_end is not None
@@ -252,7 +260,9 @@ def _rstring_end(w: bytes, x: int, m: int, exact_edge: bool) -> int | None:
         k = q + 1
 
 
-_Back = tuple[list[Member], bool, int | None, int | None]
+# (members, complete, gap end, last_end, reach): ``reach`` is how many bytes from the body's end
+# the walk read when it stopped at a value over the budget inside the window (None otherwise)
+_Back = tuple[list[Member], bool, int | None, int | None, int | None]
 
 
 def _backward(b: bytes, n: int) -> _Back | None:
@@ -272,24 +282,30 @@ def _backward(b: bytes, n: int) -> _Back | None:
     last_end = n - x
     members: list[Member] = []
     if w[x] == _LBRACE:  # {}
-        return (members, True, None, None) if _ws(b, 0) == n - 1 - x else None
+        return (members, True, None, None, None) if _ws(b, 0) == n - 1 - x else None
     while True:
         end = n - x  # in b: one past the value's last byte
         if x >= m:  # the window ends between two members
-            return None if exact_edge else (list(reversed(members)), False, end, last_end)
+            return None if exact_edge else (list(reversed(members)), False, end, last_end, None)
         y = _rvalue_end(w, x, m, exact_edge)
         if y is None:
-            return list(reversed(members)), False, end, last_end
+            # over the budget (read up to x + VALUE_BUDGET) or past the window (read to its end)
+            reach = x + VALUE_BUDGET if x + VALUE_BUDGET < m else None
+            return list(reversed(members)), False, end, last_end, reach
         start = n - y
         x = _ws(w, y)
         if x >= m or w[x] != _COLON:
-            return None if exact_edge or x < m else (list(reversed(members)), False, end, last_end)
+            if exact_edge or x < m:
+                return None
+            return list(reversed(members)), False, end, last_end, None
         x = _ws(w, x + 1)
         if x >= m or w[x] != _QUOTE:
-            return None if exact_edge or x < m else (list(reversed(members)), False, end, last_end)
+            if exact_edge or x < m:
+                return None
+            return list(reversed(members)), False, end, last_end, None
         y = _rstring_end(w, x, m, exact_edge)
         if y is None:
-            return list(reversed(members)), False, end, last_end
+            return list(reversed(members)), False, end, last_end, None
         key_at = n - y
         k = _STRING.match(b, key_at, n - x)
         if k is None or k.end() != n - x:
@@ -297,12 +313,14 @@ def _backward(b: bytes, n: int) -> _Back | None:
         members.append(Member(decode_key(k.group()), key_at, start, end))
         x = _ws(w, y)
         if x >= m:
-            return None if exact_edge else (list(reversed(members[:-1])), False, end, last_end)
+            if exact_edge:
+                return None
+            return list(reversed(members[:-1])), False, end, last_end, None
         if w[x] == _COMMA:
             x = _ws(w, x + 1)
             continue
         if w[x] == _LBRACE and _ws(b, 0) == n - 1 - x:
-            return list(reversed(members)), True, None, last_end
+            return list(reversed(members)), True, None, last_end, None
         return None
 
 
@@ -321,3 +339,57 @@ def _rvalue_end(w: bytes, x: int, m: int, exact_edge: bool) -> int | None:
     if _SCALAR.fullmatch(w[x : s.end()][::-1]) is None:
         return None
     return s.end()
+
+
+# --- the walks of earlier bodies --------------------------------------------------------------
+#
+# The requests of one conversation begin and end with the same bytes (``model`` and the first
+# messages; ``system``, ``tools`` and the small members after them), and what the fast walk
+# finds depends only on the bytes it read. So the last :data:`SEEN` walks are kept with those
+# bytes (about 1 KB at each end): a body that starts (ends) with the bytes an earlier walk read
+# has the same front (back) members, at the same offsets from its start (end), and is not walked
+# again (~0.1 ms less per request; ``tests/test_gateway_toplevel_seen.py`` holds the results
+# equal to a fresh walk). Kept per process, a few KB in all; the tuples are never changed, so
+# gateways on several threads may share them.
+
+SEEN = 8
+_FRONTS: deque[tuple[bytes, tuple[Member, ...], int, str | None]] = deque(maxlen=SEEN)
+_BACKS: deque[tuple[bytes, int, tuple[Member, ...], int, int | None]] = deque(maxlen=SEEN)
+
+
+def _remember_front(b: bytes, n: int, front: _Front) -> None:
+    """Keep a front walk that stopped at a value over the budget, with the bytes it read: those
+    before the value and :data:`VALUE_BUDGET` of it (when the body goes on past them, so the
+    body's length played no part)."""
+    members, complete, gap_start, gap_key = front
+    if complete or gap_start is None or gap_start + VALUE_BUDGET >= n:
+        return
+    _FRONTS.appendleft((b[: gap_start + VALUE_BUDGET], tuple(members), gap_start, gap_key))
+
+
+def _seen_front(b: bytes, n: int) -> _Front | None:
+    for read, members, gap_start, gap_key in _FRONTS:
+        if n > len(read) and b.startswith(read):
+            return list(members), False, gap_start, gap_key
+    return None
+
+
+def _remember_back(b: bytes, n: int, back: _Back) -> None:
+    """Keep a backward walk that stopped at a value over the budget inside the window, with the
+    bytes it read (for a body longer than the window: the window is then the same size and
+    its edge is not the body's start)."""
+    members, complete, gap_end, last_end, reach = back
+    if complete or reach is None or gap_end is None or n <= TAIL_WINDOW:
+        return
+    _BACKS.appendleft((b[n - reach :], n, tuple(members), gap_end, last_end))
+
+
+def _seen_back(b: bytes, n: int) -> _Back | None:
+    if n <= TAIL_WINDOW:
+        return None
+    for read, n0, members, gap_end, last_end in _BACKS:
+        if b.endswith(read):
+            d = n - n0
+            shifted = [Member(m.key, m.key_at + d, m.start + d, m.end + d) for m in members]
+            return shifted, False, gap_end + d, None if last_end is None else last_end + d, None
+    return None
