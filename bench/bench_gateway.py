@@ -249,7 +249,7 @@ def run_gateway(
         gw = Gateway(
             upstream=upstream, edit=ClearToolUses(), policy="env" if policy == "env" else None
         )
-        _answer(ctl, cpu_q, gw.phases)
+        _answer(ctl, cpu_q, getattr(gw, "phases", None))  # None: a gateway before them
         await gw.start()
         port_q.put(gw.port)
         await asyncio.Event().wait()

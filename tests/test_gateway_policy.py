@@ -253,3 +253,31 @@ def test_a_list_of_many_tiny_messages_counts_by_its_messages_not_its_bytes() -> 
     assert len(raw) < fitter.max_bytes // 200 and len(fitter) == 0 and fitter.kept_bytes == 0
     assert fit(fitter, SERIALISE["javascript"](claude_code(_rounds(3)))) == EDIT
     assert len(fitter) == 1 and fitter.kept_bytes > 7 * 640
+
+
+@pytest.mark.parametrize("style", sorted(SERIALISE))
+def test_the_new_messages_parsed_at_once_when_written_as_javascript_writes_them(style) -> None:
+    """Claude Code's bodies (JSON.stringify: compact, non-ASCII as is): the messages after the
+    shared ones are parsed in one piece; other writings (spaces, \\u escapes) are walked
+    message by message. The same keep either way."""
+    fitter = Fitter(Knobs("paid"))
+    msgs = _rounds(12)
+    msgs[3]["content"][0]["input"] = {"ctl": "\x1b[0m \u2028 ✓", "n": [1, -2, True, None]}
+    for m in growing(msgs):
+        assert fit(fitter, SERIALISE[style](claude_code(m))) == paid_edit(EDIT, m)
+    assert fitter.resumed == len(growing(msgs)) - 1
+    expected = fitter.resumed if style == "javascript" else 0
+    assert fitter.tails_parsed_whole == expected
+
+
+def test_a_number_written_otherwise_is_walked_with_the_same_keep() -> None:
+    """A message whose bytes orjson would write otherwise (here 1e-07, as Python's json writes
+    it; orjson writes 1e-7) is not taken from the one parse: the requests whose new messages
+    hold it are walked message by message, the others parsed at once; the same keep."""
+    fitter = Fitter(Knobs("paid"))
+    msgs = _rounds(8)
+    msgs[5]["content"][0]["input"] = {"x": 1.0, "y": 1e-07}
+    for m in growing(msgs):
+        raw = SERIALISE["javascript"](claude_code(m))
+        assert fit(fitter, raw) == paid_edit(EDIT, m)
+    assert 0 < fitter.tails_parsed_whole < fitter.resumed
