@@ -23,6 +23,7 @@ added header.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Mapping
@@ -41,13 +42,19 @@ def browser_refusal(headers: Mapping[str, str], port: int) -> str | None:
             "the gateway serves programs on this machine (Claude Code, Agent SDKs), never browsers"
         )
     host = headers.get("Host")
-    if host is not None and host.lower() not in {f"{n}:{port}" for n in LOCAL_NAMES}:
+    if host is not None and host.lower() not in _own_hosts(port):
         return (
             f"ctxpatch gateway: refused a request for Host {host[:100]!r}; only "
             f"127.0.0.1:{port} (or localhost:{port}) is served here, so a web page that "
             "renamed this address (DNS rebinding) cannot use it"
         )
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _own_hosts(port: int) -> frozenset[str]:
+    """The ``Host`` values of the gateway's own address (built once per port, not per request)."""
+    return frozenset(f"{n}:{port}" for n in LOCAL_NAMES)
 
 
 def hops(headers: Mapping[str, str]) -> list[str]:

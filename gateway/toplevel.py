@@ -368,7 +368,7 @@ def _remember_front(b: bytes, n: int, front: _Front) -> None:
 
 
 def _seen_front(b: bytes, n: int) -> _Front | None:
-    for read, members, gap_start, gap_key in _FRONTS:
+    for read, members, gap_start, gap_key in tuple(_FRONTS):  # a copy: other threads add
         if n > len(read) and b.startswith(read):
             return list(members), False, gap_start, gap_key
     return None
@@ -387,7 +387,7 @@ def _remember_back(b: bytes, n: int, back: _Back) -> None:
 def _seen_back(b: bytes, n: int) -> _Back | None:
     if n <= TAIL_WINDOW:
         return None
-    for read, n0, members, gap_end, last_end in _BACKS:
+    for read, n0, members, gap_end, last_end in tuple(_BACKS):
         if b.endswith(read):
             d = n - n0
             shifted = [Member(m.key, m.key_at + d, m.start + d, m.end + d) for m in members]

@@ -119,3 +119,34 @@ def test_one_byte_changed_anywhere_near_the_ends(at: int, byte: bytes) -> None:
         toplevel._BACKS.clear()
         scan(base)
         assert scan(changed) == fresh(changed)
+
+
+def test_gateways_on_several_threads_share_the_kept_walks() -> None:
+    """Several gateways in one process (threads) walk and keep at once: no walk fails because
+    another thread kept one meanwhile, and every result is the walk's own."""
+    import sys
+    import threading
+
+    bodies = [conversation(10, model=f"claude-{k}") for k in range(24)]
+    expected = [fresh(b) for b in bodies]
+    errors: list[BaseException] = []
+
+    def work(offset: int) -> None:
+        try:
+            for i in range(1500):  # enough to hit a switch inside a lookup (measured)
+                k = (i * 7 + offset) % len(bodies)
+                assert scan(bodies[k]) == expected[k]
+        except BaseException as exc:
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
