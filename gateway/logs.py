@@ -30,17 +30,31 @@ _HEADER = re.compile(
     r"(?im)((?:[\w-]*(?:" + "|".join(SECRET_WORDS) + r")[\w-]*)(?:\s*[:=]\s*|\s+))"
     r"(?:(?:Bearer|Basic)\s+)?(?![0-9.]+\b)[^\s,'\"\\]+"
 )
+# (pattern, replacement, words one of which every match holds, in any case)
 _SECRETS = (
-    (_HEADER, r"\1" + REDACTED),
-    (re.compile(r"sk-ant-[A-Za-z0-9_\-]+"), REDACTED),
-    (re.compile(r"(?i)\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]+"), r"\1 " + REDACTED),
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://)[^/\s@'\"]+@"), r"\1" + REDACTED + "@"),
+    (_HEADER, r"\1" + REDACTED, SECRET_WORDS),
+    (re.compile(r"sk-ant-[A-Za-z0-9_\-]+"), REDACTED, ("sk-ant-",)),
+    (
+        re.compile(r"(?i)\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]+"),
+        r"\1 " + REDACTED,
+        ("bearer", "basic"),
+    ),
+    (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://)[^/\s@'\"]+@"), r"\1" + REDACTED + "@", ("://",)),
 )
 
 
 def scrub(text: str) -> str:
-    """``text`` with every credential it may hold replaced."""
-    for pattern, repl in _SECRETS:
+    """``text`` with every credential it may hold replaced.
+
+    An ASCII text that holds none of a pattern's words (lower-cased) cannot match it and skips
+    its search: the header pattern alone took ~50 us on a one-line request log, on the event
+    loop, for every request (a non-ASCII text is searched: under ``(?i)`` four non-ASCII
+    letters match ASCII ones, which ``lower()`` does not map)."""
+    for pattern, repl, words in _SECRETS:
+        if text.isascii():
+            low = text.lower()
+            if not any(w in low for w in words):
+                continue
         text = pattern.sub(repl, text)
     return text
 
