@@ -8,7 +8,8 @@ relative to unpatched (prompt-cache prices, engine.api.prompt_cache), and the sh
 saving the defaults reach; then the issue's bars: sessions dearer than unpatched, compactions
 left, and the total saving against the oracle's. A compaction left is either proven unavoidable
 in the replay (the oracle's too, forced by history a file that starts mid-conversation does not
-hold: ``Event.cause`` ``unseen_history``) or one the oracle avoids, at the cost it prints.
+hold: ``Event.cause`` ``unseen_history``) or one the oracle avoids, at the cost it prints. For
+the first kind: how many of the hidden tokens would have to be clearable (:func:`hidden_needed`).
 
     python bench/oracle_gap.py [--only NAME ...] [--env CLAUDE_CTX_CLEAR_POLICY=fixed ...]
 """
@@ -22,7 +23,48 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-from real_sessions import sessions
+from real_sessions import Session, sessions
+
+
+def hidden_needed(s: Session, penv: dict[str, str]) -> str:
+    """How much of the history the file does not hold must be clearable for no compaction at
+    all: the session replayed with everything the file shows cleared at every request (the
+    oracle's edit, the text prune) and auto-compaction off; its highest count less the
+    threshold. Beside it, the share of the shown messages that clearing takes at the first
+    request at the threshold."""
+    from engine.replay.counterfactual import simulate_counterfactual
+    from engine.replay.oracle import Probe, limit_env
+    from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
+
+    sim = simulate_counterfactual(
+        s.tr,
+        s.profile,
+        "patched",
+        env={"DISABLE_AUTO_COMPACT": "1"},
+        prune_env=penv,
+        clear_env=limit_env({}),
+        clear_policy=Probe(),
+        microcompact_on=s.microcompact_on,
+        calibration=s.calibration,
+    )
+    th = s.replay("unpatched").thresholds.auto_compact
+    top = max(sim.requests, key=lambda q: q.tokens)
+    need = top.tokens - th + 1
+    hidden = s.calibration.carried
+    if need <= 0:
+        return (
+            f"{s.name}: no compaction with everything it shows cleared (max count {top.tokens:,})"
+        )
+    first = next(q for q in sim.requests if q.tokens >= th)
+    fixed = s.calibration.overhead + hidden
+    fixed += recall_tools_tokens(RECALL_TOOLS_ESTIMATE, s.calibration.ratio)
+    shown = first.prompt_tokens + first.server_cleared - fixed
+    return (
+        f"{s.name}: with everything it shows cleared the count reaches {top.tokens:,} (line "
+        f"{top.line}); no compaction needs {need:,} of its {hidden:,} hidden tokens "
+        f"({need / hidden:.0%}) clearable; at line {first.line} clearing takes "
+        f"{first.server_cleared / shown:.0%} of the shown messages' tokens"
+    )
 
 
 def pct(new: float, old: float) -> str:
@@ -47,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     dearer: list[str] = []
     left = 0
     forced: list[str] = []  # sessions with a compaction the unseen history forces (the oracle's)
+    needed: list[str] = []  # what of that history would have to be clearable
     avoidable: list[str] = []  # compactions the defaults leave and the oracle avoids
     real = 0
     n = 0
@@ -66,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             dearer.append(s.name)
         if o.get("compactions_unseen_history"):
             forced.append(f"{s.name} ({o['compactions_unseen_history']})")
+            needed.append(hidden_needed(s, penv))
         if d["auto_compactions"] > o["auto_compactions"]:
             avoidable.append(f"{s.name} (the oracle {pct(o['cost'], un['cost'])})")
         gain_o = un["cost"] - o["cost"]
@@ -88,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             f"not hold: {', '.join(forced) or 'none'}; avoided by the oracle: "
             f"{', '.join(avoidable) or 'none'}"
         )
+        for line in needed:
+            print(f"  {line}")
     print(
         f"total cost: defaults {pct(tot['d'], tot['un'])}, oracle {pct(tot['o'], tot['un'])}; "
         f"the defaults reach {gain_d / gain_o:.1%} of the oracle's saving"
