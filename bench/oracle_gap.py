@@ -33,7 +33,8 @@ def hidden_needed(s: Session, penv: dict[str, str]) -> str:
     threshold. Beside it, the share of the shown messages that clearing takes at the first
     request at the threshold."""
     from engine.replay.counterfactual import simulate_counterfactual
-    from engine.replay.oracle import Probe, limit_env
+    from engine.replay.edit_limit import limit_env
+    from engine.replay.oracle import Probe
     from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 
     sim = simulate_counterfactual(
