@@ -76,7 +76,7 @@ CLEAR_SCENARIOS = frozenset({"server_clearing", "patched"})
 
 def _load_textprune():
     try:
-        return importlib.import_module("engine.twins.textprune")
+        return importlib.import_module("engine.twins.textprune_incremental")
     except ImportError as e:  # pragma: no cover - the twin ships with the engine
         raise RuntimeError(
             "engine.twins.textprune is missing: the text_prune and patched scenarios need it"
@@ -234,6 +234,8 @@ def simulate_counterfactual(
         raise ValueError(f"unknown scenario {scenario!r}: expected one of {', '.join(SCENARIOS)}")
     prune_mod = _load_textprune() if scenario in PRUNE_SCENARIOS else None
     penv = dict(prune_env or {})
+    # the text prune from state kept across the requests (engine.twins.textprune_incremental)
+    pruner = prune_mod.IncrementalPrune(penv) if prune_mod is not None else None
     cenv = dict(clear_env or {})
     clear_edit = knobs_from_env(cenv) if scenario in CLEAR_SCENARIOS else None
     # the edit at the mechanism's limit: what an auto-compaction's floor clears (unseen_cause)
@@ -431,8 +433,8 @@ def simulate_counterfactual(
                     sent = history
                 elif cleared:
                     sent = mc.messages
-            if prune_mod is not None:
-                pruned = prune_mod.prune(sent, penv)
+            if pruner is not None:
+                pruned = pruner.prune(sent)
                 if pruned is not sent:
                     saved = prune_saving(sent, pruned)
                     events.append(

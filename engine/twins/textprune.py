@@ -116,7 +116,14 @@ from engine.twins.textprune_turns import (
     type_of,
 )
 
-__all__ = ["PruneOutcome", "PruneSettings", "prune", "prune_detailed"]
+__all__ = [
+    "PruneOutcome",
+    "PruneSettings",
+    "prune",
+    "prune_detailed",
+    "prune_outcome",
+    "without_thinking",
+]
 
 ENV_KEEP = "CLAUDE_TEXT_PRUNE_KEEP"
 ENV_THRESHOLD = "CLAUDE_TEXT_PRUNE_THRESHOLD"
@@ -204,8 +211,13 @@ class PruneOutcome:
 
 def prune_detailed(messages: list[Any], env: Mapping[str, str] | None = None) -> PruneOutcome:
     """:func:`prune` with the bookkeeping: turns, cutoff, counts and why nothing happened."""
+    return prune_outcome(messages, PruneSettings.from_env(env))
+
+
+def prune_outcome(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
+    """:func:`prune_detailed` under settings already read."""
     try:
-        return _prune(messages, PruneSettings.from_env(env))
+        return _prune(messages, settings)
     except Exception:
         return PruneOutcome(messages, "error")
 
@@ -260,7 +272,7 @@ def _prune(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
 
 
 @by_identity
-def _without_thinking(msg: Any) -> tuple[Any, int]:
+def without_thinking(msg: Any) -> tuple[Any, int]:
     """``msg`` without its thinking blocks (``None`` when nothing else is left) and how many
     went; the same copy for the same message (see ``shortened_message``)."""
     content = msg["message"]["content"]
@@ -295,7 +307,7 @@ def _prune_thinking(
             if shortened is not None:
                 new, pruned_blocks = shortened, pruned_blocks + count
         if i in drop:
-            without, count = _without_thinking(new)
+            without, count = without_thinking(new)
             dropped += count
             if without is None:
                 removed += 1
