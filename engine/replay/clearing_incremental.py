@@ -103,7 +103,9 @@ class IncrementalClearing:
         self._uses: list[tuple[int, int, Mapping[str, Any]]] = []  # (record, block, tool_use)
         self._results: dict[Any, tuple[int, int]] = {}
         self._reset_prefix()
-        self._ratios: dict[int, tuple[tuple[int, ...], float]] = {}
+        # id(content) -> (content, changed blocks, ratio): a record's ratio depends on its
+        # content only, so it holds when a list that changed earlier shifts the record
+        self._ratios: dict[int, tuple[Any, tuple[int, ...], float]] = {}
         self._new_tokens: dict[int, tuple[Any, int]] = {}
 
     # --- the sent records ---------------------------------------------------------------------
@@ -150,7 +152,6 @@ class IncrementalClearing:
         for i, r in enumerate(self._recs):
             for j, uid in r.results:
                 self._results[uid] = (i, j)
-        self._ratios = {i: v for i, v in self._ratios.items() if i < k}
         self._reset_prefix()
 
     # --- the edit -----------------------------------------------------------------------------
@@ -235,17 +236,17 @@ class IncrementalClearing:
 
     def _ratio(self, i: int) -> tuple[tuple[int, ...], float]:
         idx = tuple(sorted(self._changed[i]))
-        hit = self._ratios.get(i)
-        if hit is not None and hit[0] == idx:
-            return hit
         old = self._recs[i].content
+        hit = self._ratios.get(id(old))
+        if hit is not None and hit[0] is old and hit[1] == idx:
+            return idx, hit[2]
         assert isinstance(old, list)
         tokens = self.estimate.tokens
         before = sum(tokens(b) for b in old)
         after = before + sum(self._new_block_tokens(old[j]) - tokens(old[j]) for j in idx)
-        value = (idx, after / before if before else 1.0)
-        self._ratios[i] = value
-        return value
+        ratio = after / before if before else 1.0
+        self._ratios[id(old)] = (old, idx, ratio)
+        return idx, ratio
 
     def view(
         self, sent: Sequence[Mapping[str, Any]], costs: Sequence[float], overhead: float
