@@ -33,6 +33,8 @@ C).
 from __future__ import annotations
 
 import operator
+import sys
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Mapping, Sequence
 from functools import reduce
@@ -46,6 +48,7 @@ from engine.twins.policy import PaidPolicy
 from engine.twins.policy_scan import PolicyScan
 
 RESUME_TRIES = 8  # points tried, newest first, before the policy's walk starts again
+_FRESH = sys.maxsize  # ``IncrementalClearing._stale`` when every changed record is up to date
 
 
 class _Record:
@@ -115,12 +118,13 @@ class IncrementalClearing:
         self._folded_ids: set[Any] = set()
         self._changed: dict[int, set[int]] = {}
         self._cleared = 0
-        # records with changed blocks by index, each with (its changed blocks, its ratio):
-        # None when a fold changed them
-        self._order: list[tuple[int, tuple[int, ...], float]] | None = []
-        self._changed_view: dict[int, tuple[int, ...]] = {}
-        self._edited: list[int] = []  # the records of ``_order``, and their ratios
+        # the records with changed blocks by index (``_edited``), each with its changed blocks
+        # (``_changed_view``) and its ratio (``_factors``), valid for the records before
+        # ``_stale``: a fold that changes a record lowers it to that record's index
+        self._edited: list[int] = []
         self._factors: list[float] = []
+        self._changed_view: dict[int, tuple[int, ...]] = {}
+        self._stale = 0
 
     def _sync(self, sent: Sequence[Mapping[str, Any]]) -> None:
         old = self._sent
@@ -214,13 +218,14 @@ class IncrementalClearing:
                 block = recs[where[0]].content[where[1]]  # type: ignore[index]
                 if block.get("content") != PLACEHOLDER:
                     self._changed.setdefault(where[0], set()).add(where[1])
+                    self._stale = min(self._stale, where[0])
                     changed = True
             if (ci if isinstance(ci, bool) else name in ci) and use.get("input") != CLEARED_INPUT:
                 self._changed.setdefault(i, set()).add(j)
+                self._stale = min(self._stale, i)
                 changed = True
             if changed:
                 self._cleared += 1
-                self._order = None
         self._done = older
 
     def _new_block_tokens(self, block: Mapping[str, Any]) -> int:
@@ -233,6 +238,20 @@ class IncrementalClearing:
             value = block_tokens({**block, "content": PLACEHOLDER})
         self._new_tokens[id(block)] = (block, value)
         return value
+
+    def _refresh(self) -> None:
+        """The changed records from ``_stale`` on, with their changed blocks and ratios."""
+        at = bisect_left(self._edited, self._stale)
+        view = self._changed_view
+        for i in self._edited[at:]:
+            del view[i]
+        del self._edited[at:], self._factors[at:]
+        for i in sorted(i for i in self._changed if i >= self._stale):
+            idx, ratio = self._ratio(i)
+            self._edited.append(i)
+            self._factors.append(ratio)
+            view[i] = idx
+        self._stale = _FRESH
 
     def _ratio(self, i: int) -> tuple[tuple[int, ...], float]:
         idx = tuple(sorted(self._changed[i]))
@@ -266,11 +285,8 @@ class IncrementalClearing:
         self._fold(older)
         if not self._cleared:
             return ServerView(list(costs), {}, 0, 0)
-        if self._order is None:
-            self._order = [(i, *self._ratio(i)) for i in sorted(self._changed)]
-            self._changed_view = {i: idx for i, idx, _ in self._order}
-            self._edited = [i for i, _, _ in self._order]
-            self._factors = [ratio for _, _, ratio in self._order]
+        if self._stale != _FRESH:
+            self._refresh()
         before = round(base)
         # for each edited record in order: cost = costs[i] * ratio; total += cost - costs[i];
         # the same float operations in the same order, run in C (the edited records are most
