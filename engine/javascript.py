@@ -31,6 +31,8 @@ def utf16_len(s: str) -> int:
     Code points above U+FFFF count twice; lone surrogates (possible in strings from
     ``json.loads``) count once.
     """
+    if s.isascii():  # one unit per character, without encoding the string
+        return len(s)
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
@@ -53,6 +55,12 @@ def js_truthy(value: object) -> bool:
     return True
 
 
+_quote = json.encoder.encode_basestring  # what json.dumps(s, ensure_ascii=False) calls
+# Python's C encoder writes JSON data as JSON.stringify does when it holds no float (Python
+# writes 1.0, 1e-07, 1e+16, NaN), no integer beyond 2**53 (JavaScript writes the double), no key
+# that may be an array index (JavaScript puts those first) and no surrogate (see _js_quote)
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_MAX_SAFE = 2**53
 _SURROGATES = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
 _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")
 _MAX_ARRAY_INDEX = 2**32 - 2
@@ -68,8 +76,8 @@ def _escape_surrogate(match: re.Match[str]) -> str:
 def _js_quote(s: str) -> str:
     # Python's escaping with ensure_ascii=False equals JSON.stringify's (\" \\ \b \f \n \r \t,
     # other controls as lowercase \u00XX, everything else literal) except for surrogates.
-    quoted = json.dumps(s, ensure_ascii=False)
-    if _SURROGATES.search(quoted) is None:
+    quoted = _quote(s)  # json.dumps(s, ensure_ascii=False), without building an encoder
+    if s.isascii() or _SURROGATES.search(quoted) is None:
         return quoted
     return _SURROGATES.sub(_escape_surrogate, quoted)
 
@@ -122,7 +130,46 @@ def js_json_stringify(obj: Any) -> str:
     first, ascending), JavaScript number formatting (integers beyond 2**53 as the double
     ``JSON.parse`` would make of them), and lone surrogates escaped as ``\\udXXX`` (well-formed
     ``JSON.stringify``). Raises ``TypeError`` for anything else.
+
+    A dict or list of plain data (:func:`_plain`) is written by Python's C encoder when the
+    result holds no surrogate; anything else by :func:`_js_stringify`, the specification.
     """
+    if type(obj) in (dict, list) and _plain(obj):
+        out = _encode(obj)
+        if out.isascii() or _no_surrogate(out):
+            return out
+    return _js_stringify(obj)
+
+
+def _plain(v: Any) -> bool:
+    """JSON data that Python's C encoder writes as ``JSON.stringify`` does, surrogates aside:
+    dicts, lists, strings, booleans, null and integers within 2**53 only; no key that starts
+    with a digit (an array index, which JavaScript orders first)."""
+    tv = type(v)
+    if tv is dict:
+        for k, x in v.items():
+            if type(k) is not str or k[:1].isdigit():
+                return False
+            if type(x) is not str and not _plain(x):
+                return False
+        return True
+    if tv is list:
+        return all(type(x) is str or _plain(x) for x in v)
+    if tv is str or v is None or tv is bool:
+        return True
+    return tv is int and -_MAX_SAFE <= v <= _MAX_SAFE
+
+
+def _no_surrogate(s: str) -> bool:
+    try:
+        s.encode("utf-8")  # strict UTF-8 refuses surrogates
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _js_stringify(obj: Any) -> str:
+    """``js_json_stringify`` value by value (every number, key order and surrogate rule)."""
     if obj is None:
         return "null"
     if obj is True:
@@ -141,7 +188,7 @@ def js_json_stringify(obj: Any) -> str:
     if isinstance(obj, float):
         return _js_number(obj)
     if isinstance(obj, (list, tuple)):
-        return "[" + ",".join(js_json_stringify(item) for item in obj) + "]"
+        return "[" + ",".join(_js_stringify(item) for item in obj) + "]"
     if isinstance(obj, dict):
         keys = list(obj)
         for key in keys:
@@ -149,7 +196,7 @@ def js_json_stringify(obj: Any) -> str:
                 raise TypeError(f"object key {key!r} is not a string")
         return (
             "{"
-            + ",".join(_js_quote(k) + ":" + js_json_stringify(obj[k]) for k in _js_key_order(keys))
+            + ",".join(_js_quote(k) + ":" + _js_stringify(obj[k]) for k in _js_key_order(keys))
             + "}"
         )
     raise TypeError(f"not JSON data: {type(obj).__name__}")
