@@ -21,9 +21,13 @@ from __future__ import annotations
 import json
 import lzma
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from ctxpatch.errors import TranscriptError  # the one error module (README "Layout")
 from engine.tokens import (
@@ -137,7 +141,8 @@ def is_compact_boundary(rec: dict) -> bool:
     return rec.get("type") == "system" and rec.get("subtype") == "compact_boundary"
 
 
-def _read_lines(path: Path) -> list[str]:
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes (decompressed when ``.xz``)."""
     if not path.exists():
         raise TranscriptError(
             f"cannot read {path}", "no such file", "pass the path of a .jsonl session transcript"
@@ -161,6 +166,10 @@ def _read_lines(path: Path) -> list[str]:
             raise TranscriptError(
                 f"cannot read {path}", f"not a valid .xz file ({e})", "decompress it with xz -d"
             ) from e
+    return data
+
+
+def _lines(data: bytes, path: Path) -> list[str]:
     if b"\x00" in data[:4096]:
         raise TranscriptError(
             f"cannot read {path}", "it is a binary file", "pass a Claude Code JSONL transcript"
@@ -175,10 +184,41 @@ def _read_lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
+_DIGITS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))  # each digit 0, the rest space
+
+
+def orjson_reads_exactly(data: bytes) -> bool:
+    """Whether orjson parses every line of ``data`` as ``json`` does, or refuses it: it reads an
+    integer beyond 64 bits (19+ digits) as a float where ``json`` keeps the integer, so no run
+    of 19 digits may occur (in a string it is harmless; then ``json`` parses all, as before)."""
+    return b"0" * 19 not in data.translate(_DIGITS)
+
+
+def _loads(fast: bool) -> Callable[[str], Any]:
+    if not fast:
+        return json.loads
+
+    def loads(raw: str) -> Any:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            # NaN, Infinity, a lone surrogate, a number past the double range: json's reading
+            # (or json's error, with its message)
+            return json.loads(raw)
+
+    return loads
+
+
 def parse_records(
-    lines: list[str], source: str = "<transcript>", skipped: list[str] | None = None
+    lines: list[str],
+    source: str = "<transcript>",
+    skipped: list[str] | None = None,
+    fast: bool = False,
 ) -> list[dict]:
     """Parse JSON lines; blank lines become empty records.
+
+    ``fast``: orjson parses the lines (json where orjson refuses one), the caller having checked
+    with :func:`orjson_reads_exactly` that the records come out the same.
 
     A malformed line (not JSON, or JSON that is not an object) raises with its line number, or,
     when ``skipped`` is a list, becomes an empty record and a warning naming the line is appended
@@ -186,6 +226,7 @@ def parse_records(
     a file damaged by hand or by a redaction tool), so a replay goes on without them.
     """
     records: list[dict] = []
+    loads = _loads(fast)
     for i, raw in enumerate(lines, 1):
         if not raw.strip():
             records.append({})
@@ -193,7 +234,7 @@ def parse_records(
         why: str | None = None
         hint, err = "", None  # err: the JSON error that caused a refusal, if any
         try:
-            rec = json.loads(raw)
+            rec = loads(raw)
         except json.JSONDecodeError as e:
             why, hint = f"invalid JSON: {e.msg}", "was the file cut mid-write?"
             err = e
@@ -435,9 +476,10 @@ def load_transcript(path: str | Path) -> Transcript:
     no usable record raises ``TranscriptError``.
     """
     p = Path(path)
-    lines = _read_lines(p)
+    data = _read_bytes(p)
+    lines = _lines(data, p)
     skipped: list[str] = []
-    records = parse_records(lines, str(p), skipped)
+    records = parse_records(lines, str(p), skipped, fast=orjson_reads_exactly(data))
     if not any(records):
         why = (
             f"none of its {len(skipped)} non-blank line(s) is a JSON object ({skipped[0]})"

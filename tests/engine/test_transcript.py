@@ -5,9 +5,15 @@ import lzma
 
 import pytest
 
-from engine.transcript import TranscriptError, build_transcript, load_transcript, parse_records
+from engine.transcript import (
+    TranscriptError,
+    build_transcript,
+    load_transcript,
+    orjson_reads_exactly,
+    parse_records,
+)
 
-from .conftest import CCLOG, SPOTTER, need_shared
+from .conftest import CCLOG, PUBLIC, SPOTTER, need_shared
 
 
 def test_reply_split_over_lines_shares_message_id(need_spotter):
@@ -51,6 +57,57 @@ def test_malformed_line_number():
     with pytest.raises(TranscriptError) as e:
         parse_records(['{"type":"user"}', "", "{oops"])
     assert e.value.line == 3 and "JSON" in e.value.why
+
+
+# lines orjson reads differently or refuses (json decides them), and ordinary ones
+EDGE_LINES = [
+    '{"type":"user","n":NaN,"i":Infinity}',
+    '{"s":"\\ud800 lone"}',
+    '{"x":1e400}',
+    '{"x":-0.0,"y":0.1,"z":5e-324,"w":1E2}',
+    '{"a":1,"a":2}',
+    '{"t":"a\tb"}',
+    "[1,2]",
+    "{oops",
+    '{"ok":"\u00e9 \u2028"}',
+]
+
+
+def test_orjson_parses_as_json_does():
+    """``fast`` (orjson, json where it refuses) gives the records and warnings json gives."""
+    slow_skips: list[str] = []
+    fast_skips: list[str] = []
+    slow = parse_records(EDGE_LINES, "x", slow_skips)
+    fast = parse_records(EDGE_LINES, "x", fast_skips, fast=True)
+    assert json.dumps(fast) == json.dumps(slow) and fast_skips == slow_skips
+    assert len(slow_skips) == 3  # the array, the cut line, the raw tab
+    assert fast[0]["n"] != fast[0]["n"] and fast[1]["s"] == "\ud800 lone"
+
+
+def test_long_integers_keep_json_parsing(tmp_path):
+    """orjson reads an integer beyond 64 bits as a float: a file with a run of 19 digits is
+    parsed by json throughout, so the integer stays exact."""
+    big = 123456789012345678901234567890
+    line = json.dumps({"type": "system", "n": big, "m": -9223372036854775809})
+    assert not orjson_reads_exactly(line.encode())
+    assert orjson_reads_exactly(b'{"n": 922337203685477580}')  # 18 digits
+    f = tmp_path / "s.jsonl"
+    f.write_text(line + "\n")
+    rec = load_transcript(f).records[0]
+    assert rec["n"] == big and isinstance(rec["m"], int)
+
+
+def test_orjson_parses_the_shared_sessions_as_json_does():
+    files = sorted(need_shared(SPOTTER).glob("*.jsonl")) + sorted(PUBLIC.glob("*.jsonl.xz"))[:6]
+    for f in files:
+        data = f.read_bytes()
+        text = (lzma.decompress(data) if f.suffix == ".xz" else data).decode()
+        lines = text.splitlines()
+        slow_skips: list[str] = []
+        fast_skips: list[str] = []
+        slow = parse_records(lines, f.name, slow_skips)
+        fast = parse_records(lines, f.name, fast_skips, fast=True)
+        assert json.dumps(fast) == json.dumps(slow) and fast_skips == slow_skips, f.name
 
 
 def test_claude_code_log_edge_cases_malformed_line_13_is_skipped():
