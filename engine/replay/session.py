@@ -27,9 +27,12 @@ def simulate(tr: Transcript, profile: Profile, scenario: str = "recorded", **kw)
         overhead = 0.0
         if tr.boundaries and not profile.compact_reads_cache:
             # what a summary request with its own system prompt leaves out of its input
-            from engine.replay.calibration import calibrate
+            cal = kw.get("calibration")
+            if cal is None:
+                from engine.replay.calibration import calibrate
 
-            overhead = calibrate(tr, profile).overhead
+                cal = calibrate(tr, profile)
+            overhead = cal.overhead
         return simulate_recorded(tr, profile, kw.get("model"), kw.get("env"), overhead)
     if scenario == "oracle":
         return simulate_oracle(tr, profile, **kw)
@@ -70,22 +73,24 @@ def replay_session(
     """
     kw: dict[str, Any] = {"model": model, "env": dict(env or {})}
     recorded: Simulation | None = None
+    cal = None  # the calibration, once computed (the recorded replay's summary requests use it)
     if list(scenarios) == ["recorded"]:
         recorded = simulate(tr, profile, "recorded", **kw)
         sims = [recorded]
     else:
         from engine.replay.calibration import calibrate
 
+        cal = calibrate(tr, profile)
         mc = knobs.microcompact
         if mc is None:
-            recorded = simulate(tr, profile, "recorded", **kw)
+            recorded = simulate(tr, profile, "recorded", calibration=cal, **kw)
             mc = not any(e.kind == "micro_compact" and e.recorded is False for e in recorded.events)
         replay = dict(
             kw,
             prune_env=dict(knobs.prune_env),
             clear_env=dict(knobs.clear_env),
             microcompact_on=mc,
-            calibration=calibrate(tr, profile),
+            calibration=cal,
         )
         if recall_tools is not None:
             replay["recall_tools"] = recall_tools
@@ -102,6 +107,6 @@ def replay_session(
         from engine.replay.divergence import vs_recorded as explain
 
         if recorded is None:
-            recorded = simulate(tr, profile, "recorded", **kw)
+            recorded = simulate(tr, profile, "recorded", calibration=cal, **kw)
         vs_recorded = explain(recorded, unpatched)
     return SessionReport(tuple(sims), recorded, vs_recorded, counts)
