@@ -241,13 +241,19 @@ def output_content_tokens(blocks: Iterable[Any]) -> int:
     (``return{...input,plan}``, read in 2.0.76-2.1.33), the model did not write it (a real
     2.1.33 reply recording an 18,176-char plan counted 79 output tokens).
     """
-    return js_round_div(_output_chars(blocks, signed=False))
+    return output_estimates(blocks)[0]
 
 
 def signed_output_tokens(blocks: Iterable[Any]) -> int:
     """``output_content_tokens`` with each thinking block at the length of the thinking the model
     really wrote (``thinking_chars``), not of the text the transcript shows."""
-    return js_round_div(_output_chars(blocks, signed=True))
+    return output_estimates(blocks)[1]
+
+
+def output_estimates(blocks: Iterable[Any]) -> tuple[int, int]:
+    """(``output_content_tokens``, ``signed_output_tokens``) of ``blocks``, in one pass."""
+    shown, signed = _output_chars(blocks)
+    return js_round_div(shown), js_round_div(signed)
 
 
 def thinking_chars(block: Mapping[str, Any]) -> int:
@@ -271,19 +277,27 @@ def thinking_chars(block: Mapping[str, Any]) -> int:
     return max(shown, 3 * len(sig) // 4) if isinstance(sig, str) else shown
 
 
-def _output_chars(blocks: Iterable[Any], signed: bool) -> int:
-    chars = 0
+def _output_chars(blocks: Iterable[Any]) -> tuple[int, int]:
+    """The UTF-16 length of what the model wrote: as shown, and with thinking as signed."""
+    shown = signed = 0
     for b in blocks:
         if not isinstance(b, Mapping):
             continue
         t = b.get("type")
         if t == "text":
-            chars += utf16_len(b.get("text") or "")
-        elif t == "thinking" or (signed and t == "redacted_thinking"):
-            chars += thinking_chars(b) if signed else utf16_len(b.get("thinking") or "")
+            n = utf16_len(b.get("text") or "")
+            shown += n
+            signed += n
+        elif t == "thinking":
+            shown += utf16_len(b.get("thinking") or "")
+            signed += thinking_chars(b)
+        elif t == "redacted_thinking":
+            signed += thinking_chars(b)
         elif t == "tool_use":
             inp = b.get("input")
             if b.get("name") == "ExitPlanMode" and isinstance(inp, Mapping) and "plan" in inp:
                 inp = {k: v for k, v in inp.items() if k != "plan"}
-            chars += utf16_len(b.get("name") or "") + utf16_len(js_json_stringify(inp))
-    return chars
+            n = utf16_len(b.get("name") or "") + utf16_len(js_json_stringify(inp))
+            shown += n
+            signed += n
+    return shown, signed

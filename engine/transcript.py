@@ -30,12 +30,7 @@ from typing import Any
 import orjson
 
 from ctxpatch.errors import TranscriptError  # the one error module (README "Layout")
-from engine.tokens import (
-    output_content_tokens,
-    raw_message_tokens,
-    signed_output_tokens,
-    usage_prompt,
-)
+from engine.tokens import output_estimates, raw_message_tokens, usage_prompt
 
 KNOWN_TYPES = frozenset(
     {
@@ -280,7 +275,7 @@ def _make_reply(mid: str, lines: list[int], records: list[dict]) -> Reply:
         if isinstance(records[i - 1]["message"].get("content"), list)
         for b in records[i - 1]["message"]["content"]
     ]
-    guess = output_content_tokens(blocks)
+    guess, signed = output_estimates(blocks)  # output_content_tokens, signed_output_tokens
     thinks = any(
         isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking") for b in blocks
     )
@@ -298,7 +293,7 @@ def _make_reply(mid: str, lines: list[int], records: list[dict]) -> Reply:
         sidechain=is_sidechain(records[lines[0] - 1]),
         start_output=start,
         content_estimate=guess,
-        signed_estimate=signed_output_tokens(blocks),
+        signed_estimate=signed,
         thinks=thinks,
     )
 

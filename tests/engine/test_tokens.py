@@ -229,3 +229,23 @@ def test_thinking_length_is_three_quarters_of_the_signature():
     ]
     assert output_content_tokens(blocks) == 125  # (400 + 100) / 4: the shown text only
     assert signed_output_tokens(blocks) == 550  # (1500 + 100 + 600) / 4
+
+
+def test_output_estimates_is_both_estimates_in_one_pass():
+    """What the transcript reader takes for a reply: the shown and the signed estimate, tool
+    inputs (ExitPlanMode's plan left out) counted in both."""
+    from engine.tokens import output_content_tokens, output_estimates, signed_output_tokens
+
+    blocks = [
+        {"type": "thinking", "thinking": "t" * 400, "signature": "s" * 2000},
+        {"type": "text", "text": "é" * 10 + "😀"},
+        {"type": "redacted_thinking", "data": "d" * 800},
+        {"type": "tool_use", "name": "Bash", "input": {"command": "ls", "n": 1.5}},
+        {"type": "tool_use", "name": "ExitPlanMode", "input": {"plan": "p" * 999, "x": 1}},
+        "not a block",
+    ]
+    shown, signed = output_estimates(blocks)
+    assert (shown, signed) == (output_content_tokens(blocks), signed_output_tokens(blocks))
+    # 400 + 12 + len('Bash{"command":"ls","n":1.5}') 28 + len('ExitPlanMode{"x":1}') 19
+    assert shown == round((400 + 12 + 28 + 19) / 4)
+    assert signed == round((1500 + 12 + 600 + 28 + 19) / 4)
