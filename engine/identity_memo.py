@@ -3,19 +3,32 @@
 A replay hands the twins the same message and block objects request after request, and
 nothing mutates them (the twins copy what they change), so a value computed from one object
 can be kept under its ``id``. Each entry holds the object itself, so the id cannot be reused
-by another object while it is cached; a memo is emptied when it reaches :data:`SIZE`.
+by another object while it is cached; a memo is emptied when it reaches :data:`SIZE`, and every
+memo by :func:`clear_memos` (a process that replays many sessions, one after the other: what a
+memo holds of one session keeps that session's objects alive, hundreds of MB, for nothing).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 V = TypeVar("V")
 A = TypeVar("A", bound=Hashable)
 
 SIZE = 1 << 16
+
+
+# every memo of the process -> its table (a memo made for one replay leaves with it)
+_TABLES: weakref.WeakKeyDictionary[Callable[..., Any], dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def clear_memos() -> None:
+    """Empty every memo of this process (their values are computed again when asked for)."""
+    for entries in list(_TABLES.values()):
+        entries.clear()
 
 
 def by_identity(compute: Callable[[T], V]) -> Callable[[T], V]:
@@ -33,6 +46,7 @@ def by_identity(compute: Callable[[T], V]) -> Callable[[T], V]:
         return value
 
     memoised.__doc__ = compute.__doc__
+    _TABLES[memoised] = entries
     return memoised
 
 
@@ -52,4 +66,5 @@ def by_identity_and(compute: Callable[[T, A], V]) -> Callable[[T, A], V]:
         return value
 
     memoised.__doc__ = compute.__doc__
+    _TABLES[memoised] = entries
     return memoised

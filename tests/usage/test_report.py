@@ -155,6 +155,18 @@ def test_both_writers_merge_and_a_request_both_saw_counts_once() -> None:
     assert (sums.usage.input_tokens, sums.usage.cache_read) == (30, 300)
 
 
+def test_a_worker_keeps_nothing_of_a_session_it_replayed(projects: Path) -> None:
+    """After each session a worker empties the engine's identity memos: what they held of it
+    would stay alive (hundreds of MB over a few hundred sessions) and slow the next ones."""
+    from engine import identity_memo
+    from engine.replay.knobs import parse_knobs
+    from usage.report import SessionNumbers, _work
+
+    done = _work((str(projects / "-home-me-app" / "s1.jsonl"), "p", parse_knobs(process_env={})))
+    assert isinstance(done, SessionNumbers) and done.requests > 0
+    assert identity_memo._TABLES and not any(identity_memo._TABLES.values())
+
+
 def test_cached_replays_give_the_same_report(projects: Path) -> None:
     first = report_json("--projects", str(projects))
     second = report_json("--projects", str(projects))
