@@ -13,10 +13,13 @@ on the last message, so each request writes a cache entry ending where its promp
 reads an entry only when the new prompt starts with that entry's exact bytes and the entry ends
 within :data:`LOOKBACK_BLOCKS` content blocks of the new breakpoint (it checks that far back).
 So a request reads the longest earlier prompt that is a prefix of its own and ends within the
-lookback, else only the fixed overhead (system prompt and tools), and writes the rest. A change
-anywhere before the last earlier breakpoint (compaction, micro-compaction, a text prune, or a
-server-side clearing, whose cache is of the prompt *after* its edits) therefore costs a
-rewrite of everything after the overhead.
+lookback, else only what the system prompt's breakpoint caches (the tools and the system prompt
+up to its ``cache_control``: ``stable``, ``Calibration.break_prefix``), and writes the rest. A
+change anywhere before the last earlier breakpoint (compaction, micro-compaction, a text prune,
+or a server-side clearing, whose cache is of the prompt *after* its edits) therefore costs a
+rewrite of everything after that breakpoint: the messages, and the part of the fixed overhead
+after it (the rest of the system prompt, the context Claude Code prepends to the messages),
+as the real sessions' first requests after a compaction show.
 
 Not modelled: the cache's 5-minute lifetime (idle gaps cost every scenario alike).
 """
@@ -49,8 +52,10 @@ class PromptCache:
     """The cache entries of one replay: the signatures of the recent prompts (the only ones a
     later request can still reach within the lookback)."""
 
-    def __init__(self, overhead: float) -> None:
+    def __init__(self, overhead: float, stable: float | None = None) -> None:
         self.overhead = float(overhead)
+        # what a request whose prompt changed before its last breakpoint still reads
+        self.stable = self.overhead if stable is None else float(stable)
         self._entries: list[list[Hashable]] = []
 
     def read(
@@ -66,11 +71,12 @@ class PromptCache:
         bytes), token cost and number of content blocks. ``overhead``: this prompt's fixed
         prefix when it is not the cache's own (history before the file's first message, which
         precedes every message and is read like the system prompt until a compaction drops it).
+        A prompt no entry reaches reads only ``stable`` (at most ``fixed``).
         """
         fixed = self.overhead if overhead is None else float(overhead)
         found: float | None = None
         if self._entries:
-            found = fixed
+            found = min(self.stable, fixed)
             for entry in reversed(self._entries):
                 n = len(entry)
                 if n > len(sig) or sig[:n] != entry:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from engine.api.previous_thinking import (
@@ -14,7 +14,7 @@ from engine.api.previous_thinking import (
     thinking_share,
 )
 from engine.javascript import js_json_stringify
-from engine.profiles import Profile
+from engine.profiles import Profile, parse_version
 from engine.replay.recorded import LINE_KEY, memory_records
 from engine.tokens import count_text, raw_message_tokens
 from engine.transcript import Transcript, is_compact_boundary
@@ -75,6 +75,17 @@ class Calibration:
     # the tokens it added while it counted
     strips_thinking: bool = False
     resumes: tuple[Resume, ...] = ()
+    # the part of ``overhead`` a request still reads from the cache after a break (a change
+    # before its last breakpoint): the tools and the system prompt up to its cache breakpoint;
+    # the rest (the system prompt after it, the context Claude Code prepends) is written again.
+    # ``None``: all of it (a calibration built by hand); ``calibrate`` always sets it
+    # (``break_read``)
+    stable: int | None = None
+
+    @property
+    def break_prefix(self) -> int:
+        """What a request whose prompt changed before its last breakpoint still reads."""
+        return self.overhead if self.stable is None else min(self.stable, self.overhead)
 
     def resume_factor(self, line: int | None, at: int) -> float:
         """The share of record ``line``'s cost still in the prompt of the request at ``at``."""
@@ -124,7 +135,62 @@ def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
         fixed = max(cache_read, round(prompt - cal.ratio * estimate))
         if fixed < cal.overhead:
             cal = _fit(tr, records, fixed)
-    return cal
+    return replace(cal, stable=break_read(tr, cal.overhead))
+
+
+# The share of the fixed overhead a request still reads after a cache break, per era of Claude
+# Code, for a file that shows no break read of its own (``break_read``): the median of the
+# measured ``cache_read`` of the first request after a compaction over ``overhead`` in the
+# shared real sessions of that era (docs/clearing-defaults.md lists them). Where the system
+# prompt's breakpoint sits moved between versions: 2.1.33-2.1.38 read only the tools and the
+# start of the system prompt (16.6K of 42-43K in all six sessions of that era).
+ERA_BREAK_SHARE: tuple[tuple[tuple[int, ...], int], ...] = (
+    ((2, 1, 17), 84),  # up to 2.1.16: 0.76-2.1.7, 11 sessions (81-100%)
+    ((2, 1, 33), 66),  # 2.1.17-2.1.32: 6 sessions (47-76%)
+    ((2, 1, 39), 39),  # 2.1.33-2.1.38: 7 sessions (38-61%)
+)
+LATER_BREAK_SHARE = 83  # 2.1.39 on: 7 sessions (64-96%)
+
+
+def era_break_share(version: str | None) -> int:
+    """Percent of the overhead read after a break on ``version`` (``ERA_BREAK_SHARE``)."""
+    try:
+        v = parse_version(version or "")
+    except ValueError:
+        return LATER_BREAK_SHARE
+    for before, share in ERA_BREAK_SHARE:
+        if v < before:
+            return share
+    return LATER_BREAK_SHARE
+
+
+def break_read(tr: Transcript, overhead: int) -> int:
+    """The prefix a request of this session still reads from the cache after a break, measured
+    where the file shows one: the ``cache_read_input_tokens`` of the first request after a
+    compaction (the system prompt and tools unchanged, every message new); else the most
+    frequent positive read, no larger than ``overhead``, of a request that read less than 98%
+    of the previous prompt (a read of 0 is an expired cache, not a break; a larger one reached
+    a breakpoint among the messages); else the era's share of ``overhead``
+    (``era_break_share``). Never more than ``overhead``."""
+    after: list[int] = []
+    others: list[int] = []
+    lines = sorted(b.line for b in tr.boundaries)
+    prev: tuple[int, int] | None = None
+    for reply in tr.replies:
+        read = int(reply.usage.get("cache_read_input_tokens") or 0)
+        if prev is not None and read > 0:
+            i = bisect_left(lines, prev[0])
+            if i < len(lines) and lines[i] < reply.line:
+                after.append(read)
+            elif read < 0.98 * prev[1] and read <= overhead:
+                others.append(read)
+        prev = (reply.line, reply.prompt_tokens)
+    if after:
+        return min(after[0], overhead)
+    if others:
+        common = max(sorted(set(others)), key=others.count)
+        return min(common, overhead)
+    return overhead * era_break_share(tr.version) // 100
 
 
 def _first_after_compaction(tr: Transcript, records: Sequence[dict]) -> tuple[int, int, int] | None:

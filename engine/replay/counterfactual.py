@@ -179,6 +179,14 @@ def window_guard_limit(
     return limit
 
 
+def fixed_prefix(cal: Calibration, recall_tools: int) -> tuple[float, float]:
+    """(the fixed part of every prompt, the part of it a request still reads after a cache
+    break): the calibration's overhead and break prefix, plus recall's tools when registered
+    (tool definitions come before the system prompt's breakpoint, so a break reads them)."""
+    tools = recall_tools_tokens(recall_tools, cal.ratio)
+    return cal.overhead + tools, cal.break_prefix + tools
+
+
 def simulate_counterfactual(
     tr: Transcript,
     profile: Profile,
@@ -218,7 +226,7 @@ def simulate_counterfactual(
     if recall_tools is None:
         recall_tools = RECALL_TOOLS_ESTIMATE if scenario in CLEAR_SCENARIOS else 0
     # the fixed part of every prompt: system prompt, tools, and recall's tools when registered
-    overhead = cal.overhead + recall_tools_tokens(recall_tools, cal.ratio)
+    overhead, stable = fixed_prefix(cal, recall_tools)
     # the API leaves out the thinking of turns before the last human prompt on some models
     # (engine.api.previous_thinking): ``model`` when asked for, else the session's main model; the
     # session's own version when the profile holds it
@@ -262,7 +270,7 @@ def simulate_counterfactual(
         window_guard_limit(cenv, profile, tr.version, model, th) if clear_edit is not None else None
     )
     guarded = False  # the previous request went without the edit (the window guard)
-    cache = PromptCache(overhead)
+    cache = PromptCache(overhead, stable)
     # micro-compaction as engine.claude_code.microcompact, from state kept across the requests
     micro = IncrementalMicrocompact(profile, th)
     history: list[dict] = []

@@ -17,8 +17,10 @@ formulation, its assumptions and why the dynamic programme is exact are in
 * Request ``r`` at boundary ``b`` costs, if the boundary stayed where it was,
   ``0.1 × read + 1.25 × (prompt - read)`` with ``read`` the previous prompt (as the probe's cache
   read says it is reachable; minus what ``b`` frees), and after a move
-  ``0.1 × overhead + 1.25 × (prompt - overhead)``: the cleared part changes before every earlier
-  cache breakpoint, so all but the system prompt is written again.
+  ``0.1 × stable + 1.25 × (prompt - stable)``: the cleared part changes before every earlier
+  cache breakpoint but the system prompt's, so only what that one caches (``stable``,
+  ``Calibration.break_prefix``: the tools and the system prompt up to its breakpoint) is read
+  and everything after it is written again.
 * Claude Code's count before request ``r + 1`` is the usage of request ``r`` (its edited prompt)
   plus what came after it, so "no auto-compaction" bounds ``F_r(b_r)`` from below.
 
@@ -60,6 +62,13 @@ class Observed:
     overhead: float  # the prompt's fixed part (system prompt, tools, carried history)
     freed: list[float]  # F(b): tokens freed from this prompt by clearing the b oldest uses
     limit: int  # the largest boundary this request can send (the round in progress kept)
+    # of the overhead, what a request still reads after a break (Calibration.break_prefix;
+    # None: all of it)
+    stable: float | None = None
+
+    @property
+    def break_read(self) -> float:
+        return self.overhead if self.stable is None else min(self.stable, self.overhead)
 
 
 @dataclass
@@ -67,6 +76,7 @@ class Probe:
     """A :data:`~engine.api.server_clearing.ClearPolicy` that clears all it may and records."""
 
     seen: list[Observed] = field(default_factory=list)
+    stable: float | None = None  # what a break still reads (None: the whole overhead)
 
     def __call__(
         self,
@@ -85,6 +95,7 @@ class Probe:
                 overhead,
                 _freed(api, costs, uses[:limit]),
                 limit,
+                self.stable,
             )
         )
         return replace(edit, keep=len(uses) - limit)
@@ -164,14 +175,14 @@ class _Request:
     limit: int
     reach: bool  # the previous prompt can be read when the boundary stays
     prefix: float  # what that read holds with nothing cleared
-    move_read: float  # what is read after a move (the fixed prefix; 0 on the first request)
+    move_read: float  # what is read after a move (the break prefix; 0 on the first request)
     bound: float | None  # F(b) must reach this (no compaction before the next request)
     unavoidable: bool  # not even clearing everything avoids the compaction
 
     def cost(self, b: int, stays: bool) -> float:
         """The request's cost at boundary ``b``; ``stays``: the boundary did not move."""
         prompt = self.full - self.freed[b]
-        read = self.move_read  # after a move only the fixed prefix is still cached
+        read = self.move_read  # after a move only the system prompt's breakpoint is still cached
         if stays and self.reach:
             read = min(prompt, self.prefix - self.freed[b])
         return READ_PRICE * read + WRITE_PRICE * (prompt - read)
@@ -206,7 +217,7 @@ def _requests(
                 cur.limit,
                 reach,
                 prefix,
-                cur.overhead if r else 0.0,
+                cur.break_read if r else 0.0,
                 bound,
                 unavoidable,
             )
@@ -330,9 +341,17 @@ def simulate_oracle(
 
     ``clear_env`` may name ``CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS`` / ``CLAUDE_CTX_CLEAR_TOOL_INPUTS``
     (what the edit may clear); the trigger, keep and step are the plan's."""
-    from engine.replay.counterfactual import simulate_counterfactual
+    from engine.replay.counterfactual import (
+        CLEAR_SCENARIOS,
+        fixed_prefix,
+        simulate_counterfactual,
+    )
+    from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE
 
     cal = calibration or calibrate(tr, profile)
+    # both scenarios the oracle replays clear, so recall's tools ride along unless asked not to
+    assert {"server_clearing", "patched"} <= CLEAR_SCENARIOS
+    _, stable = fixed_prefix(cal, RECALL_TOOLS_ESTIMATE if recall_tools is None else recall_tools)
     cenv = limit_env(clear_env)
     kw: dict[str, Any] = {
         "model": model,
@@ -346,7 +365,7 @@ def simulate_oracle(
     }
     best: tuple[Simulation, Plan, bool] | None = None
     for scenario in ("server_clearing", "patched"):
-        probe = Probe()
+        probe = Probe(stable=stable)
         seen_sim = simulate_counterfactual(tr, profile, scenario, clear_policy=probe, **kw)
         th = seen_sim.thresholds
         p = plan(

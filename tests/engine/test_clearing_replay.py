@@ -51,6 +51,18 @@ def test_a_change_reads_only_an_earlier_entry_it_still_starts_with():
     assert cache.read(["a2", "b2", "c"], [5.0, 6.0, 7.0], [1, 1, 1]) == 100
 
 
+def test_a_break_reads_only_up_to_the_system_prompts_breakpoint():
+    cache = PromptCache(100, stable=60)
+    cache.read(["a", "b"], [5.0, 6.0], [1, 1])
+    # the prefix still matches: the whole overhead and the messages are read
+    assert cache.read(["a", "b", "c"], [5.0, 6.0, 7.0], [1, 1, 1]) == 111
+    # a change before the last breakpoint: only the system prompt's breakpoint is read, the
+    # rest of the overhead is written again
+    assert cache.read(["a2", "b", "c"], [5.0, 6.0, 7.0], [1, 1, 1]) == 60
+    # never more than the prompt's own fixed prefix
+    assert cache.read(["a3"], [5.0], [1], overhead=40) == 40
+
+
 def test_an_entry_beyond_the_lookback_is_not_found():
     n = LOOKBACK_BLOCKS
     cache = PromptCache(100)
@@ -167,10 +179,11 @@ def test_clearing_lowers_the_usage_claude_code_counts_and_avoids_compaction(runs
 
 def test_each_move_of_the_cleared_part_rewrites_the_cache(tr, runs):
     base, clearing = runs["unpatched"].summary, runs["server_clearing"].summary
-    # the fixed prefix: the overhead, and with ctxpatch recall's tool definitions
-    fixed = OVERHEAD + recall_tools_tokens(
-        RECALL_TOOLS_ESTIMATE, calibrate(tr, profile_for("2.1.39")).ratio
-    )
+    # what a break still reads: the prefix up to the system prompt's breakpoint (the file's
+    # own break read, below the overhead), and with ctxpatch recall's tool definitions
+    cal = calibrate(tr, profile_for("2.1.39"))
+    assert cal.break_prefix < cal.overhead
+    fixed = cal.break_prefix + recall_tools_tokens(RECALL_TOOLS_ESTIMATE, cal.ratio)
     assert clearing["cache_breaks"] > base["cache_breaks"]
     assert clearing["tokens_sent"] < base["tokens_sent"]
     req = runs["server_clearing"].requests
