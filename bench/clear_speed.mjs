@@ -34,7 +34,12 @@ const tools = [];
 for (let t = 0; t < 20; t++) {
   tools.push({ name: "Tool" + t, description: "Does things. ".repeat(80), input_schema: { type: "object", properties: { a: { type: "string", description: "an argument" }, b: { type: "array", items: { type: "string" } } }, required: ["a"] } });
 }
-const system = [{ type: "text", text: "You are Claude Code. ".repeat(600), cache_control: { type: "ephemeral" } }];
+// Claude Code 2.1.33-2.1.38's shape: the breakpoint early, a long tail the paid rule counts
+const system = [
+  { type: "text", text: "x-anthropic-billing-header: cc_version=2.1.37" },
+  { type: "text", text: "You are Claude Code.", cache_control: { type: "ephemeral" } },
+  { type: "text", text: "You are Claude Code. ".repeat(600) },
+];
 const user_id = JSON.stringify({ device_id: "d".repeat(64), account_uuid: "", session_id: "0b6f3e2a-1c4d-4e5f-8a9b-0c1d2e3f4a5b" });
 const request = { model: "claude-sonnet-4-5", max_tokens: 32000, betas: [], system, tools, messages, metadata: { user_id } };
 // The ledger (on unless CTXPATCH_LEDGER=0) adds to the request's path: the session id read off

@@ -16,6 +16,12 @@ messages after it are decoded (``json``'s ``raw_decode``, from that offset) and 
 first request of a conversation (or one that rewrote its history: a compaction, a resumed
 session) pays the whole walk once.
 
+The paid rule also weighs what a move writes again of the system prompt (its blocks after the
+last ``cache_control``: :func:`engine.twins.policy_scan.system_rest`), so the walk is kept per
+system prompt too. Claude Code sends ``system`` right after ``messages``: its value (tens of
+KB) is decoded only when the bytes after the messages are not the kept body's; anywhere the
+top-level walk cannot vouch for a single ``system`` member, the body is parsed.
+
 Bounds (:mod:`gateway.limits`): at most :data:`MEMO_CONVERSATIONS` conversations and
 :data:`MEMO_BYTES` of kept bodies and state (:data:`PER_MESSAGE` bytes a message), least recently
 used dropped first; a body larger than half of that is walked but not kept. Where the messages cannot be placed by the fast walk of the top
@@ -37,9 +43,9 @@ import orjson
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import step_from_env
 from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
-from engine.twins.policy_scan import PolicyScan
+from engine.twins.policy_scan import PolicyScan, system_rest
 from gateway import limits
-from gateway.toplevel import TopLevel
+from gateway.toplevel import TopLevel, value_end
 
 MEMO_CONVERSATIONS = limits.MEMO_CONVERSATIONS
 MEMO_BYTES = limits.MEMO_BYTES
@@ -51,6 +57,8 @@ _ESCAPED_ASCII = re.compile(rb"\\u00[5-7]")
 _DECODER = json.JSONDecoder()
 _RBRACKET, _COMMA = 0x5D, 0x2C
 _MESSAGES = b'"messages"'
+_SYSTEM = b'"system"'
+_SYSTEM_NEXT = re.compile(rb'[ \t\n\r]*,[ \t\n\r]*"system"[ \t\n\r]*:[ \t\n\r]*')
 
 
 @dataclass(frozen=True)
@@ -125,7 +133,7 @@ class Fitter:
             messages = request.get("messages") if isinstance(request, dict) else None
             if not isinstance(messages, list):
                 return edit
-            scan = PolicyScan(edit, k.ceiling, k.patience)
+            scan = PolicyScan(edit, k.ceiling, k.patience, system_rest(request.get("system")))
             scan.extend(messages)
             self.walked += 1
         return scan.fitted(k.policy, k.step)
@@ -136,24 +144,20 @@ class Fitter:
         self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int
     ) -> PolicyScan | None:
         k = self.knobs
-        knobs = (edit, k.ceiling, k.patience)
-        found = self._resume(body, start, knobs, top)
+        found = self._resume(body, start, (edit, k.ceiling, k.patience), top)
         if found is None:
-            tail, tail_ends, end = _elements(body, start + 1, True, WINDOW)
-            rest = _alone(body, top, end, None)
-            if rest is None:
-                return None
-            scan = PolicyScan(edit, k.ceiling, k.patience)
-            scan.extend(tail)
-            self.walked += 1
-            self._keep(_Kept(body, start, [e - start for e in tail_ends], scan, end, rest))
-            return scan
+            return self._walk_all(edit, body, top, start)
         key, j, tail, tail_ends, end = found
         kept = self._kept[key]
         rest = _alone(body, top, end, kept)
         if rest is None:
             return None
+        uncached = _system_rest(body, top, end, rest, kept)
+        if uncached is None:
+            return None
         self._drop(key)  # an error below leaves nothing half-walked behind
+        if uncached != kept.scan.rest:  # another system prompt: every decision again
+            return self._walk_all(edit, body, top, start)
         kept.scan.truncate(j)
         kept.scan.extend(tail)
         self.resumed += 1
@@ -162,6 +166,24 @@ class Fitter:
         self._keep(_Kept(body, start, ends, kept.scan, end, rest))
         return kept.scan
 
+    def _walk_all(
+        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int
+    ) -> PolicyScan | None:
+        """The walk of the whole messages array, kept for the next request."""
+        k = self.knobs
+        tail, tail_ends, end = _elements(body, start + 1, True, WINDOW)
+        rest = _alone(body, top, end, None)
+        if rest is None:
+            return None
+        uncached = _system_rest(body, top, end, rest, None)
+        if uncached is None:
+            return None
+        scan = PolicyScan(edit, k.ceiling, k.patience, uncached)
+        scan.extend(tail)
+        self.walked += 1
+        self._keep(_Kept(body, start, [e - start for e in tail_ends], scan, end, rest))
+        return scan
+
     def _resume(
         self, body: bytes, start: int, knobs: tuple[ClearToolUses, int, int], top: TopLevel
     ) -> tuple[int, int, list[Any], list[int], int] | None:
@@ -169,7 +191,7 @@ class Fitter:
         from the kept conversation sharing the longest resumable prefix with ``body``."""
         for key in reversed(self._kept):
             kept = self._kept[key]
-            if kept.scan.knobs != knobs or not kept.ends:
+            if kept.scan.knobs[:3] != knobs or not kept.ends:
                 continue
             old = memoryview(kept.body)
             base, ends = kept.start, kept.ends
@@ -327,6 +349,58 @@ def _tail_as_kept_ends(
         pos += len(written)
         ends.append(pos)
     return (values, ends, after) if pos == close else None
+
+
+def _system_rest(body: bytes, top: TopLevel, end: int, rest: int, kept: _Kept | None) -> int | None:
+    """:func:`engine.twins.policy_scan.system_rest` of the body's ``system`` as ``JSON.parse``
+    reads it (what a cache break writes again of the system prompt), when the body says where
+    it is without a full parse; else None (the caller parses the body). ``end``: one past the
+    messages array, ``rest``: where the stretch after it that :func:`_alone` checked stops.
+
+    Claude Code sends ``system`` right after ``messages``: its value is decoded (a few tens of
+    KB) unless the stretch after the messages is byte for byte the kept body's, whose figure
+    is reused. A member so named among those the top-level walk read is decoded too; more than
+    one anywhere, or one the unread stretch may hide elsewhere, sends the caller to the parse."""
+    walked = top.named("system")
+    if top.gap is None or end > top.gap[1]:
+        # nothing unread after the messages array: a system member is one the walk read
+        if top.gap is not None and top.gap_may_hold(body, "system"):
+            return None
+        return _walked_rest(body, walked)
+    g0, g1 = top.gap
+    value: int | None
+    if top.gap_key == "system" and g0 >= end:
+        value, stop = g0, g1  # the unread stretch starts with the system value
+    elif top.gap_key == "messages" and g0 < end:
+        if (
+            kept is not None
+            and not walked
+            and rest - end == kept.rest - kept.end
+            and body.startswith(memoryview(kept.body)[kept.end : kept.rest], end)
+        ):
+            return kept.scan.rest  # the same system prompt and tools as last time
+        m = _SYSTEM_NEXT.match(body, end, rest)
+        value, stop = (m.end() if m is not None else None), rest
+    elif not top.gap_may_hold(body, "system"):
+        return _walked_rest(body, walked)
+    else:
+        return None
+    after = end if value is None else value_end(body, value, stop)
+    if after is None:
+        return None
+    if body.find(_SYSTEM, after, stop) >= 0 or _ESCAPED_ASCII.search(body, after, stop):
+        return None  # another member might be named system
+    if value is None:
+        return _walked_rest(body, walked)
+    if walked:
+        return None  # two of them: the parse says which one JSON.parse keeps
+    return system_rest(_loads(body[value:after]))
+
+
+def _walked_rest(body: bytes, walked: list[Any]) -> int | None:
+    if len(walked) > 1:
+        return None
+    return system_rest(_loads(body[walked[0].start : walked[0].end])) if walked else 0
 
 
 def _elements(body: bytes, at: int, first: bool, window: int) -> tuple[list[Any], list[int], int]:

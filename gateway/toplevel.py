@@ -187,6 +187,12 @@ def _nested_end(
         i = j + 1
 
 
+def value_end(body: bytes, i: int, limit: int) -> int | None:
+    """One past the JSON value starting at byte ``i`` (skipped, not validated), if it ends
+    before ``limit``; else None."""
+    return _value_end(body, i, limit)
+
+
 def _value_end(b: bytes, i: int, limit: int) -> int | None:
     if i >= limit:
         return None

@@ -15,7 +15,7 @@ from policy_conversations import conversations
 
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import edit_for_request
-from engine.twins.policy import paid_edit
+from engine.twins.policy import paid_edit, uncached_system
 from gateway.policy import Fitter, Knobs
 from gateway.rewrite import decide
 from gateway.toplevel import scan
@@ -23,6 +23,8 @@ from gateway.toplevel import scan
 EDIT = ClearToolUses(trigger_value=50_000, keep=3, clear_tool_inputs=True)
 MODEL = "claude-opus-4-6"
 SYSTEM = [{"type": "text", "text": "You are Claude Code. " * 300}]
+# no block of it is marked for the cache: a move writes all of it again (6,300 characters)
+REST = uncached_system(SYSTEM)
 TOOLS = [
     {"name": f"T{i}", "description": "d" * 300, "input_schema": {"type": "object"}}
     for i in range(40)
@@ -85,7 +87,7 @@ def test_a_growing_conversation_gets_the_twins_keep_resumed(msgs, style, ceiling
     lists = growing(msgs)
     for i, m in enumerate(lists):
         got = fit(fitter, SERIALISE[style](claude_code(m)))
-        assert got == paid_edit(EDIT, m, ceiling, patience), i
+        assert got == paid_edit(EDIT, m, ceiling, patience, rest=REST), i
     # all but the first request resumed from the kept conversation (messages bytes shared)
     assert fitter.walked == 1 and fitter.resumed == len(lists) - 1
     assert len(fitter) == 1
@@ -102,7 +104,7 @@ def test_any_order_of_bodies_gets_the_twins_keep(msgs, step, data) -> None:
     paid, fixed = Fitter(Knobs("paid", step)), Fitter(Knobs("fixed", step))
     for m in order:
         raw = SERIALISE["javascript"](claude_code(m))
-        assert fit(paid, raw) == paid_edit(EDIT, m)
+        assert fit(paid, raw) == paid_edit(EDIT, m, rest=REST)
         assert fit(fixed, raw) == edit_for_request(EDIT, m, step)
 
 
@@ -115,7 +117,7 @@ def _rounds(n: int, size: int = 2_000) -> list[dict]:
     return msgs
 
 
-ROUNDS = 25  # the policy keeps 7 there, not KEEP's 3: the tests tell the two apart
+ROUNDS = 25  # the policy keeps 7 there (13 with SYSTEM), not KEEP's 3: the tests tell them apart
 
 
 @pytest.mark.parametrize(
@@ -137,9 +139,11 @@ ROUNDS = 25  # the policy keeps 7 there, not KEEP's 3: the tests tell the two ap
 )
 def test_messages_wherever_they_are_get_the_twins_keep(body: dict) -> None:
     raw = SERIALISE["javascript"](body)
-    want = paid_edit(EDIT, body["messages"])
+    want = paid_edit(EDIT, body["messages"], rest=REST)
     assert fit(Fitter(Knobs()), raw) == want
+    # the system prompt's 6,300 uncached characters make every move dearer: 13 kept, not 7
     assert paid_edit(EDIT, _rounds(ROUNDS)).keep == 7
+    assert paid_edit(EDIT, _rounds(ROUNDS), rest=REST).keep == 13
 
 
 def test_a_key_spelt_twice_is_read_as_json_reads_it() -> None:
@@ -153,7 +157,8 @@ def test_a_key_spelt_twice_is_read_as_json_reads_it() -> None:
         + b',"max_tokens":1}'
     )
     assert json.loads(raw)["messages"] == _rounds(ROUNDS)
-    assert fit(Fitter(Knobs()), raw) == paid_edit(EDIT, _rounds(ROUNDS))
+    # the system member (a 5,000-character string, no breakpoint) is read from the bytes too
+    assert fit(Fitter(Knobs()), raw) == paid_edit(EDIT, _rounds(ROUNDS), rest=5_000)
 
 
 @pytest.mark.parametrize(
@@ -209,15 +214,15 @@ def test_decide_sends_the_policys_keep_and_leaves_the_messages_bytes() -> None:
     raw = SERIALISE["javascript"](claude_code(_rounds(ROUNDS)))
     d = decide("POST", "/v1/messages", [], raw, EDIT, (), Fitter(Knobs()))
     sent = json.loads(d.body or b"")
-    assert sent["context_management"]["edits"][-1]["keep"]["value"] == 7
+    assert sent["context_management"]["edits"][-1]["keep"]["value"] == 13  # SYSTEM uncached
     cut = raw.index(b'"stream"')  # every byte before the appended member is the client's
     assert (d.body or b"")[:cut] == raw[:cut]
 
 
 @pytest.mark.parametrize(
     ("env", "keep"),
-    # the defaults: paid, KEEP 1 (EDIT's KEEP 3 keeps 7 here); fixed: KEEP 3, STEP 20
-    [({}, 4), ({"CLAUDE_CTX_CLEAR_POLICY": "fixed", "CLAUDE_CTX_CLEAR_STEP": "20"}, 5)],
+    # the defaults: paid, KEEP 1 (EDIT's KEEP 3 keeps 13 here); fixed: KEEP 3, STEP 20
+    [({}, 5), ({"CLAUDE_CTX_CLEAR_POLICY": "fixed", "CLAUDE_CTX_CLEAR_STEP": "20"}, 5)],
 )
 def test_the_gateway_sends_the_policy_its_environment_names(env: dict, keep: int) -> None:
     """Through HTTP and the mock: the policy and knobs come from the gateway's environment, as
@@ -231,7 +236,11 @@ def test_the_gateway_sends_the_policy_its_environment_names(env: dict, keep: int
     msgs = _rounds(ROUNDS)
     edit = knobs_from_env(env)
     assert edit is not None
-    want = paid_edit(edit, msgs) if not env else edit_for_request(edit, msgs, step_from_env(env))
+    want = (
+        paid_edit(edit, msgs, rest=REST)
+        if not env
+        else edit_for_request(edit, msgs, step_from_env(env))
+    )
     assert want.keep == keep
     raw = SERIALISE["javascript"](claude_code(msgs))
     with MockServer(MockConfig()) as mock, ThreadedGateway(upstream=mock.base_url, env=env) as gw:
@@ -264,7 +273,7 @@ def test_the_new_messages_parsed_at_once_when_written_as_javascript_writes_them(
     msgs = _rounds(12)
     msgs[3]["content"][0]["input"] = {"ctl": "\x1b[0m \u2028 ✓", "n": [1, -2, True, None]}
     for m in growing(msgs):
-        assert fit(fitter, SERIALISE[style](claude_code(m))) == paid_edit(EDIT, m)
+        assert fit(fitter, SERIALISE[style](claude_code(m))) == paid_edit(EDIT, m, rest=REST)
     assert fitter.resumed == len(growing(msgs)) - 1
     expected = fitter.resumed if style == "javascript" else 0
     assert fitter.tails_parsed_whole == expected
@@ -279,5 +288,5 @@ def test_a_number_written_otherwise_is_walked_with_the_same_keep() -> None:
     msgs[5]["content"][0]["input"] = {"x": 1.0, "y": 1e-07}
     for m in growing(msgs):
         raw = SERIALISE["javascript"](claude_code(m))
-        assert fit(fitter, raw) == paid_edit(EDIT, m)
+        assert fit(fitter, raw) == paid_edit(EDIT, m, rest=REST)
     assert 0 < fitter.tails_parsed_whole < fitter.resumed

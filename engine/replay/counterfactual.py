@@ -250,8 +250,10 @@ def simulate_counterfactual(
     limit_edit = knobs_from_env(limit_env(cenv))
     clear_step = step_from_env(cenv)
     if clear_policy is None and clear_edit is not None:
-        # the online policy of the injected JavaScript (engine.twins.policy; CLAUDE_CTX_CLEAR_POLICY)
-        clear_policy = clear_policy_from_env(cenv, overhead)
+        # the online policy of the injected JavaScript (engine.twins.policy; CLAUDE_CTX_CLEAR_POLICY);
+        # what a move writes again of the fixed prefix is what the request shows after the
+        # system prompt's breakpoint (its system tail, the context prepended to the messages)
+        clear_policy = clear_policy_from_env(cenv, overhead, overhead - stable)
     estimate = BlockEstimates()
     # the fixed STEP rule and the paid policy replay incrementally (engine.replay.clearing_incremental);
     # any other policy (the oracle's plan) fits the edit to every request's messages: clear_on_server,

@@ -4,14 +4,17 @@ The cleared part of the prompt (the oldest tool uses, cleared by ``clear_tool_us
 moves only when the move pays for the cache it rewrites. ``docs/oracle.md`` derives the rule;
 in short, with the prices of :mod:`engine.api.prompt_cache`:
 
-* a move rewrites what stays of the prompt after it, ``K - C`` (``K`` the messages kept now,
-  ``C`` what the move clears): ``1.25 × (K - C)`` written instead of ``0.1 × (K - C)`` read, an
-  extra ``1.15 × (K - C)``;
+* a move rewrites what stays of the prompt after the system prompt's cache breakpoint (the API
+  finds no other entry before the change): the messages kept, ``K - C`` (``K`` the messages
+  kept now, ``C`` what the move clears), and ``U``, the system prompt's blocks after its last
+  ``cache_control`` (:func:`uncached_system`; what Claude Code prepends to the messages is
+  among the messages): ``1.25 × (K - C + U)`` written instead of ``0.1 ×`` that read, an extra
+  ``1.15 × (K - C + U)``;
 * every later request then reads ``C`` tokens fewer: ``0.1 × C`` each, ``0.1 × C × R`` over the
   ``R`` requests until the next move. A move pays when ``0.1 × C × R ≥ 1.15 × (K - C)``.
 * ``R`` is not known at request time. The policy puts the reads the clearable part *already*
   cost since the last move in its place (the deterministic ski-rental rule: pay rent until the
-  rent paid equals the price of buying): it moves when ``Σ 0.1 × C_j ≥ PATIENCE × 1.15 × (K - C)``
+  rent paid equals the price of buying): it moves when ``Σ 0.1 × C_j ≥ PATIENCE × 1.15 × (K - C + U)``
   over the requests ``j`` since the last move, which never costs more than twice the best move
   time for one move whatever ``R`` turns out to be.
 * Whatever it costs, the policy moves when the messages kept reach ``CEILING`` tokens of 4
@@ -45,7 +48,14 @@ from engine.twins.context_clear import (
     trailing_results,
 )
 
-__all__ = ["ENV_CEILING", "ENV_PATIENCE", "ENV_POLICY", "PaidPolicy", "paid_edit"]
+__all__ = [
+    "ENV_CEILING",
+    "ENV_PATIENCE",
+    "ENV_POLICY",
+    "PaidPolicy",
+    "paid_edit",
+    "uncached_system",
+]
 POLICIES = ("paid", "fixed")
 DEFAULT_POLICY = "paid"
 DEFAULT_CEILING = 90_000  # tokens of 4 characters of the messages kept
@@ -143,6 +153,21 @@ def _use_gain(use: Mapping[str, Any], result: Any, inputs: bool) -> int:
     return gain + (_input_size(use) if inputs else 0)
 
 
+def uncached_system(system: Any) -> int:
+    """Characters of the system prompt after its last ``cache_control`` block: what a cache break
+    writes again of it (the API reads the cache only at a breakpoint). A string, or blocks none
+    of which is marked, count whole; anything else 0. Block sizes as :func:`block_size`."""
+    if isinstance(system, str):
+        return utf16_len(system)
+    if not isinstance(system, list):
+        return 0
+    start = 0
+    for i, b in enumerate(system):
+        if isinstance(b, dict) and isinstance(b.get("cache_control"), dict):
+            start = i + 1
+    return sum(block_size(b) for b in system[start:])
+
+
 def _clears_input(edit: ClearToolUses, name: Any) -> bool:
     ci = edit.clear_tool_inputs
     return ci if isinstance(ci, bool) else name in ci
@@ -154,11 +179,14 @@ def paid_boundary(
     ceiling: int = DEFAULT_CEILING,
     patience: int = DEFAULT_PATIENCE,
     preceding: int = 0,
+    rest: int = 0,
 ) -> int:
     """How many of the oldest tool uses the ``paid`` policy clears with ``messages``.
 
     ``preceding``: estimated tokens of history before the list (0 for a real request; a replay
-    passes the history its file does not hold, which the client would send as messages)."""
+    passes the history its file does not hold, which the client would send as messages).
+    ``rest``: characters of the prompt before the messages that a move writes again
+    (:func:`uncached_system` of the request's system prompt)."""
     results: dict[Any, Any] = {}
     for m in messages:
         if m.get("role") == "user":
@@ -204,7 +232,7 @@ def paid_boundary(
         kept = total - gains[cleared]
         rent += free
         if kept >= 4 * ceiling or READ_X20 * rent * 100 >= WRITE_EXTRA_X20 * patience * (
-            kept - free
+            kept - free + rest
         ):
             cleared = limit
             rent = 0
@@ -217,9 +245,11 @@ def paid_edit(
     ceiling: int = DEFAULT_CEILING,
     patience: int = DEFAULT_PATIENCE,
     preceding: int = 0,
+    rest: int = 0,
 ) -> ClearToolUses:
     """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy: it
-    keeps all but the policy's boundary (never fewer than KEEP or the round in progress)."""
+    keeps all but the policy's boundary (never fewer than KEEP or the round in progress).
+    ``rest``: :func:`uncached_system` of the request's system prompt."""
     n = sum(
         1
         for m in messages
@@ -227,7 +257,7 @@ def paid_edit(
         for b in blocks_of(m)
         if is_block(b, "tool_use")
     )
-    cleared = paid_boundary(messages, edit, ceiling, patience, preceding)
+    cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest)
     keep = max(n - cleared, trailing_results(messages), edit.keep)
     return edit if keep == edit.keep else replace(edit, keep=keep)
 
@@ -237,14 +267,22 @@ class PaidPolicy:
 
     ``fixed``: the replay's system prompt and tools; what its prompts hold beyond them before
     the messages is history the file does not hold (``Calibration.carried``), counted as the
-    messages a real client would send."""
+    messages a real client would send. ``uncached``: tokens of ``fixed`` a cache break writes
+    again (``Calibration.overhead - Calibration.break_prefix``: the system prompt after its
+    breakpoint and the context Claude Code prepends, which a real request shows as its system
+    blocks after the last ``cache_control`` and its first messages), at 4 characters a token."""
 
     def __init__(
-        self, ceiling: int = DEFAULT_CEILING, patience: int = DEFAULT_PATIENCE, fixed: float = 0.0
+        self,
+        ceiling: int = DEFAULT_CEILING,
+        patience: int = DEFAULT_PATIENCE,
+        fixed: float = 0.0,
+        uncached: float = 0.0,
     ) -> None:
         self.ceiling = ceiling
         self.patience = patience
         self.fixed = fixed
+        self.rest = 4 * max(0, round(uncached))
 
     def __call__(
         self,
@@ -254,11 +292,13 @@ class PaidPolicy:
         overhead: float,
     ) -> ClearToolUses:
         preceding = max(0, round(overhead - self.fixed)) if self.fixed else 0
-        return paid_edit(edit, api, self.ceiling, self.patience, preceding)
+        return paid_edit(edit, api, self.ceiling, self.patience, preceding, self.rest)
 
 
-def clear_policy_from_env(env: Mapping[str, str], fixed: float = 0.0) -> PaidPolicy | None:
+def clear_policy_from_env(
+    env: Mapping[str, str], fixed: float = 0.0, uncached: float = 0.0
+) -> PaidPolicy | None:
     """The policy the knobs ask for; ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
     if policy_from_env(env) == "fixed":
         return None
-    return PaidPolicy(ceiling_from_env(env), patience_from_env(env), fixed)
+    return PaidPolicy(ceiling_from_env(env), patience_from_env(env), fixed, uncached)

@@ -134,6 +134,20 @@ def _content_size(content: Any) -> int:
     return sum(_block_size(b) for b in content)
 
 
+def system_rest(system: Any) -> int:
+    """:func:`engine.twins.policy.uncached_system` without its identity memo: characters of the
+    system prompt after its last ``cache_control`` block."""
+    if isinstance(system, str):
+        return _len(system)
+    if not isinstance(system, list):
+        return 0
+    start = 0
+    for i, b in enumerate(system):
+        if isinstance(b, dict) and isinstance(b.get("cache_control"), dict):
+            start = i + 1
+    return sum(_block_size(b) for b in system[start:])
+
+
 class PolicyScan:
     """The walk of :func:`engine.twins.policy.paid_boundary` over a list that grows."""
 
@@ -142,10 +156,12 @@ class PolicyScan:
         edit: ClearToolUses,
         ceiling: int = DEFAULT_CEILING,
         patience: int = DEFAULT_PATIENCE,
+        rest: int = 0,
     ) -> None:
         self.edit = edit
         self.ceiling = ceiling
         self.patience = patience
+        self.rest = rest  # characters a move writes again before the messages (paid_boundary)
         self.points: list[Point] = []
         self.gains = [0]  # prefix sums of the characters clearing the oldest uses frees
         self.use_at: dict[Any, int] = {}  # tool use id -> the first message naming it
@@ -153,8 +169,8 @@ class PolicyScan:
         self._introduced: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
 
     @property
-    def knobs(self) -> tuple[ClearToolUses, int, int]:
-        return self.edit, self.ceiling, self.patience
+    def knobs(self) -> tuple[ClearToolUses, int, int, int]:
+        return self.edit, self.ceiling, self.patience, self.rest
 
     def __len__(self) -> int:
         return len(self.points)
@@ -278,7 +294,7 @@ class PolicyScan:
                         kept = total - gains[cleared]
                         rent += free
                         if kept >= 4 * self.ceiling or READ_X20 * rent * 100 >= (
-                            WRITE_EXTRA_X20 * self.patience * (kept - free)
+                            WRITE_EXTRA_X20 * self.patience * (kept - free + self.rest)
                         ):
                             cleared = limit
                             rent = 0
@@ -322,8 +338,9 @@ def scan_of(
     edit: ClearToolUses,
     ceiling: int = DEFAULT_CEILING,
     patience: int = DEFAULT_PATIENCE,
+    rest: int = 0,
 ) -> PolicyScan:
     """The walk of a whole list."""
-    scan = PolicyScan(edit, ceiling, patience)
+    scan = PolicyScan(edit, ceiling, patience, rest)
     scan.extend(messages)
     return scan

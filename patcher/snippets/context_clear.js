@@ -207,10 +207,12 @@ function _ctxpatchContextClearing(value, mode) {
   }
 
   // --- the "paid" policy (twin: engine/policy.py paid_boundary; docs/oracle.md) ---------
-  // A move of the cleared part rewrites the prompt cache after it: 1.25x written instead of
-  // 0.1x read, an extra 1.15 x (kept - freed). It pays once the part it frees has been read
+  // A move of the cleared part rewrites the prompt cache after the system prompt's breakpoint
+  // (the API finds no other entry before the change): the messages kept and the system blocks
+  // after the last cache_control (uncachedSystem): 1.25x written instead of 0.1x read, an
+  // extra 1.15 x (kept - freed + rest). It pays once the part it frees has been read
   // enough times: the policy moves when the reads the clearable part cost since the last
-  // move reach that price (2 x rent x 100 >= 23 x PATIENCE x (kept - free), integers), or
+  // move reach that price (2 x rent x 100 >= 23 x PATIENCE x (kept - free + rest), integers), or
   // when the messages kept reach CEILING tokens (4 characters each). Stateless: replayed over
   // the request points of the list (a user message followed by an assistant one, and the
   // end). Sizes are characters, walked without JSON.stringify (which would cost ~10 ms on a
@@ -273,6 +275,22 @@ function _ctxpatchContextClearing(value, mode) {
     return sum;
   }
 
+  // Characters of the system prompt after its last cache_control block (a string, or blocks
+  // none of which is marked: all of it; twin: uncached_system).
+  function uncachedSystem(system) {
+    if (typeof system === "string") return system.length;
+    if (!Array.isArray(system)) return 0;
+    var start = 0;
+    var i;
+    for (i = 0; i < system.length; i++) {
+      var mark = isObject(system[i]) ? system[i].cache_control : undefined;
+      if (isObject(mark) && !Array.isArray(mark)) start = i + 1;
+    }
+    var sum = 0;
+    for (i = start; i < system.length; i++) sum += blockSize(system[i]);
+    return sum;
+  }
+
   function clearsInput(edit, name) {
     var ci = edit.clear_tool_inputs;
     return ci === true || (Array.isArray(ci) && ci.indexOf(name) >= 0);
@@ -283,7 +301,7 @@ function _ctxpatchContextClearing(value, mode) {
   }
 
   // How many of the oldest tool uses the paid policy clears with these messages.
-  function paidBoundary(messages, edit, ceiling, patience) {
+  function paidBoundary(messages, edit, ceiling, patience, rest) {
     var results = {};
     var i, j, blocks;
     for (i = 0; i < messages.length; i++) {
@@ -334,7 +352,7 @@ function _ctxpatchContextClearing(value, mode) {
       var free = gains[limit] - gains[cleared];
       var kept = total - gains[cleared];
       rent += free;
-      if (kept >= 4 * ceiling || 2 * rent * 100 >= 23 * patience * (kept - free)) {
+      if (kept >= 4 * ceiling || 2 * rent * 100 >= 23 * patience * (kept - free + rest)) {
         cleared = limit;
         rent = 0;
       }
@@ -638,7 +656,8 @@ function _ctxpatchContextClearing(value, mode) {
         messages,
         edit,
         ceiling === null ? DEFAULT_CEILING : ceiling,
-        patience === null ? DEFAULT_PATIENCE : patience
+        patience === null ? DEFAULT_PATIENCE : patience,
+        uncachedSystem(request.system)
       );
       var uses = 0;
       for (var k = 0; k < messages.length; k++) {

@@ -23,7 +23,13 @@ from engine.twins.context_clear import (
     near_window,
     step_from_env,
 )
-from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env, policy_from_env
+from engine.twins.policy import (
+    ceiling_from_env,
+    paid_edit,
+    patience_from_env,
+    policy_from_env,
+    uncached_system,
+)
 
 DRIVER = r"""
 import { readFileSync } from "node:fs";
@@ -31,10 +37,10 @@ const CASES = JSON.parse(readFileSync(0, "utf8"));
 const fn = SNIPPET;
 const names = NAMES;
 const out = [];
-for (const [env, messages] of CASES) {
+for (const [env, messages, system] of CASES) {
   for (const n of [...names, "CLAUDE_CTX_CLEAR_WINDOW_GUARD"]) delete process.env[n];
   Object.assign(process.env, env);
-  const req = {model: "claude-sonnet-4-5", messages, betas: [], max_tokens: 1, system: __SYSTEM__, tools: __TOOLS__};
+  const req = {model: "claude-sonnet-4-5", messages, betas: [], max_tokens: 1, system, tools: __TOOLS__};
   const frozen = JSON.stringify(req);
   const sent = fn(req);
   if (JSON.stringify(req) !== frozen) throw new Error("the input was mutated");
@@ -43,8 +49,28 @@ for (const [env, messages] of CASES) {
 process.stdout.write(JSON.stringify(out));
 """
 
-SYSTEM = [
-    {"type": "text", "text": "You are Claude Code. " * 400, "cache_control": {"type": "ephemeral"}}
+MARK = {"type": "ephemeral"}
+SYSTEM = [{"type": "text", "text": "You are Claude Code. " * 400, "cache_control": MARK}]
+# what a move writes again of the system prompt (uncached_system): nothing (the last block is
+# marked), a tail after the last mark (Claude Code 2.1.33-2.1.38's shape), unicode counted in
+# UTF-16 units, nothing marked, a string, a null mark, blocks of other kinds, no system at all
+SYSTEMS = [
+    SYSTEM,
+    [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.37"},
+        {"type": "text", "text": "You are Claude Code.", "cache_control": MARK},
+        {"type": "text", "text": "Instructions. " * 4_000},
+    ],
+    [
+        {"type": "text", "text": "a", "cache_control": MARK},
+        {"type": "text", "text": "b", "cache_control": MARK},
+        {"type": "text", "text": "tail \u00e9\U0001f600 " * 3_000},
+    ],
+    [{"type": "text", "text": "Unmarked. " * 6_000}, {"type": "text", "text": "x" * 10}],
+    "A string system prompt. " * 2_500,
+    [{"type": "text", "text": "Null mark. " * 5_000, "cache_control": None}],
+    [{"type": "text", "text": "s", "cache_control": MARK}, "text", {"type": "image"}, {"k": [1]}],
+    None,
 ]
 TOOLS = [
     {
@@ -72,22 +98,27 @@ _ENV = st.fixed_dictionaries(
 )
 
 
-def twin_keep(env: dict[str, str], messages: list[dict]) -> int | None:
+def twin_keep(env: dict[str, str], messages: list[dict], system: object) -> int | None:
     edit = knobs_from_env(env)
     if edit is None:
         return None
-    request = {"model": "claude-sonnet-4-5", "messages": messages, "betas": [], "system": SYSTEM}
+    request = {"model": "claude-sonnet-4-5", "messages": messages, "betas": [], "system": system}
     if env.get(ENV_WINDOW_GUARD) == "1" and near_window({**request, "tools": TOOLS}):
         return None
     if policy_from_env(env) == "fixed":
         return edit_for_request(edit, messages, step_from_env(env)).keep
-    # the system prompt and tools the request carries do not count
-    return paid_edit(edit, messages, ceiling_from_env(env), patience_from_env(env)).keep
+    # of the system prompt and tools, only the system blocks after the last cache_control count
+    rest = uncached_system(system)
+    return paid_edit(edit, messages, ceiling_from_env(env), patience_from_env(env), 0, rest).keep
 
 
 @pytest.mark.node
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases=st.lists(st.tuples(_ENV, conversations()), min_size=1, max_size=20))
+@given(
+    cases=st.lists(
+        st.tuples(_ENV, conversations(), st.sampled_from(SYSTEMS)), min_size=1, max_size=20
+    )
+)
 def test_the_javascript_policy_keeps_what_the_twin_keeps(cases) -> None:
     node = need("node", "node is the ground truth for JavaScript")
     script = (
@@ -105,7 +136,7 @@ def test_the_javascript_policy_keeps_what_the_twin_keeps(cases) -> None:
         timeout=60,
     )
     assert res.returncode == 0, res.stderr.decode()
-    assert json.loads(res.stdout) == [twin_keep(e, m) for e, m in cases]
+    assert json.loads(res.stdout) == [twin_keep(e, m, s) for e, m, s in cases]
 
 
 def test_the_policy_moves_when_the_rent_pays_and_at_the_ceiling() -> None:
@@ -124,6 +155,33 @@ def test_the_policy_moves_when_the_rent_pays_and_at_the_ceiling() -> None:
     # past the ceiling (at the 3rd result: 40K + 3 x 4K) it moves whatever it costs, and again
     # each time the kept part reaches it (every other round here): 2 uses kept at the end
     assert paid_edit(edit, msgs, ceiling=50_000, patience=100).keep == 2
+
+
+def test_a_system_prompt_after_its_breakpoint_makes_a_move_dearer() -> None:
+    """Twelve rounds of 40,000-character results after a 4,000-character prompt, KEEP 1: a move
+    pays when 2 x rent x 100 >= 23 x 100 x (kept - free + rest), ``rest`` the system prompt's
+    characters after its last cache_control (what a break writes again)."""
+    msgs: list[dict] = [{"role": "user", "content": "p" * 4_000}]
+    for k in range(12):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 40_000}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    edit = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
+    assert edit is not None
+    marked = [{"type": "text", "text": "s" * 50_000, "cache_control": MARK}]
+    tail = [*marked, {"type": "text", "text": "t" * 100_000}]
+    assert uncached_system(marked) == 0 and uncached_system(tail) == 100_000
+    assert uncached_system("s" * 7) == 7 and uncached_system(None) == 0
+
+    def keep(rest: int) -> int:
+        return paid_edit(edit, msgs, 10**9, 100, 0, rest).keep
+
+    # the marked system prompt costs nothing more: the rent pays for moves (2 uses kept)
+    assert keep(uncached_system(marked)) == 2
+    # a 100,000-character tail makes every move dearer: later moves, 3 kept
+    assert keep(uncached_system(tail)) == 3
+    # 400,000 characters: no rent of these results ever reaches the price, nothing moves
+    assert keep(400_000) == 12
 
 
 _CACHE: list[str] = []

@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 from policy_conversations import conversations
 
 from engine.twins.context_clear import ENV_NAMES, edit_for_request, knobs_from_env, step_from_env
-from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env, policy_from_env
+from engine.twins.policy import (
+    ceiling_from_env,
+    paid_edit,
+    patience_from_env,
+    policy_from_env,
+    uncached_system,
+)
 from gateway.policy import Fitter, Knobs
 from gateway.rewrite import decide
 
@@ -43,7 +49,21 @@ for (const [env, bodies] of CASES) {
 process.stdout.write(JSON.stringify(out));
 """
 
+MARK = {"type": "ephemeral"}
 SYSTEM = [{"type": "text", "text": "You are Claude Code. " * 200}]
+# the system prompts a case sends (what a move writes again of it: engine.twins.policy
+# uncached_system): none marked (all of it), the last block marked (nothing), a tail after the
+# mark (Claude Code 2.1.33-2.1.38's shape; in UTF-16 units), a string, none at all
+SYSTEMS: list[object] = [
+    SYSTEM,
+    [{"type": "text", "text": "You are Claude Code. " * 200, "cache_control": MARK}],
+    [
+        {"type": "text", "text": "You are Claude Code.", "cache_control": MARK},
+        {"type": "text", "text": "Instructions \u00e9\U0001f600 " * 1_500},
+    ],
+    'A string system prompt with "system": in it. ' * 300,
+    None,
+]
 TOOLS = [
     {"name": f"T{i}", "description": "d" * 200, "input_schema": {"type": "object"}}
     for i in range(30)
@@ -70,27 +90,29 @@ def _marked(msgs: list[dict]) -> list[dict]:
     return [*msgs[:-1], {**msgs[-1], "content": [*msgs[-1]["content"][:-1], last]}]
 
 
-def bodies_of(msgs: list[dict]) -> list[bytes]:
+def bodies_of(msgs: list[dict], system: int = 0, change: bool = False) -> list[bytes]:
     """Claude Code's requests of one conversation: a body per request point, as JSON.stringify
-    writes it, in Claude Code's key order."""
+    writes it, in Claude Code's key order, with ``SYSTEMS[system]`` (the next one from the
+    second half on when ``change``; ``None``: no system member)."""
+    points = [
+        i
+        for i in range(1, len(msgs) + 1)
+        if i == len(msgs) or (msgs[i - 1]["role"] == "user" and msgs[i]["role"] == "assistant")
+    ]
     out = []
-    for i in range(1, len(msgs) + 1):
-        if i < len(msgs) and not (msgs[i - 1]["role"] == "user" and msgs[i]["role"] == "assistant"):
-            continue
-        body = {
-            "model": "claude-sonnet-4-5",
-            "messages": _marked(msgs[:i]),
-            "system": SYSTEM,
-            "tools": TOOLS,
-            "betas": [],
-            "max_tokens": 1,
-            "stream": True,
-        }
+    for n, i in enumerate(points):
+        which = SYSTEMS[(system + (change and 2 * n >= len(points))) % len(SYSTEMS)]
+        body = {"model": "claude-sonnet-4-5", "messages": _marked(msgs[:i])}
+        if which is not None:
+            body["system"] = which
+        body.update({"tools": TOOLS, "betas": [], "max_tokens": 1, "stream": True})
         out.append(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
     return out
 
 
-def gateway_keeps(env: dict[str, str], bodies: list[bytes], odd: bool) -> list[int | None]:
+def gateway_keeps(
+    env: dict[str, str], bodies: list[bytes], odd: bool, changed: bool = False
+) -> list[int | None]:
     edit = knobs_from_env(env)
     fitter = Fitter(Knobs.from_env(env))
     out: list[int | None] = []
@@ -101,8 +123,9 @@ def gateway_keeps(env: dict[str, str], bodies: list[bytes], odd: bool) -> list[i
             if d.body
             else None
         )
-    # one walk from the start, then resumed (results that come late resume at earlier points)
-    assert fitter.walked <= 1 or odd
+    # one walk from the start, then resumed (results that come late resume at earlier points;
+    # another system prompt walks again once)
+    assert fitter.walked <= 1 + changed or odd
     return out
 
 
@@ -111,11 +134,14 @@ def twin_keeps(env: dict[str, str], bodies: list[bytes]) -> list[int | None]:
     assert edit is not None
     out: list[int | None] = []
     for raw in bodies:
-        msgs = json.loads(raw)["messages"]
+        body = json.loads(raw)
+        msgs = body["messages"]
         if policy_from_env(env) == "fixed":
             out.append(edit_for_request(edit, msgs, step_from_env(env)).keep)
         else:
-            out.append(paid_edit(edit, msgs, ceiling_from_env(env), patience_from_env(env)).keep)
+            rest = uncached_system(body.get("system"))
+            knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest)
+            out.append(paid_edit(edit, msgs, *knobs).keep)
     return out
 
 
@@ -127,7 +153,13 @@ _CACHE: list[str] = []
 @given(
     cases=st.lists(
         st.tuples(_ENV, st.booleans()).flatmap(
-            lambda e: st.tuples(st.just(e[0]), st.just(e[1]), conversations(odd=e[1]))
+            lambda e: st.tuples(
+                st.just(e[0]),
+                st.just(e[1]),
+                conversations(odd=e[1]),
+                st.integers(0, len(SYSTEMS) - 1),
+                st.booleans(),
+            )
         ),
         min_size=1,
         max_size=5,
@@ -138,15 +170,20 @@ def test_the_gateway_adds_the_edit_the_javascript_and_the_twin_send(cases) -> No
     if not _CACHE:
         _CACHE.append(injected_clearing_js())
     script = DRIVER.replace("NAMES", json.dumps(ENV_NAMES)).replace("SNIPPET", _CACHE[0])
-    runs = [(env, odd, bodies_of(msgs)) for env, odd, msgs in cases]
+    runs = [
+        (env, odd, bodies_of(msgs, system, change), change)
+        for env, odd, msgs, system, change in cases
+    ]
     res = subprocess.run(
         [node, "--input-type=module", "-e", script],
-        input=json.dumps([[env, [b.decode() for b in bodies]] for env, _, bodies in runs]).encode(),
+        input=json.dumps(
+            [[env, [b.decode() for b in bodies]] for env, _, bodies, _c in runs]
+        ).encode(),
         capture_output=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")},
         timeout=120,
     )
     assert res.returncode == 0, res.stderr.decode()
     js = json.loads(res.stdout)
-    for (env, odd, bodies), from_js in zip(runs, js, strict=True):
-        assert gateway_keeps(env, bodies, odd) == from_js == twin_keeps(env, bodies), env
+    for (env, odd, bodies, change), from_js in zip(runs, js, strict=True):
+        assert gateway_keeps(env, bodies, odd, change) == from_js == twin_keeps(env, bodies), env
