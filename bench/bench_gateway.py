@@ -22,8 +22,10 @@
    stream (a truncated reply, not a hang), and the next request gets a 502 API-style JSON error.
 
 The upstream (a small aiohttp app), the gateway and the floor relay each run in their own
-process, so none shares a GIL. The gateway's and the relay's CPU time per request are printed
-too: on a loaded machine they are steadier than wall-clock latency. ``--phases``: the gateway
+process, so none shares a GIL; the gateway and the relay run on the event loop ``ctxpatch
+gateway`` runs on (``gateway.server.new_event_loop``: uvloop when the ``fast`` extra is
+installed; ``CTXPATCH_GATEWAY_UVLOOP=0``: asyncio's). The gateway's and the relay's CPU time
+per request are printed too: on a loaded machine they are steadier than wall-clock latency. ``--phases``: the gateway
 runs with ``CTXPATCH_GATEWAY_PHASES=1`` (:mod:`gateway.phases`) and the median wall and CPU
 time of each phase of its requests is printed. The gateway's ledger goes to a scratch
 ``XDG_STATE_HOME``, removed at the end (never the user's own).
@@ -49,6 +51,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -254,7 +257,7 @@ def run_gateway(
         port_q.put(gw.port)
         await asyncio.Event().wait()
 
-    asyncio.run(main())
+    _run_on_gateway_loop(main())
 
 
 def run_aiohttp_relay(
@@ -297,7 +300,30 @@ def run_aiohttp_relay(
         port_q.put(runner.addresses[0][1])
         await asyncio.Event().wait()
 
-    asyncio.run(main())
+    _run_on_gateway_loop(main())
+
+
+def loop_kind() -> str:
+    """The event loop the gateway and the floor relay run on (gateway.server.new_event_loop)."""
+    try:
+        from gateway.server import new_event_loop
+    except ImportError:  # a gateway before it: asyncio's
+        return "asyncio"
+    loop = new_event_loop()
+    loop.close()
+    return type(loop).__module__.split(".")[0]
+
+
+def _run_on_gateway_loop(coro: Any) -> None:
+    """``coro`` on the loop ``ctxpatch gateway`` runs on (uvloop when installed, unless
+    CTXPATCH_GATEWAY_UVLOOP=0): the gateway and the floor relay alike."""
+    try:
+        from gateway.server import new_event_loop
+    except ImportError:  # a gateway before it: asyncio's
+        asyncio.run(coro)
+        return
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(coro)
 
 
 class Relay:
@@ -574,8 +600,9 @@ def _main(args: argparse.Namespace) -> int:
     print(
         f"request body: {len(body) / 1024:.0f} KB (~{len(body) // 4 // 1000}K tokens), "
         f"{args.runs} runs x {args.n} requests per series, interleaved, through {len(bodies)} "
-        f"requests of a growing conversation; policy {args.policy}; "
-        f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"requests of a growing conversation; policy {args.policy}; gateway and floor relay "
+        f"on {loop_kind()}'s loop; {os.cpu_count()} CPUs, load average {load[0]:.2f} "
+        f"{load[1]:.2f} {load[2]:.2f}"
     )
     procs = Procs(args.policy, floor=True)
     ok_all = True

@@ -55,7 +55,7 @@ def gateway(
         import logging
 
         from gateway.logs import scrubbed
-        from gateway.server import Gateway, serve_until_signal, validate_upstream
+        from gateway.server import Gateway, new_event_loop, serve_until_signal, validate_upstream
 
         target = validate_upstream(upstream) if upstream else None
         logging.basicConfig(
@@ -66,7 +66,8 @@ def gateway(
         for handler in logging.getLogger().handlers:  # stderr: credentials scrubbed
             scrubbed(handler)
         gw = Gateway(upstream=target, port=port)
-        return asyncio.run(serve_until_signal(gw, lambda url: print(url, flush=True)))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:  # uvloop when installed
+            return runner.run(serve_until_signal(gw, lambda url: print(url, flush=True)))
 
     raise typer.Exit(handle(body, as_json=False, interrupted="the gateway stopped"))
 
