@@ -1,12 +1,15 @@
 """What a second loopback hop costs by itself: the floor under the gateway's added latency.
 
-``bench_gateway.py``'s latency series (a ~734 KB Claude Code request, direct vs through a relay,
-interleaved, ``--grow`` requests of a growing conversation in turn) with four relays in front
-of the same upstream, each in its own process, in turn, ``--rounds`` times:
+``bench_gateway.py``'s request (a ~734 KB Claude Code request, ``--grow`` requests of a growing
+conversation in turn) straight to a loopback upstream and through four relays in front of it,
+each in its own process, the requests interleaved in one series (each round: the same body
+direct, then through each relay), ``--rounds`` runs: what the load does to one relay it does to
+all of them, so their differences hold on a noisy machine:
 
-* ``asyncio``: a minimal relay on asyncio streams (no aiohttp): the request head and its
-  ``Content-Length`` body read, forwarded in one write over a kept connection, the reply
-  relayed (a ``Content-Length`` one whole, a chunked one chunk by chunk); nothing decided;
+* ``asyncio streams``: a minimal relay on asyncio's streams and loop (no aiohttp): the request
+  head and its ``Content-Length`` body read, forwarded in one write over a kept connection,
+  the reply relayed (a ``Content-Length`` one whole, a chunked one chunk by chunk); nothing
+  decided;
 * ``aiohttp``: a minimal aiohttp server and client doing the same (the body read and sent as
   the gateway reads and sends it, ``session.request``, the reply read and sent back): what
   aiohttp itself costs (``bench_gateway.run_aiohttp_relay``, which ``bench_gateway.py`` runs
@@ -14,11 +17,12 @@ of the same upstream, each in its own process, in turn, ``--rounds`` times:
 * ``gateway plain``: the real gateway, the plain edit on every request;
 * ``gateway policy``: the real gateway, the clearing policy (``CLAUDE_CTX_CLEAR_POLICY``).
 
-For each: the median over the rounds of the added latency p50 (gateway percentile - direct
-percentile), of the per-pair differences p50, and of the relay's CPU time per request (steadier
-than wall time on a loaded machine). The machine's load average is printed with them.
+For each: the median over the runs of the added latency p50 (relay percentile - direct
+percentile) and of the relay's CPU time per request (steadier than wall time on a loaded
+machine; each run's is printed). ``--loops both`` adds the aiohttp relay and the gateway with
+its policy on asyncio's own loop, when the gateway's is uvloop (the ``fast`` extra).
 
-    python3 bench/gateway_floor.py [--rounds 3] [--n 200] [--kb 600] [--grow 20]
+    python3 bench/gateway_floor.py [--rounds 5] [--n 200] [--kb 600] [--grow 20] [--loops both]
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ import multiprocessing as mp
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -89,34 +96,79 @@ def run_asyncio_relay(
     asyncio.run(main())
 
 
+def _asyncio_loop(target: Callable[..., None]) -> Callable[..., None]:
+    def run(*args: object) -> None:
+        os.environ["CTXPATCH_GATEWAY_UVLOOP"] = "0"  # this process only (forked)
+        target(*args)
+
+    return run
+
+
+def _on_asyncio_aiohttp(*args: object) -> None:
+    _asyncio_loop(B.run_aiohttp_relay)(*args)
+
+
+def _on_asyncio_gateway(*args: object) -> None:
+    _asyncio_loop(B.run_gateway)(*args)
+
+
 RELAYS: dict[str, tuple[Callable[..., None], str]] = {
-    "asyncio": (run_asyncio_relay, ""),
+    "asyncio streams": (run_asyncio_relay, ""),
     "aiohttp": (B.run_aiohttp_relay, ""),
     "gateway plain": (B.run_gateway, "plain"),
     "gateway policy": (B.run_gateway, "env"),
 }
+# --loops both: the same on asyncio's own loop (when the gateway's is uvloop)
+ASYNCIO_LOOP: dict[str, tuple[Callable[..., None], str]] = {
+    "aiohttp, asyncio loop": (_on_asyncio_aiohttp, ""),
+    "gateway policy, asyncio loop": (_on_asyncio_gateway, "env"),
+}
 
 
-def one(name: str, bodies: list[bytes], n: int) -> dict[str, float]:
-    target, policy = RELAYS[name]
-    saved = B.run_gateway
-    B.run_gateway = target  # type: ignore[assignment] # Procs starts B.run_gateway
-    try:
-        procs = B.Procs(policy or "plain")
-    finally:
-        B.run_gateway = saved
-    try:
-        return asyncio.run(B.latency_run(procs, bodies, n))
-    finally:
-        procs.stop()
+async def series(
+    direct: str, relays: dict[str, B.Relay], bodies: list[bytes], n: int
+) -> dict[str, dict[str, float]]:
+    """One run: n rounds of one request straight to the upstream and one through each relay,
+    the same body in each round (the bodies in turn); per relay its added p50 and CPU/request."""
+    urls = {"direct": direct, **{k: r.url for k, r in relays.items()}}
+    times: dict[str, list[float]] = {k: [] for k in urls}
+    async with aiohttp.ClientSession() as s:
+
+        async def once(url: str, body: bytes) -> float:
+            t0 = time.perf_counter()
+            async with s.post(url + "/v1/messages", data=body, headers=B.HEADERS) as r:
+                await r.read()
+            return time.perf_counter() - t0
+
+        for i in range(10):  # warm-up: connections, caches, the policy's kept conversation
+            for url in urls.values():
+                await once(url, bodies[i % len(bodies)])
+        cpu0 = {k: r.cpu() for k, r in relays.items()}
+        for i in range(n):
+            body = bodies[i % len(bodies)]
+            for k, url in urls.items():
+                times[k].append(await once(url, body))
+        cpu = {k: (r.cpu() - cpu0[k]) / n for k, r in relays.items()}
+    d50 = B.pct(times["direct"], 50)
+    return {
+        k: {"added_p50": (B.pct(times[k], 50) - d50) * 1000, "cpu_ms": cpu[k] * 1000}
+        for k in relays
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3, help="runs of each relay, in turn")
-    ap.add_argument("--n", type=int, default=200, help="requests per series per run")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of the interleaved series")
+    ap.add_argument("--n", type=int, default=200, help="requests per relay per run")
     ap.add_argument("--kb", type=int, default=600, help="request body size in KB")
     ap.add_argument("--grow", type=int, default=20, help="requests of a growing conversation")
+    ap.add_argument(
+        "--loops",
+        choices=("gateway", "both"),
+        default="gateway",
+        help="gateway: the relays on the gateway's loop (uvloop when installed); both: also "
+        "the aiohttp relay and the gateway with its policy on asyncio's own loop",
+    )
     args = ap.parse_args(argv)
     with B.scratch_state():  # the gateways' ledger: a scratch directory, not the user's
         return _main(args)
@@ -124,27 +176,37 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     bodies = B.make_bodies(args.kb, args.grow)
+    chosen = dict(RELAYS)
+    if args.loops == "both":
+        chosen.update(ASYNCIO_LOOP)
     load0 = os.getloadavg()
-    runs: dict[str, list[dict[str, float]]] = {k: [] for k in RELAYS}
-    for _ in range(args.rounds):
-        for name in RELAYS:
-            runs[name].append(one(name, bodies, args.n))
+    closed: mp.Queue = mp.Queue()
+    q: mp.Queue = mp.Queue()
+    up = mp.Process(target=B.run_upstream, args=(q, closed), daemon=True)
+    up.start()
+    direct = f"http://127.0.0.1:{q.get(timeout=30)}"
+    relays = {k: B.Relay(target, direct, policy) for k, (target, policy) in chosen.items()}
+    runs: list[dict[str, dict[str, float]]] = []
+    try:
+        for _ in range(args.rounds):
+            runs.append(asyncio.run(series(direct, relays, bodies, args.n)))
+    finally:
+        for p in [r.proc for r in relays.values()] + [up]:
+            if p.is_alive():
+                p.terminate()
+            p.join(10)
     load1 = os.getloadavg()
     print(
-        f"request body: {len(bodies[-1]) / 1024:.0f} KB, {args.rounds} rounds x {args.n} requests "
-        f"per series; {os.cpu_count()} CPUs, load average {load0[0]:.2f} before, "
-        f"{load1[0]:.2f} after"
+        f"request body: {len(bodies[-1]) / 1024:.0f} KB, {args.rounds} runs x {args.n} requests "
+        f"per relay, interleaved in one series; relays on {B.loop_kind()}'s loop unless named; "
+        f"{os.cpu_count()} CPUs, load average {load0[0]:.2f} before, {load1[0]:.2f} after"
     )
-    print(f"\n{'relay':<16}{'added p50':>11}{'paired p50':>12}{'CPU/req':>9}  (ms, median of runs)")
-    for name, rs in runs.items():
-        med = {
-            k: statistics.median(r[k] for r in rs) for k in ("added_p50", "paired_p50", "cpu_ms")
-        }
-        each = ", ".join(f"{r['added_p50']:.2f}" for r in rs)
-        print(
-            f"{name:<16}{med['added_p50']:>11.2f}{med['paired_p50']:>12.2f}{med['cpu_ms']:>9.2f}"
-            f"  (added p50 per run: {each})"
-        )
+    print(f"\n{'relay':<30}{'added p50':>11}{'CPU/req':>9}  (ms, median of runs; CPU per run)")
+    for name in chosen:
+        added = statistics.median(r[name]["added_p50"] for r in runs)
+        cpu = statistics.median(r[name]["cpu_ms"] for r in runs)
+        each = ", ".join(f"{r[name]['cpu_ms']:.2f}" for r in runs)
+        print(f"{name:<30}{added:>11.2f}{cpu:>9.2f}  ({each})")
     return 0
 
 
