@@ -25,10 +25,10 @@ The upstream (a small aiohttp app), the gateway and the floor relay each run in 
 process, so none shares a GIL; the gateway and the relay run on the event loop ``ctxpatch
 gateway`` runs on (``gateway.server.new_event_loop``: uvloop when the ``fast`` extra is
 installed; ``CTXPATCH_GATEWAY_UVLOOP=0``: asyncio's). The gateway's and the relay's CPU time
-per request are printed too: on a loaded machine they are steadier than wall-clock latency. ``--phases``: the gateway
-runs with ``CTXPATCH_GATEWAY_PHASES=1`` (:mod:`gateway.phases`) and the median wall and CPU
-time of each phase of its requests is printed. The gateway's ledger goes to a scratch
-``XDG_STATE_HOME``, removed at the end (never the user's own).
+per request are printed too: on a loaded machine they are steadier than wall-clock latency.
+``--phases``: the gateway runs with ``CTXPATCH_GATEWAY_PHASES=1`` (:mod:`gateway.phases`) and
+the median wall and CPU time of each phase of its requests is printed. The gateway's ledger
+goes to a scratch ``XDG_STATE_HOME``, removed at the end (never the user's own).
 
     python3 bench/bench_gateway.py [--runs 5] [--n 200] [--kb 600] [--streams 100] [--grow 20]
                                    [--policy env|plain] [--phases]
@@ -223,7 +223,8 @@ def _answer(ctl: mp.Queue, cpu_q: mp.Queue, phases: object = None) -> None:
     def loop() -> None:
         while (msg := ctl.get()) is not None:
             if msg == "phases":
-                cpu_q.put(phases.summary() if phases is not None else {})  # type: ignore[attr-defined]
+                summary = {} if phases is None else phases.summary()  # type: ignore[attr-defined]
+                cpu_q.put(summary)
             elif msg == "clear":
                 if phases is not None:
                     phases.clear()  # type: ignore[attr-defined]
