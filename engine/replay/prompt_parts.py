@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from itertools import compress
+from itertools import compress, count
 from operator import itemgetter
 from typing import Any
 
@@ -207,15 +207,13 @@ class PruneSaving:
         at = list(compress(range(min(len(sent), len(pruned))), map(operator.is_not, sent, pruned)))
         left, right = _gather(sent, at), _gather(pruned, at)
         old_left, old_right = self._left, self._right
-        n = min(len(old_left), len(left))
-        if all(map(operator.is_, left[:n], old_left)) and all(
-            map(operator.is_, right[:n], old_right)
-        ):
-            k = n
-        else:
-            k = next(
-                i for i in range(n) if left[i] is not old_left[i] or right[i] is not old_right[i]
-            )
+        # the first pair that is not the previous request's, found in C
+        differs = map(
+            operator.or_,
+            map(operator.is_not, left, old_left),
+            map(operator.is_not, right, old_right),
+        )
+        k = next(compress(count(), differs), min(len(old_left), len(left)))
         sums = self._sums
         del sums[k + 1 :]
         cost = self.cost
