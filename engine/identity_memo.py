@@ -10,8 +10,10 @@ memo holds of one session keeps that session's objects alive, hundreds of MB, fo
 
 from __future__ import annotations
 
+import operator
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
+from itertools import compress, count
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -68,3 +70,9 @@ def by_identity_and(compute: Callable[[T, A], V]) -> Callable[[T, A], V]:
     memoised.__doc__ = compute.__doc__
     _TABLES[memoised] = entries
     return memoised
+
+
+def shared_prefix(new: Sequence[Any], old: Sequence[Any]) -> int:
+    """How many leading items of ``new`` are the very objects of ``old`` (compared by identity,
+    in C): what an incremental replay may keep of its previous request's state."""
+    return next(compress(count(), map(operator.is_not, old, new)), min(len(old), len(new)))

@@ -43,6 +43,7 @@ from typing import Any
 from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
 from engine.api.context_management import ClearToolUses
 from engine.api.server_clearing import BlockEstimates, ServerView
+from engine.identity_memo import shared_prefix
 from engine.tokens import block_tokens
 from engine.twins.policy import PaidPolicy
 from engine.twins.policy_scan import PolicyScan
@@ -129,13 +130,8 @@ class IncrementalClearing:
     def _sync(self, sent: Sequence[Mapping[str, Any]]) -> None:
         old = self._sent
         n = len(old)
-        if len(sent) >= n and all(map(operator.is_, sent[:n], old)):
-            k = n
-        else:
-            k = next(
-                (i for i, (a, b) in enumerate(zip(sent, old, strict=False)) if a is not b),
-                min(len(sent), n),
-            )
+        k = shared_prefix(sent, old)
+        if k < n:
             self._truncate(k)
         for i in range(k, len(sent)):
             r = _Record(sent[i])

@@ -35,6 +35,7 @@ from operator import itemgetter
 from typing import Any
 
 from engine.api.previous_thinking import starts_turn
+from engine.identity_memo import shared_prefix
 from engine.replay.calibration import Calibration
 from engine.replay.recorded import LINE_KEY
 
@@ -120,15 +121,7 @@ class PromptParts(SpecParts):
         return f
 
     def price(self, sent: Sequence[Message], at: int) -> list[float]:
-        old = self._sent
-        n = len(old)
-        if len(sent) >= n and all(map(operator.is_, sent[:n], old)):
-            p = n
-        else:
-            p = next(
-                (i for i, (a, b) in enumerate(zip(sent, old, strict=False)) if a is not b),
-                min(len(sent), n),
-            )
+        p = shared_prefix(sent, self._sent)
         resumed = tuple(r.line <= at for r in self.cal.resumes)
         if resumed != self._resumed:
             p = 0

@@ -27,13 +27,12 @@ the specification does.
 from __future__ import annotations
 
 import math
-import operator
 import sys
 from bisect import bisect_left
 from collections.abc import Mapping
-from itertools import compress, count
 from typing import Any
 
+from engine.identity_memo import shared_prefix
 from engine.twins.textprune import (
     THINKING_DROP,
     PruneOutcome,
@@ -103,9 +102,7 @@ class IncrementalPrune:
         """Bring the facts to ``messages``; returns the length of the prefix it shares with the
         previous request's list."""
         old = self._messages
-        shared = next(
-            compress(count(), map(operator.is_not, old, messages)), min(len(old), len(messages))
-        )
+        shared = shared_prefix(messages, old)
         if shared < len(old):
             self._truncate(shared)
         for i in range(shared, len(messages)):

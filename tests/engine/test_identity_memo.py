@@ -55,3 +55,16 @@ def test_cleared_memos_no_longer_hold_their_objects() -> None:
     del local
     gc.collect()
     assert len(memo._TABLES) == before
+
+
+def test_shared_prefix_counts_the_same_objects_up_to_the_first_other_one():
+    a, b, c = [1000 + i for i in range(3)], object(), object()
+    old = [*a, b]
+    assert memo.shared_prefix(old, old) == 4
+    assert memo.shared_prefix([*old, c], old) == 4  # grown
+    assert memo.shared_prefix(a, old) == 3  # cut
+    assert memo.shared_prefix([*a, c], old) == 3  # the last one replaced
+    assert memo.shared_prefix([a[0], c, *a[2:], b], old) == 1
+    assert memo.shared_prefix([], old) == 0 and memo.shared_prefix(old, []) == 0
+    # equal but not the same objects: not shared (a twin's state is kept by identity)
+    assert memo.shared_prefix([int(str(x)) for x in a], a) == 0
