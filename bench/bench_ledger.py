@@ -1,15 +1,39 @@
-"""What the ledger adds to one gateway request, in-process (steadier than wall-clock latency on
-a loaded machine): ``begin`` (the session id: the header, or a regex over the body's last 16 KB),
-the SSE tap over a streamed reply, ``finish`` and ``record`` (a queue put; the write happens on
-the ledger's own thread). Bar: within 0.1 ms of the ledger off.
+"""What the ledger adds to a gateway request. Bar (issue #14): the gateway's added latency with
+the ledger on stays within 0.1 ms of it off.
+
+Default mode, in-process (steadier than wall-clock latency on a loaded machine): ``begin`` (the
+session id: the header, or a regex over the body's last 16 KB), the SSE tap over a streamed
+reply, ``finish`` and ``record`` (a queue put; the write happens on the ledger's own thread).
+
+``--paired``: two real gateways, each in its own process, in front of the same loopback upstream,
+one with the ledger on (``CTXPATCH_LEDGER=1``, into a scratch ``XDG_STATE_HOME``) and one with it
+off (``CTXPATCH_LEDGER=0``), and the same request straight to the upstream, interleaved request
+by request (each pair in turn on/off then off/on, so neither always goes first): ``--rounds``
+rounds of ``--per`` requests of each kind, through ``bench_gateway.py``'s growing ~600 KB Claude
+Code conversation, with Claude Code's session header. The upstream answers as the API does: an
+SSE stream (``message_start`` with the usage, text deltas, ``message_delta`` with the output
+usage and ``context_management.applied_edits``) or, ``--reply json``, the same message as one
+JSON body. What the load does to one gateway it does to the other in the same round, so their
+difference holds on a noisy machine: per round, the gateways' p50 difference (on - off; the same
+as the difference of their added p50, the direct path being shared) and the difference of
+their CPU time per request (the whole process: the ledger's writer thread included); printed:
+the median over the rounds with its 95% confidence interval (order statistics) and the
+quartiles, plus the median of the per-pair differences. ``--phases``: both gateways run with
+``CTXPATCH_GATEWAY_PHASES=1`` and each phase's median CPU time is printed, on and off.
 
     python3 bench/bench_ledger.py [--n 2000] [--reply-kb 200]
+    python3 bench/bench_ledger.py --paired [--rounds 30] [--per 20] [--kb 600] [--grow 20]
+                                  [--reply sse|json] [--policy env|plain] [--phases]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import cProfile
 import json
+import math
+import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -17,10 +41,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
+from aiohttp import web
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from usage import ledger as L  # noqa: E402 (after the sys.path insert)
+import bench_gateway as B  # noqa: E402 (after the sys.path insert)
+
+from usage import ledger as L  # noqa: E402
 
 SID = "0b5e0f43-1a2b-4c3d-8e9f-0123456789ab"
 
@@ -70,14 +100,390 @@ def stream(kb: int) -> list[bytes]:
     return out
 
 
+# --- --paired: two gateways, ledger on and off, interleaved -------------------------------------
+
+
+def reply_events(text_events: int = 30) -> list[bytes]:
+    """The SSE events of one API reply, as the API sends them (usage in ``message_start`` and
+    ``message_delta``, the applied edit in the latter)."""
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus-4-6",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 3,
+                "cache_creation_input_tokens": 812,
+                "cache_read_input_tokens": 148_000,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": 812,
+                    "ephemeral_1h_input_tokens": 0,
+                },
+                "output_tokens": 1,
+                "service_tier": "standard",
+            },
+        },
+    }
+    events = [
+        start,
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        *(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": f"word {i} of the answer, "},
+            }
+            for i in range(text_events)
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 412},
+            "context_management": {
+                "applied_edits": [
+                    {
+                        "type": "clear_tool_uses_20250919",
+                        "cleared_tool_uses": 9,
+                        "cleared_input_tokens": 31_000,
+                    }
+                ]
+            },
+        },
+        {"type": "message_stop"},
+    ]
+    return [
+        f"event: {e['type']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n".encode()
+        for e in events
+    ]
+
+
+def reply_json(text_events: int = 30) -> bytes:
+    """The same reply as one JSON message."""
+    text = "".join(f"word {i} of the answer, " for i in range(text_events))
+    return json.dumps(
+        {
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus-4-6",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 3,
+                "cache_creation_input_tokens": 812,
+                "cache_read_input_tokens": 148_000,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": 812,
+                    "ephemeral_1h_input_tokens": 0,
+                },
+                "output_tokens": 412,
+                "service_tier": "standard",
+            },
+            "context_management": {
+                "applied_edits": [
+                    {
+                        "type": "clear_tool_uses_20250919",
+                        "cleared_tool_uses": 9,
+                        "cleared_input_tokens": 31_000,
+                    }
+                ]
+            },
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def run_api_upstream(port_q: mp.Queue, kind: str) -> None:
+    """POST /v1/messages answered as the API answers (``kind``: sse | json); the stream's
+    events are written as they come (a few writes, as a real reply arrives in several reads)."""
+    events, whole = reply_events(), reply_json()
+
+    async def messages(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        headers = {"request-id": "req_011CVbenchLedger0000000000"}
+        if kind == "json":
+            return web.Response(body=whole, content_type="application/json", headers=headers)
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream", **headers})
+        await resp.prepare(request)
+        for i in range(0, len(events), 8):
+            await resp.write(b"".join(events[i : i + 8]))
+        await resp.write_eof()
+        return resp
+
+    async def main() -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/messages", messages)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port_q.put(runner.addresses[0][1])
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def run_gateway_ledger(
+    upstream: str, port_q: mp.Queue, ctl: mp.Queue, answers: mp.Queue, how: str
+) -> None:
+    """The real gateway (``how``: ``<policy>:<CTXPATCH_LEDGER>``). On ``ctl``: ``"cpu"`` is
+    answered with the CPU time of the process, its event loop's thread and the ledger's writer
+    thread; ``"phases"`` / ``"clear"`` as ``bench_gateway``'s gateway does; None stops."""
+    import logging
+    import threading
+
+    from engine.api.context_management import ClearToolUses
+    from gateway.server import Gateway
+
+    policy, os.environ[L.ENV] = how.split(":")
+    logging.getLogger("ctxpatch.gateway").setLevel(logging.ERROR)
+
+    def thread_cpu(t: threading.Thread | None) -> float:
+        if t is None or t.ident is None or not t.is_alive():
+            return 0.0
+        return time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+
+    async def main() -> None:
+        gw = Gateway(
+            upstream=upstream, edit=ClearToolUses(), policy="env" if policy == "env" else None
+        )
+        loop_thread = threading.current_thread()
+        loop = asyncio.get_running_loop()
+        prof = cProfile.Profile()
+
+        def answer() -> None:
+            while (msg := ctl.get()) is not None:
+                if msg == "cpu":
+                    writer = getattr(gw.ledger, "_thread", None)
+                    answers.put((time.process_time(), thread_cpu(loop_thread), thread_cpu(writer)))
+                elif msg == "phases":
+                    answers.put(gw.phases.summary() if gw.phases is not None else {})
+                elif msg == "clear":
+                    if gw.phases is not None:
+                        gw.phases.clear()
+                    answers.put(None)
+                elif msg == "profile":  # the loop thread's calls from now on (cProfile)
+                    loop.call_soon_threadsafe(prof.enable)
+                    answers.put(None)
+                elif isinstance(msg, tuple) and msg[0] == "profile":  # stop, dump to msg[1]
+                    done = threading.Event()
+
+                    def stop(done: threading.Event = done) -> None:
+                        prof.disable()
+                        done.set()
+
+                    loop.call_soon_threadsafe(stop)
+                    done.wait(10)
+                    prof.dump_stats(msg[1])
+                    answers.put(None)
+
+        threading.Thread(target=answer, daemon=True).start()
+        await gw.start()
+        port_q.put(gw.port)
+        await asyncio.Event().wait()
+
+    B._run_on_gateway_loop(main())
+
+
+def median_ci(values: list[float]) -> tuple[float, float, float]:
+    """The median and its ~95% confidence interval (order statistics, distribution-free)."""
+    s = sorted(values)
+    n = len(s)
+    half = 1.96 * math.sqrt(n) / 2
+    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    return statistics.median(s), s[lo], s[hi]
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return q[0], q[2]
+
+
+async def paired_rounds(
+    direct: str,
+    on: B.Relay,
+    off: B.Relay,
+    bodies: list[bytes],
+    rounds: int,
+    per: int,
+    phases: bool,
+    profile: Path | None = None,
+) -> dict[str, list[float]]:
+    """``rounds`` rounds of ``per`` requests each way; per round the gateways' p50 and CPU."""
+    out: dict[str, list[float]] = {
+        k: []
+        for k in (
+            *("d50", "on50", "off50", "on_cpu", "off_cpu", "pairs", "load"),
+            *("on_loop", "off_loop", "writer"),
+        )
+    }
+    headers = {**B.HEADERS, L.SESSION_HEADER: SID}
+    async with aiohttp.ClientSession() as s:
+
+        async def once(base: str, body: bytes) -> float:
+            t0 = time.perf_counter()
+            async with s.post(base + "/v1/messages", data=body, headers=headers) as r:
+                await r.read()
+            return time.perf_counter() - t0
+
+        for k in range(20):  # warm-up: connections, caches, the ledger's thread
+            for base in (direct, on.url, off.url):
+                await once(base, bodies[k % len(bodies)])
+        if profile is not None:
+            on.ask("profile")
+            off.ask("profile")
+        turn = 0
+        for _ in range(rounds):
+            if phases:
+                on.ask("clear")
+                off.ask("clear")
+            lat: dict[str, list[float]] = {"d": [], "on": [], "off": []}
+            c_on, c_off = on.ask("cpu"), off.ask("cpu")
+            for i in range(per):
+                body = bodies[turn % len(bodies)]
+                turn += 1
+                lat["d"].append(await once(direct, body))
+                if i % 2 == 0:
+                    lat["on"].append(await once(on.url, body))
+                    lat["off"].append(await once(off.url, body))
+                else:
+                    lat["off"].append(await once(off.url, body))
+                    lat["on"].append(await once(on.url, body))
+            e_on, e_off = on.ask("cpu"), off.ask("cpu")
+            for k, (a, b) in enumerate(zip(c_on, e_on, strict=True)):  # type: ignore[call-overload]
+                out[("on_cpu", "on_loop", "writer")[k]].append((b - a) / per)
+            for k, (a, b) in enumerate(zip(c_off, e_off, strict=True)):  # type: ignore[call-overload]
+                if k < 2:
+                    out[("off_cpu", "off_loop")[k]].append((b - a) / per)
+            out["d50"].append(statistics.median(lat["d"]))
+            out["on50"].append(statistics.median(lat["on"]))
+            out["off50"].append(statistics.median(lat["off"]))
+            out["pairs"] += [a - b for a, b in zip(lat["on"], lat["off"], strict=True)]
+            out["load"].append(os.getloadavg()[0])
+    if profile is not None:
+        on.ask(("profile", str(profile / "on.prof")))
+        off.ask(("profile", str(profile / "off.prof")))
+    return out
+
+
+def profile_diff(profile: Path, requests: int, top: int = 25) -> None:
+    """The functions whose own time (cProfile's tottime) the ledger's gateway spent more of."""
+    import pstats
+
+    own = {}
+    for side in ("on", "off"):
+        st = pstats.Stats(str(profile / f"{side}.prof")).stats  # type: ignore[attr-defined]
+        own[side] = {f"{Path(k[0]).name}:{k[1]}:{k[2]}": v[2] for k, v in st.items()}
+    keys = set(own["on"]) | set(own["off"])
+    diff = {k: own["on"].get(k, 0.0) - own["off"].get(k, 0.0) for k in keys}
+    print(f"\n{'on - off, own time per request (cProfile, loop thread)':<60}{'us':>8}")
+    for k in sorted(keys, key=lambda k: -diff[k])[:top]:
+        print(f"{k[:60]:<60}{diff[k] / requests * 1e6:>+8.1f}")
+    print(f"{'total':<60}{sum(diff.values()) / requests * 1e6:>+8.1f}")
+
+
+def paired(args: argparse.Namespace) -> int:
+    if args.phases:
+        os.environ["CTXPATCH_GATEWAY_PHASES"] = "1"  # both gateway processes inherit it
+    bodies = B.make_bodies(args.kb, args.grow)
+    q: mp.Queue = mp.Queue()
+    up = mp.Process(target=run_api_upstream, args=(q, args.reply), daemon=True)
+    up.start()
+    direct = f"http://127.0.0.1:{q.get(timeout=30)}"
+    on = B.Relay(run_gateway_ledger, direct, f"{args.policy}:1")
+    off = B.Relay(run_gateway_ledger, direct, f"{args.policy}:0")
+    load = os.getloadavg()
+    print(
+        f"request body {len(bodies[-1]) / 1024:.0f} KB, {len(bodies)} requests of a growing "
+        f"conversation in turn; reply {args.reply}; policy {args.policy}; {args.rounds} rounds x "
+        f"{args.per} requests each way (direct, ledger on, ledger off), interleaved; gateways on "
+        f"{B.loop_kind()}'s loop; {os.cpu_count()} CPUs, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    try:
+        r = asyncio.run(
+            paired_rounds(direct, on, off, bodies, args.rounds, args.per, args.phases, args.profile)
+        )
+        ph_on = on.ask("phases") if args.phases else None
+        ph_off = off.ask("phases") if args.phases else None
+        state = Path(os.environ["XDG_STATE_HOME"]) / "ctxpatch" / "ledger"
+        lines = sum(p.read_bytes().count(b"\n") for p in state.glob("*.jsonl"))
+    finally:
+        for p in (on.proc, off.proc, up):
+            p.terminate()
+            p.join(10)
+    ms = 1000.0
+    added_on = [(a - d) * ms for a, d in zip(r["on50"], r["d50"], strict=True)]
+    added_off = [(a - d) * ms for a, d in zip(r["off50"], r["d50"], strict=True)]
+    diff = [(a - b) * ms for a, b in zip(r["on50"], r["off50"], strict=True)]
+    cpu = [(a - b) * ms for a, b in zip(r["on_cpu"], r["off_cpu"], strict=True)]
+    loop = [(a - b) * ms for a, b in zip(r["on_loop"], r["off_loop"], strict=True)]
+
+    def show(name: str, values: list[float]) -> str:
+        med, lo, hi = median_ci(values)
+        q1, q3 = quartiles(values)
+        return (
+            f"{name:<38} median {med:+.3f} ms  95% CI [{lo:+.3f}, {hi:+.3f}]  "
+            f"quartiles [{q1:+.3f}, {q3:+.3f}]"
+        )
+
+    print(f"\nper round ({args.rounds}), ms:")
+    print(show("added p50, ledger off", added_off))
+    print(show("added p50, ledger on", added_on))
+    print(show("on - off: added p50", diff))
+    print(show("on - off: gateway CPU per request", cpu))
+    print(show("  of which the event loop's thread", loop))
+    print(show("  of which the ledger's writer thread", [x * ms for x in r["writer"]]))
+    print(show("on - off: per pair (all requests)", [x * ms for x in r["pairs"]]))
+    print(
+        f"gateway CPU per request: off {statistics.median(r['off_cpu']) * ms:.3f} ms, "
+        f"on {statistics.median(r['on_cpu']) * ms:.3f} ms; load during the rounds "
+        f"{min(r['load']):.2f}-{max(r['load']):.2f}; ledger lines written {lines}"
+    )
+    if args.profile is not None:
+        profile_diff(args.profile, args.rounds * args.per)
+    if ph_on and ph_off:
+        print(f"\n{'phase (median CPU us)':<24}{'off':>8}{'on':>8}{'on-off':>8}")
+        for name in ("guard", "body", "decide", "prepare", "upstream", "reply", "total"):
+            a = ph_off.get(name, {}).get("cpu_us", float("nan"))  # type: ignore[attr-defined]
+            b = ph_on.get(name, {}).get("cpu_us", float("nan"))  # type: ignore[attr-defined]
+            print(f"{name:<24}{a:>8.0f}{b:>8.0f}{b - a:>+8.0f}")
+    med, lo, hi = median_ci(diff)
+    ok = med <= 0.1
+    print(
+        f"\n[{'PASS' if ok else 'MISS'}] ledger on within 0.1 ms of off (added p50, median of "
+        f"the rounds): {med:+.3f} ms (95% CI {lo:+.3f} to {hi:+.3f})"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--reply-kb", type=int, default=200)
+    ap.add_argument("--paired", action="store_true", help="two gateways, ledger on and off")
+    ap.add_argument("--rounds", type=int, default=30, help="--paired: rounds")
+    ap.add_argument("--per", type=int, default=20, help="--paired: requests each way per round")
+    ap.add_argument("--kb", type=int, default=600, help="--paired: request body size in KB")
+    ap.add_argument("--grow", type=int, default=20, help="--paired: requests of a conversation")
+    ap.add_argument("--reply", choices=("sse", "json"), default="sse", help="--paired: reply")
+    ap.add_argument("--policy", choices=("env", "plain"), default="env", help="--paired")
+    ap.add_argument("--phases", action="store_true", help="--paired: each phase's CPU")
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        help="--paired: cProfile both gateways' loop threads over the rounds, write DIR/on.prof "
+        "and DIR/off.prof, print the functions the ledger's gateway spent more own time in",
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ctxpatch-bench-state-") as state:
         os.environ["XDG_STATE_HOME"] = state  # never the user's own ledger, whatever runs here
-        return _bench(args)
+        return paired(args) if args.paired else _bench(args)
 
 
 def _bench(args: argparse.Namespace) -> int:
