@@ -6,24 +6,30 @@ session id: the header, or a regex over the body's last 16 KB), the SSE tap over
 reply, ``finish`` and ``record`` (a queue put; the write happens on the ledger's own thread).
 
 ``--paired``: two real gateways, each in its own process, in front of the same loopback upstream,
-one with the ledger on (``CTXPATCH_LEDGER=1``, into a scratch ``XDG_STATE_HOME``) and one with it
-off (``CTXPATCH_LEDGER=0``), and the same request straight to the upstream, interleaved request
-by request (each pair in turn on/off then off/on, so neither always goes first): ``--rounds``
-rounds of ``--per`` requests of each kind, through ``bench_gateway.py``'s growing ~600 KB Claude
-Code conversation, with Claude Code's session header. The upstream answers as the API does: an
-SSE stream (``message_start`` with the usage, text deltas, ``message_delta`` with the output
-usage and ``context_management.applied_edits``) or, ``--reply json``, the same message as one
-JSON body. What the load does to one gateway it does to the other in the same round, so their
-difference holds on a noisy machine: per round, the gateways' p50 difference (on - off; the same
-as the difference of their added p50, the direct path being shared) and the difference of
-their CPU time per request (the whole process: the ledger's writer thread included); printed:
-the median over the rounds with its 95% confidence interval (order statistics) and the
-quartiles, plus the median of the per-pair differences. ``--phases``: both gateways run with
-``CTXPATCH_GATEWAY_PHASES=1`` and each phase's median CPU time is printed, on and off.
+the ledger writing into a scratch ``XDG_STATE_HOME``, and the same request straight to the
+upstream, interleaved request by request (each pair in turn on/off then off/on, so neither
+always goes first): ``--rounds`` rounds of ``--per`` requests of each kind, through
+``bench_gateway.py``'s growing ~600 KB Claude Code conversation, with Claude Code's session
+header. In each round one gateway has its ledger on and the other off, in turn (switched
+between rounds, the ledger flushed first): two processes on 2 cores are not alike (measured: up
+to 0.3 ms of CPU and 0.45 ms of p50 apart with the ledger off in both, ``--control``), so each
+has the ledger on in half the rounds. The upstream answers as the API does: an SSE stream
+(``message_start`` with the usage, text deltas, ``message_delta`` with the output usage and
+``context_management.applied_edits``) or, ``--reply json``, the same message as one JSON body.
+What the load does to one gateway it does to the other in the same round, so their difference
+holds on a noisy machine: per round, the p50 difference (on - off; the same as the difference
+of the added p50, the direct path being shared) and the difference of CPU time per request (the
+whole process, and of it the event loop's thread and the ledger's writer thread); printed: the
+median over the rounds with its 95% confidence interval (order statistics) and the quartiles,
+plus the median of the per-pair differences. ``--phases``: the gateways run with
+``CTXPATCH_GATEWAY_PHASES=1`` and each phase's loop CPU is printed, on and off; ``--profile
+DIR``: cProfile of both loop threads (the first gateway always on), the functions it spends
+more own time in; ``--control``: the ledger off in both (what the bench reads of nothing).
 
     python3 bench/bench_ledger.py [--n 2000] [--reply-kb 200]
     python3 bench/bench_ledger.py --paired [--rounds 30] [--per 20] [--kb 600] [--grow 20]
                                   [--reply sse|json] [--policy env|plain] [--phases]
+                                  [--profile DIR] [--control]
 """
 
 from __future__ import annotations
@@ -257,10 +263,17 @@ def run_gateway_ledger(
         loop = asyncio.get_running_loop()
         prof = cProfile.Profile()
 
+        ledger = gw.ledger
+
         def answer() -> None:
             while (msg := ctl.get()) is not None:
-                if msg == "cpu":
-                    writer = getattr(gw.ledger, "_thread", None)
+                if msg in ("ledger on", "ledger off"):  # between rounds: no request in flight
+                    if gw.ledger is not None:
+                        gw.ledger.flush()
+                    gw.ledger = ledger if msg == "ledger on" else None
+                    answers.put(None)
+                elif msg == "cpu":
+                    writer = getattr(ledger, "_thread", None)
                     answers.put((time.process_time(), thread_cpu(loop_thread), thread_cpu(writer)))
                 elif msg == "phases":
                     answers.put(gw.phases.summary() if gw.phases is not None else {})
@@ -307,15 +320,13 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 
 async def paired_rounds(
     direct: str,
-    on: B.Relay,
-    off: B.Relay,
+    gateways: tuple[B.Relay, B.Relay],
     bodies: list[bytes],
-    rounds: int,
-    per: int,
-    phases: bool,
-    profile: Path | None = None,
+    args: argparse.Namespace,
 ) -> dict[str, list[float]]:
-    """``rounds`` rounds of ``per`` requests each way; per round the gateways' p50 and CPU."""
+    """``args.rounds`` rounds of ``args.per`` requests each way: per round one gateway has the
+    ledger on and the other off, in turn (with ``args.profile``: always the first one on;
+    ``args.control``: neither); per round the p50s and CPU times."""
     out: dict[str, list[float]] = {
         k: []
         for k in (
@@ -324,6 +335,7 @@ async def paired_rounds(
         )
     }
     headers = {**B.HEADERS, L.SESSION_HEADER: SID}
+    per = args.per
     async with aiohttp.ClientSession() as s:
 
         async def once(base: str, body: bytes) -> float:
@@ -333,14 +345,17 @@ async def paired_rounds(
             return time.perf_counter() - t0
 
         for k in range(20):  # warm-up: connections, caches, the ledger's thread
-            for base in (direct, on.url, off.url):
+            for base in (direct, *(g.url for g in gateways)):
                 await once(base, bodies[k % len(bodies)])
-        if profile is not None:
-            on.ask("profile")
-            off.ask("profile")
+        if args.profile is not None:
+            for g in gateways:
+                g.ask("profile")
         turn = 0
-        for _ in range(rounds):
-            if phases:
+        for rnd in range(args.rounds):
+            on, off = gateways if args.profile is not None or rnd % 2 == 0 else gateways[::-1]
+            on.ask("ledger off" if args.control else "ledger on")
+            off.ask("ledger off")
+            if args.phases:
                 on.ask("clear")
                 off.ask("clear")
             lat: dict[str, list[float]] = {"d": [], "on": [], "off": []}
@@ -366,9 +381,15 @@ async def paired_rounds(
             out["off50"].append(statistics.median(lat["off"]))
             out["pairs"] += [a - b for a, b in zip(lat["on"], lat["off"], strict=True)]
             out["load"].append(os.getloadavg()[0])
-    if profile is not None:
-        on.ask(("profile", str(profile / "on.prof")))
-        off.ask(("profile", str(profile / "off.prof")))
+            if args.phases:  # each phase's median CPU in this round, on and off
+                for side, g in (("on", on), ("off", off)):
+                    summary: dict[str, dict[str, float]] = g.ask("phases")  # type: ignore[assignment]
+                    for name, v in summary.items():
+                        if "cpu_us" in v:
+                            out.setdefault(f"{side} {name}", []).append(v["cpu_us"])
+    if args.profile is not None:
+        gateways[0].ask(("profile", str(args.profile / "on.prof")))
+        gateways[1].ask(("profile", str(args.profile / "off.prof")))
     return out
 
 
@@ -396,25 +417,25 @@ def paired(args: argparse.Namespace) -> int:
     up = mp.Process(target=run_api_upstream, args=(q, args.reply), daemon=True)
     up.start()
     direct = f"http://127.0.0.1:{q.get(timeout=30)}"
-    on = B.Relay(run_gateway_ledger, direct, f"{args.policy}:1")
-    off = B.Relay(run_gateway_ledger, direct, f"{args.policy}:0")
+    gateways = (
+        B.Relay(run_gateway_ledger, direct, f"{args.policy}:1"),
+        B.Relay(run_gateway_ledger, direct, f"{args.policy}:1"),
+    )
     load = os.getloadavg()
     print(
         f"request body {len(bodies[-1]) / 1024:.0f} KB, {len(bodies)} requests of a growing "
         f"conversation in turn; reply {args.reply}; policy {args.policy}; {args.rounds} rounds x "
-        f"{args.per} requests each way (direct, ledger on, ledger off), interleaved; gateways on "
-        f"{B.loop_kind()}'s loop; {os.cpu_count()} CPUs, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"{args.per} requests each way (direct, ledger on, ledger off), interleaved; two "
+        f"gateways, the ledger on in one of them per round, in turn"
+        f"{' (CONTROL: off in both)' if args.control else ''}; "
+        f"on {B.loop_kind()}'s loop; {os.cpu_count()} CPUs, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     try:
-        r = asyncio.run(
-            paired_rounds(direct, on, off, bodies, args.rounds, args.per, args.phases, args.profile)
-        )
-        ph_on = on.ask("phases") if args.phases else None
-        ph_off = off.ask("phases") if args.phases else None
+        r = asyncio.run(paired_rounds(direct, gateways, bodies, args))
         state = Path(os.environ["XDG_STATE_HOME"]) / "ctxpatch" / "ledger"
         lines = sum(p.read_bytes().count(b"\n") for p in state.glob("*.jsonl"))
     finally:
-        for p in (on.proc, off.proc, up):
+        for p in (*(g.proc for g in gateways), up):
             p.terminate()
             p.join(10)
     ms = 1000.0
@@ -447,12 +468,17 @@ def paired(args: argparse.Namespace) -> int:
     )
     if args.profile is not None:
         profile_diff(args.profile, args.rounds * args.per)
-    if ph_on and ph_off:
-        print(f"\n{'phase (median CPU us)':<24}{'off':>8}{'on':>8}{'on-off':>8}")
+    if args.phases:
+        print(
+            f"\n{'phase: loop CPU, us':<20}{'off':>8}{'on':>8}{'on - off (median of rounds)':>30}"
+        )
         for name in ("guard", "body", "decide", "prepare", "upstream", "reply", "total"):
-            a = ph_off.get(name, {}).get("cpu_us", float("nan"))  # type: ignore[attr-defined]
-            b = ph_on.get(name, {}).get("cpu_us", float("nan"))  # type: ignore[attr-defined]
-            print(f"{name:<24}{a:>8.0f}{b:>8.0f}{b - a:>+8.0f}")
+            a, b = r.get(f"off {name}"), r.get(f"on {name}")
+            if a and b:
+                d = statistics.median(x - y for x, y in zip(b, a, strict=True))
+                print(
+                    f"{name:<20}{statistics.median(a):>8.0f}{statistics.median(b):>8.0f}{d:>+30.0f}"
+                )
     med, lo, hi = median_ci(diff)
     ok = med <= 0.1
     print(
@@ -474,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reply", choices=("sse", "json"), default="sse", help="--paired: reply")
     ap.add_argument("--policy", choices=("env", "plain"), default="env", help="--paired")
     ap.add_argument("--phases", action="store_true", help="--paired: each phase's CPU")
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="--paired: the ledger off in both gateways (what the bench reads of nothing)",
+    )
     ap.add_argument(
         "--profile",
         type=Path,
@@ -501,7 +532,7 @@ def _bench(args: argparse.Namespace) -> int:
             ({L.SESSION_HEADER: SID}, "session id from the header"),
             ({}, "session id from metadata.user_id"),
         ):
-            per, first, chunk = [], [], []
+            per, first, chunk, made = [], [], [], []
             for _ in range(args.n):
                 t0 = time.perf_counter()
                 rec = L.begin(headers, body, "claude-opus-4-6", True, "")
@@ -515,6 +546,8 @@ def _bench(args: argparse.Namespace) -> int:
                 L.finish(rec, 200, True, "", {"request-id": "req_1"})
                 led.record(rec)
                 t3 = time.perf_counter()
+                L._dumps(rec.line())  # what the ledger does later, off the request's path
+                made.append(time.perf_counter() - t3)
                 per.append(t3 - t0)
                 first.append(t1 - t0)
                 chunk.append((t2 - t1) / (len(chunks) - 1))
@@ -529,7 +562,8 @@ def _bench(args: argparse.Namespace) -> int:
             print(
                 f"{what}: body {len(body) / 1e3:.0f} KB, reply {sum(map(len, chunks)) / 1e3:.0f} KB in {len(chunks)} chunks: "
                 f"p50 {statistics.median(per) * 1e3:.3f} ms, p99 {per[int(len(per) * 0.99)] * 1e3:.3f} ms per request "
-                "CPU in total, spread over the stream"
+                "CPU in total, spread over the stream; then, off the path, the line made (the "
+                f"reply's two lines parsed, the line encoded) p50 {statistics.median(made) * 1e6:.1f} us"
             )
         assert led.flush(30)
         print(

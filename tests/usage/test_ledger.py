@@ -276,3 +276,105 @@ def test_ledger_off_writes_nothing(tmp_path, monkeypatch):
         assert gw.gateway.ledger is None
         post(gw.url, compact(body_of()), HEADERS)
     assert not os.path.exists(tmp_path / "ctxpatch")
+
+
+# --- off the request's path: what the reply said is parsed when the line is made --------------
+
+
+def test_the_tap_keeps_the_two_lines_and_parses_them_only_when_read(monkeypatch):
+    calls: list[int] = []
+    loads = L._loads
+    monkeypatch.setattr(L, "_loads", lambda raw: calls.append(len(raw)) or loads(raw))
+    rec = L.RequestRecord(t=1.0, session=SID, model=MODEL, edit="added")
+    tap = rec.tap({"Content-Type": "text/event-stream"})
+    assert tap is not None
+    stream = sse(START, BIG, DELTA, {"type": "message_stop"})
+    for i in range(0, len(stream), 4096):
+        tap.feed(stream[i : i + 4096])
+    assert calls == []  # nothing parsed while the reply passed
+    L.finish(rec, 200, True, "")
+    line = rec.line()
+    assert len(calls) == 2  # message_start and message_delta, nothing else
+    assert (line["input"], line["cache_write_1h"], line["output"]) == (11, 200, 77)
+    assert (line["cleared_tool_uses"], line["cleared_input_tokens"]) == (3, 999)
+    assert "cut" not in line
+
+
+def test_what_waits_unparsed_is_bounded():
+    out = L.ReplyUsage()
+    tap = L.SSETap(out)
+    delta = sse({"type": "message_delta", "usage": {"output_tokens": 5}})
+    for _ in range(10 * L._RAW_MAX):
+        tap.feed(delta)
+    assert out._raw is None or len(out._raw) < L._RAW_MAX  # parsed as it went past the bound
+    assert out.usage == {"output": 5} and out.delta_seen
+
+
+def test_a_json_reply_is_kept_without_a_copy_then_read_like_json_loads():
+    reply = json.dumps(
+        {"type": "message", "usage": {"input_tokens": 7, "output_tokens": 2**64 + 1}}
+    ).encode()  # an integer past 64 bits: orjson refuses it, json reads it
+    rec = L.RequestRecord(t=1.0, session=SID, model=MODEL, edit="skipped", why="x")
+    tap = rec.tap({"Content-Type": "application/json"})
+    assert isinstance(tap, L.JsonTap)
+    tap.feed(reply)
+    rec.close_tap()
+    assert rec.reply._raw is not None and rec.reply._raw[0][1] is reply  # the same bytes
+    L.finish(rec, 200, False, "x")
+    line = rec.line()
+    assert (line["input"], line["output"]) == (7, 2**64 + 1) and "cut" not in line
+    assert json.loads(L._dumps(line)) == line  # written though orjson refuses it
+
+
+def test_a_large_json_reply_is_read_at_once():
+    reply = json.dumps({"usage": {"input_tokens": 3}, "pad": "x" * L._RAW_BYTES}).encode()
+    out = L.ReplyUsage()
+    tap = L.JsonTap(out)
+    for i in range(0, len(reply), 1000):
+        tap.feed(reply[i : i + 1000])
+    tap.close()
+    assert out._raw is None and out.usage == {"input": 3} and out.delta_seen
+
+
+def test_lines_recorded_on_an_event_loop_are_made_between_requests(tmp_path, monkeypatch):
+    import asyncio
+
+    writes: list[bytes] = []
+    write = L.Ledger._write
+    monkeypatch.setattr(L.Ledger, "_write", lambda self, d: (writes.append(d), write(self, d)))
+    led = L.Ledger(tmp_path)
+
+    async def requests() -> tuple[int, int]:
+        for n in range(20):
+            led.record(rec(n))
+            await asyncio.sleep(0)
+        made_before = len(writes)
+        await asyncio.sleep(L.BATCH_WAIT * 4)  # the loop's call back hands them over
+        return made_before, led._pending
+
+    made_before, _ = asyncio.run(requests())
+    assert made_before == 0  # nothing made nor written while recording
+    assert led.flush() and led.written == 20 and led.errors == 0
+    assert len(writes) == 1  # one batch, one write
+    assert [e["input"] for e in L.read_ledger(tmp_path).entries] == list(range(20))
+
+
+def test_a_hand_over_left_on_a_closed_loop_is_asked_again(tmp_path, monkeypatch):
+    import asyncio
+
+    monkeypatch.setattr(L, "_STALE", 0.01)
+    led = L.Ledger(tmp_path)
+
+    async def one() -> None:
+        led.record(rec(1))
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(one())
+    loop.close()  # its call back never runs
+    __import__("time").sleep(0.02)
+    led.record(rec(2))  # no loop here: the writer thread makes the batch
+    deadline = __import__("time").monotonic() + 5
+    while led.written < 2 and __import__("time").monotonic() < deadline:
+        __import__("time").sleep(0.01)
+    assert led.written == 2 and led.errors == 0
+    assert [e["input"] for e in L.read_ledger(tmp_path).entries] == [1, 2]
