@@ -39,9 +39,11 @@ directory mode 700, files mode 600. Bounded: past :data:`MAX_BYTES` the file is 
 ``write`` on an ``O_APPEND`` descriptor, so lines of concurrent gateways never interleave, and a
 reader skips a line it cannot parse (a cut last line). ``CTXPATCH_LEDGER=0`` turns it off.
 
-Writing never slows nor fails a request: the gateway hands a finished line to a queue
-(microseconds), a daemon thread writes it; every error is swallowed into :attr:`Ledger.errors`
-and one debug log line. The cli.js writer queues its lines to its debug log's asynchronous
+Writing never slows nor fails a request: while the reply passes, the gateway only keeps the
+bytes that hold its numbers (the two SSE lines, or the JSON body); once per batch
+(:data:`BATCH_WAIT`), between requests, its loop parses them and makes the lines, and a daemon
+thread writes them (:class:`Ledger`); every error is swallowed into :attr:`Ledger.errors` and
+one debug log line. The cli.js writer queues its lines to its debug log's asynchronous
 appender (one ``O_APPEND`` write per batch of whole lines, rotation like :class:`Ledger`'s) and
 writes what is left synchronously when Claude Code calls ``process.exit``; it copies
 :data:`MAX_BYTES`, :data:`KEEP` and :data:`USAGE_KEYS` (tests/patcher/test_ledger_js.py holds them
