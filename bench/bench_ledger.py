@@ -238,16 +238,26 @@ def run_api_upstream(port_q: mp.Queue, kind: str) -> None:
 def run_gateway_ledger(
     upstream: str, port_q: mp.Queue, ctl: mp.Queue, answers: mp.Queue, how: str
 ) -> None:
-    """The real gateway (``how``: ``<policy>:<CTXPATCH_LEDGER>``). On ``ctl``: ``"cpu"`` is
-    answered with the CPU time of the process, its event loop's thread and the ledger's writer
-    thread; ``"phases"`` / ``"clear"`` as ``bench_gateway``'s gateway does; None stops."""
+    """The real gateway (``how``: ``<policy>:<CTXPATCH_LEDGER>:<source tree, or empty for
+    this one>``). On ``ctl``: ``"cpu"`` is answered with the CPU time of the process, its event
+    loop's thread and the ledger's writer thread; ``"ledger on"`` / ``"ledger off"`` switch
+    its ledger (flushed first); ``"phases"`` / ``"clear"`` as ``bench_gateway``'s gateway
+    does; ``"profile"``, then ``("profile", FILE)``: cProfile of the loop thread; None stops."""
     import logging
     import threading
+
+    policy, os.environ[L.ENV], tree = how.split(":", 2)
+    if tree:  # the project's modules from that tree: none of this tree's stay imported
+        mine = str(ROOT) + os.sep
+        for name, module in list(sys.modules.items()):
+            where = str(getattr(module, "__file__", None) or "")
+            if where.startswith(mine) and not where.startswith(str(ROOT / "bench")):
+                del sys.modules[name]
+        sys.path.insert(0, tree)
 
     from engine.api.context_management import ClearToolUses
     from gateway.server import Gateway
 
-    policy, os.environ[L.ENV] = how.split(":")
     logging.getLogger("ctxpatch.gateway").setLevel(logging.ERROR)
 
     def thread_cpu(t: threading.Thread | None) -> float:
@@ -304,38 +314,21 @@ def run_gateway_ledger(
     B._run_on_gateway_loop(main())
 
 
-def median_ci(values: list[float]) -> tuple[float, float, float]:
-    """The median and its ~95% confidence interval (order statistics, distribution-free)."""
-    s = sorted(values)
-    n = len(s)
-    half = 1.96 * math.sqrt(n) / 2
-    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
-    return statistics.median(s), s[lo], s[hi]
-
-
-def quartiles(values: list[float]) -> tuple[float, float]:
-    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return q[0], q[2]
-
-
 async def paired_rounds(
     direct: str,
-    gateways: tuple[B.Relay, B.Relay],
+    sides: dict[str, tuple[B.Relay, B.Relay]],
     bodies: list[bytes],
     args: argparse.Namespace,
 ) -> dict[str, list[float]]:
-    """``args.rounds`` rounds of ``args.per`` requests each way: per round one gateway has the
-    ledger on and the other off, in turn (with ``args.profile``: always the first one on;
-    ``args.control``: neither); per round the p50s and CPU times."""
-    out: dict[str, list[float]] = {
-        k: []
-        for k in (
-            *("d50", "on50", "off50", "on_cpu", "off_cpu", "pairs", "load"),
-            *("on_loop", "off_loop", "writer"),
-        )
-    }
+    """``args.rounds`` rounds of ``args.per`` steps: each step sends one body straight to the
+    upstream, then through every gateway (the order turned each step). Per side (a source
+    tree: two gateways), per round one gateway has the ledger on and the other off, in turn
+    (with ``args.profile``: always the first; ``args.control``: neither). Per round and side:
+    the p50s and the CPU times per request (``<side> <key>``)."""
+    out: dict[str, list[float]] = {"d50": [], "load": []}
     headers = {**B.HEADERS, L.SESSION_HEADER: SID}
     per = args.per
+    relays = [g for pair in sides.values() for g in pair]
     async with aiohttp.ClientSession() as s:
 
         async def once(base: str, body: bytes) -> float:
@@ -345,51 +338,53 @@ async def paired_rounds(
             return time.perf_counter() - t0
 
         for k in range(20):  # warm-up: connections, caches, the ledger's thread
-            for base in (direct, *(g.url for g in gateways)):
+            for base in (direct, *(g.url for g in relays)):
                 await once(base, bodies[k % len(bodies)])
         if args.profile is not None:
-            for g in gateways:
+            for g in relays:
                 g.ask("profile")
         turn = 0
         for rnd in range(args.rounds):
-            on, off = gateways if args.profile is not None or rnd % 2 == 0 else gateways[::-1]
-            on.ask("ledger off" if args.control else "ledger on")
-            off.ask("ledger off")
-            if args.phases:
-                on.ask("clear")
-                off.ask("clear")
-            lat: dict[str, list[float]] = {"d": [], "on": [], "off": []}
-            c_on, c_off = on.ask("cpu"), off.ask("cpu")
+            roles: list[tuple[str, B.Relay]] = []  # ("<side> on" | "<side> off", gateway)
+            for side, pair in sides.items():
+                on, off = pair if args.profile is not None or rnd % 2 == 0 else pair[::-1]
+                on.ask("ledger off" if args.control else "ledger on")
+                off.ask("ledger off")
+                roles += [(f"{side} on", on), (f"{side} off", off)]
+            for _, g in roles:
+                if args.phases:
+                    g.ask("clear")
+            lat: dict[str, list[float]] = {name: [] for name, _ in roles}
+            direct_lat: list[float] = []
+            cpu0 = {name: g.ask("cpu") for name, g in roles}
             for i in range(per):
                 body = bodies[turn % len(bodies)]
                 turn += 1
-                lat["d"].append(await once(direct, body))
-                if i % 2 == 0:
-                    lat["on"].append(await once(on.url, body))
-                    lat["off"].append(await once(off.url, body))
-                else:
-                    lat["off"].append(await once(off.url, body))
-                    lat["on"].append(await once(on.url, body))
-            e_on, e_off = on.ask("cpu"), off.ask("cpu")
-            for k, (a, b) in enumerate(zip(c_on, e_on, strict=True)):  # type: ignore[call-overload]
-                out[("on_cpu", "on_loop", "writer")[k]].append((b - a) / per)
-            for k, (a, b) in enumerate(zip(c_off, e_off, strict=True)):  # type: ignore[call-overload]
-                if k < 2:
-                    out[("off_cpu", "off_loop")[k]].append((b - a) / per)
-            out["d50"].append(statistics.median(lat["d"]))
-            out["on50"].append(statistics.median(lat["on"]))
-            out["off50"].append(statistics.median(lat["off"]))
-            out["pairs"] += [a - b for a, b in zip(lat["on"], lat["off"], strict=True)]
-            out["load"].append(os.getloadavg()[0])
-            if args.phases:  # each phase's median CPU in this round, on and off
-                for side, g in (("on", on), ("off", off)):
+                direct_lat.append(await once(direct, body))
+                k = i % len(roles)
+                order = roles[k:] + roles[:k] if i % 2 == 0 else (roles[k:] + roles[:k])[::-1]
+                for name, g in order:
+                    lat[name].append(await once(g.url, body))
+            for name, g in roles:
+                cpu1 = g.ask("cpu")
+                for key, a, b in zip(("cpu", "loop", "writer"), cpu0[name], cpu1, strict=True):  # type: ignore[call-overload]
+                    out.setdefault(f"{name} {key}", []).append((b - a) / per)
+                out.setdefault(f"{name} p50", []).append(statistics.median(lat[name]))
+                if args.phases:  # each phase's median loop CPU in this round
                     summary: dict[str, dict[str, float]] = g.ask("phases")  # type: ignore[assignment]
-                    for name, v in summary.items():
+                    for phase, v in summary.items():
                         if "cpu_us" in v:
-                            out.setdefault(f"{side} {name}", []).append(v["cpu_us"])
+                            out.setdefault(f"{name} phase {phase}", []).append(v["cpu_us"])
+            for side in sides:
+                out.setdefault(f"{side} pairs", []).extend(
+                    a - b for a, b in zip(lat[f"{side} on"], lat[f"{side} off"], strict=True)
+                )
+            out["d50"].append(statistics.median(direct_lat))
+            out["load"].append(os.getloadavg()[0])
     if args.profile is not None:
-        gateways[0].ask(("profile", str(args.profile / "on.prof")))
-        gateways[1].ask(("profile", str(args.profile / "off.prof")))
+        first = next(iter(sides.values()))
+        first[0].ask(("profile", str(args.profile / "on.prof")))
+        first[1].ask(("profile", str(args.profile / "off.prof")))
     return out
 
 
@@ -409,83 +404,132 @@ def profile_diff(profile: Path, requests: int, top: int = 25) -> None:
     print(f"{'total':<60}{sum(diff.values()) / requests * 1e6:>+8.1f}")
 
 
+def median_ci(values: list[float]) -> tuple[float, float, float]:
+    """The median and its ~95% confidence interval (order statistics, distribution-free)."""
+    s = sorted(values)
+    n = len(s)
+    half = 1.96 * math.sqrt(n) / 2
+    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    return statistics.median(s), s[lo], s[hi]
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return q[0], q[2]
+
+
+def show(name: str, values: list[float]) -> str:
+    med, lo, hi = median_ci(values)
+    q1, q3 = quartiles(values)
+    return (
+        f"{name:<42} median {med:+.3f} ms  95% CI [{lo:+.3f}, {hi:+.3f}]  "
+        f"quartiles [{q1:+.3f}, {q3:+.3f}]"
+    )
+
+
 def paired(args: argparse.Namespace) -> int:
     if args.phases:
-        os.environ["CTXPATCH_GATEWAY_PHASES"] = "1"  # both gateway processes inherit it
+        os.environ["CTXPATCH_GATEWAY_PHASES"] = "1"  # the gateway processes inherit it
     bodies = B.make_bodies(args.kb, args.grow)
     q: mp.Queue = mp.Queue()
     up = mp.Process(target=run_api_upstream, args=(q, args.reply), daemon=True)
     up.start()
     direct = f"http://127.0.0.1:{q.get(timeout=30)}"
-    gateways = (
-        B.Relay(run_gateway_ledger, direct, f"{args.policy}:1"),
-        B.Relay(run_gateway_ledger, direct, f"{args.policy}:1"),
-    )
+    trees = {"this": ""}
+    if args.versus is not None:
+        trees["versus"] = str(args.versus.resolve())
+    sides = {
+        side: (
+            B.Relay(run_gateway_ledger, direct, f"{args.policy}:1:{tree}"),
+            B.Relay(run_gateway_ledger, direct, f"{args.policy}:1:{tree}"),
+        )
+        for side, tree in trees.items()
+    }
     load = os.getloadavg()
     print(
         f"request body {len(bodies[-1]) / 1024:.0f} KB, {len(bodies)} requests of a growing "
         f"conversation in turn; reply {args.reply}; policy {args.policy}; {args.rounds} rounds x "
-        f"{args.per} requests each way (direct, ledger on, ledger off), interleaved; two "
-        f"gateways, the ledger on in one of them per round, in turn"
-        f"{' (CONTROL: off in both)' if args.control else ''}; "
-        f"on {B.loop_kind()}'s loop; {os.cpu_count()} CPUs, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"{args.per} requests each way, interleaved; per source tree two gateways, the ledger "
+        f"on in one of them per round, in turn{' (CONTROL: off in both)' if args.control else ''}"
+        f"; trees: this ({ROOT})"
+        + (f", versus ({trees['versus']})" if args.versus is not None else "")
+        + f"; on {B.loop_kind()}'s loop; {os.cpu_count()} CPUs, load "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     try:
-        r = asyncio.run(paired_rounds(direct, gateways, bodies, args))
+        r = asyncio.run(paired_rounds(direct, sides, bodies, args))
         state = Path(os.environ["XDG_STATE_HOME"]) / "ctxpatch" / "ledger"
         lines = sum(p.read_bytes().count(b"\n") for p in state.glob("*.jsonl"))
     finally:
-        for p in (*(g.proc for g in gateways), up):
+        for p in (*(g.proc for pair in sides.values() for g in pair), up):
             p.terminate()
             p.join(10)
     ms = 1000.0
-    added_on = [(a - d) * ms for a, d in zip(r["on50"], r["d50"], strict=True)]
-    added_off = [(a - d) * ms for a, d in zip(r["off50"], r["d50"], strict=True)]
-    diff = [(a - b) * ms for a, b in zip(r["on50"], r["off50"], strict=True)]
-    cpu = [(a - b) * ms for a, b in zip(r["on_cpu"], r["off_cpu"], strict=True)]
-    loop = [(a - b) * ms for a, b in zip(r["on_loop"], r["off_loop"], strict=True)]
 
-    def show(name: str, values: list[float]) -> str:
-        med, lo, hi = median_ci(values)
-        q1, q3 = quartiles(values)
-        return (
-            f"{name:<38} median {med:+.3f} ms  95% CI [{lo:+.3f}, {hi:+.3f}]  "
-            f"quartiles [{q1:+.3f}, {q3:+.3f}]"
+    def minus(a: str, b: str) -> list[float]:
+        return [(x - y) * ms for x, y in zip(r[a], r[b], strict=True)]
+
+    diffs: dict[str, list[float]] = {}
+    for side in sides:
+        print(f"\n{side} tree, per round ({args.rounds}), ms:")
+        print(show("added p50, ledger off", minus(f"{side} off p50", "d50")))
+        print(show("added p50, ledger on", minus(f"{side} on p50", "d50")))
+        diffs[side] = minus(f"{side} on p50", f"{side} off p50")
+        diffs[f"{side} cpu"] = minus(f"{side} on cpu", f"{side} off cpu")
+        print(show("on - off: added p50", diffs[side]))
+        print(show("on - off: gateway CPU per request", diffs[f"{side} cpu"]))
+        print(
+            show("  of which the event loop's thread", minus(f"{side} on loop", f"{side} off loop"))
         )
-
-    print(f"\nper round ({args.rounds}), ms:")
-    print(show("added p50, ledger off", added_off))
-    print(show("added p50, ledger on", added_on))
-    print(show("on - off: added p50", diff))
-    print(show("on - off: gateway CPU per request", cpu))
-    print(show("  of which the event loop's thread", loop))
-    print(show("  of which the ledger's writer thread", [x * ms for x in r["writer"]]))
-    print(show("on - off: per pair (all requests)", [x * ms for x in r["pairs"]]))
+        print(
+            show("  of which the ledger's writer thread", [x * ms for x in r[f"{side} on writer"]])
+        )
+        print(show("on - off: per pair (all requests)", [x * ms for x in r[f"{side} pairs"]]))
+        print(
+            f"gateway CPU per request: off {statistics.median(r[f'{side} off cpu']) * ms:.3f} ms,"
+            f" on {statistics.median(r[f'{side} on cpu']) * ms:.3f} ms"
+        )
+        if args.phases:
+            print(
+                f"{'phase: loop CPU, us':<20}{'off':>8}{'on':>8}{'on - off (median of rounds)':>30}"
+            )
+            for name in ("guard", "body", "decide", "prepare", "upstream", "reply", "total"):
+                a, b = r.get(f"{side} off phase {name}"), r.get(f"{side} on phase {name}")
+                if a and b:
+                    d = statistics.median(x - y for x, y in zip(b, a, strict=True))
+                    print(
+                        f"{name:<20}{statistics.median(a):>8.0f}{statistics.median(b):>8.0f}"
+                        f"{d:>+30.0f}"
+                    )
     print(
-        f"gateway CPU per request: off {statistics.median(r['off_cpu']) * ms:.3f} ms, "
-        f"on {statistics.median(r['on_cpu']) * ms:.3f} ms; load during the rounds "
-        f"{min(r['load']):.2f}-{max(r['load']):.2f}; ledger lines written {lines}"
+        f"\nload during the rounds {min(r['load']):.2f}-{max(r['load']):.2f}; ledger lines "
+        f"written {lines}"
     )
+    if "versus" in sides:
+        print("\nthis - versus, the same rounds (what this tree's ledger costs less), ms:")
+        print(
+            show("on - off added p50: this - versus", minus_lists(diffs["this"], diffs["versus"]))
+        )
+        print(
+            show(
+                "on - off CPU/request: this - versus",
+                minus_lists(diffs["this cpu"], diffs["versus cpu"]),
+            )
+        )
     if args.profile is not None:
         profile_diff(args.profile, args.rounds * args.per)
-    if args.phases:
+    for side in sides:
+        med, lo, hi = median_ci(diffs[side])
         print(
-            f"\n{'phase: loop CPU, us':<20}{'off':>8}{'on':>8}{'on - off (median of rounds)':>30}"
+            f"\n[{'PASS' if med <= 0.1 else 'MISS'}] {side}: ledger on within 0.1 ms of off (added "
+            f"p50, median of the rounds): {med:+.3f} ms (95% CI {lo:+.3f} to {hi:+.3f}); CPU "
+            f"{statistics.median(diffs[f'{side} cpu']):+.3f} ms per request"
         )
-        for name in ("guard", "body", "decide", "prepare", "upstream", "reply", "total"):
-            a, b = r.get(f"off {name}"), r.get(f"on {name}")
-            if a and b:
-                d = statistics.median(x - y for x, y in zip(b, a, strict=True))
-                print(
-                    f"{name:<20}{statistics.median(a):>8.0f}{statistics.median(b):>8.0f}{d:>+30.0f}"
-                )
-    med, lo, hi = median_ci(diff)
-    ok = med <= 0.1
-    print(
-        f"\n[{'PASS' if ok else 'MISS'}] ledger on within 0.1 ms of off (added p50, median of "
-        f"the rounds): {med:+.3f} ms (95% CI {lo:+.3f} to {hi:+.3f})"
-    )
     return 0
+
+
+def minus_lists(a: list[float], b: list[float]) -> list[float]:
+    return [x - y for x, y in zip(a, b, strict=True)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -500,6 +544,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reply", choices=("sse", "json"), default="sse", help="--paired: reply")
     ap.add_argument("--policy", choices=("env", "plain"), default="env", help="--paired")
     ap.add_argument("--phases", action="store_true", help="--paired: each phase's CPU")
+    ap.add_argument(
+        "--versus",
+        type=Path,
+        metavar="TREE",
+        help="--paired: two more gateways from another source tree (e.g. a checkout of main "
+        "before a change) in the same rounds, and the difference",
+    )
     ap.add_argument(
         "--control",
         action="store_true",
