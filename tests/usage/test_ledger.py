@@ -378,3 +378,18 @@ def test_a_hand_over_left_on_a_closed_loop_is_asked_again(tmp_path, monkeypatch)
         __import__("time").sleep(0.01)
     assert led.written == 2 and led.errors == 0
     assert [e["input"] for e in L.read_ledger(tmp_path).entries] == [1, 2]
+
+
+def test_sse_tap_finds_the_event_names_across_every_chunk_edge():
+    filler = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}}
+    stream = sse(START, filler, filler, DELTA, {"type": "message_stop"})
+    want = None
+    for size in range(1, 160):
+        out = L.ReplyUsage()
+        tap = L.SSETap(out)
+        for i in range(0, len(stream), size):
+            tap.feed(stream[i : i + size])
+        got = (out.usage, out.cleared_tool_uses, out.cleared_input_tokens, out.delta_seen)
+        want = want or got
+        assert got == want, size
+    assert want is not None and want[0]["output"] == 77 and want[1:] == (3, 999, True)
