@@ -17,8 +17,9 @@ first request of a conversation (or one that rewrote its history: a compaction, 
 session) pays the whole walk once.
 
 The paid rule also weighs what a move writes again of the system prompt (its blocks after the
-last ``cache_control``: :func:`engine.twins.policy_scan.system_rest`), so the walk is kept per
-system prompt too. Claude Code sends ``system`` right after ``messages``: its value (tens of
+last ``cache_control``: :func:`engine.twins.policy_scan.system_rest`) and the price of a write
+(the 1-hour cache's when the system prompt's breakpoints say ``ttl: "1h"``:
+:func:`engine.twins.policy.write_extra`), so the walk is kept per system prompt too. Claude Code sends ``system`` right after ``messages``: its value (tens of
 KB) is decoded only when the bytes after the messages are not the kept body's; anywhere the
 top-level walk cannot vouch for a single ``system`` member, the body is parsed.
 
@@ -43,7 +44,7 @@ import orjson
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import step_from_env
 from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
-from engine.twins.policy_scan import PolicyScan, system_rest
+from engine.twins.policy_scan import PolicyScan, system_facts
 from gateway import limits
 from gateway.toplevel import TopLevel, value_end
 
@@ -133,7 +134,8 @@ class Fitter:
             messages = request.get("messages") if isinstance(request, dict) else None
             if not isinstance(messages, list):
                 return edit
-            scan = PolicyScan(edit, k.ceiling, k.patience, system_rest(request.get("system")))
+            rest, extra = system_facts(request.get("system"))
+            scan = PolicyScan(edit, k.ceiling, k.patience, rest, extra)
             scan.extend(messages)
             self.walked += 1
         return scan.fitted(k.policy, k.step)
@@ -152,11 +154,11 @@ class Fitter:
         rest = _alone(body, top, end, kept)
         if rest is None:
             return None
-        uncached = _system_rest(body, top, end, rest, kept)
-        if uncached is None:
+        system = _system_facts(body, top, end, rest, kept)
+        if system is None:
             return None
         self._drop(key)  # an error below leaves nothing half-walked behind
-        if uncached != kept.scan.rest:  # another system prompt: every decision again
+        if system != kept.scan.system:  # another system prompt: every decision again
             return self._walk_all(edit, body, top, start)
         kept.scan.truncate(j)
         kept.scan.extend(tail)
@@ -175,10 +177,10 @@ class Fitter:
         rest = _alone(body, top, end, None)
         if rest is None:
             return None
-        uncached = _system_rest(body, top, end, rest, None)
-        if uncached is None:
+        system = _system_facts(body, top, end, rest, None)
+        if system is None:
             return None
-        scan = PolicyScan(edit, k.ceiling, k.patience, uncached)
+        scan = PolicyScan(edit, k.ceiling, k.patience, *system)
         scan.extend(tail)
         self.walked += 1
         self._keep(_Kept(body, start, [e - start for e in tail_ends], scan, end, rest))
@@ -351,9 +353,11 @@ def _tail_as_kept_ends(
     return (values, ends, after) if pos == close else None
 
 
-def _system_rest(body: bytes, top: TopLevel, end: int, rest: int, kept: _Kept | None) -> int | None:
-    """:func:`engine.twins.policy_scan.system_rest` of the body's ``system`` as ``JSON.parse``
-    reads it (what a cache break writes again of the system prompt), when the body says where
+def _system_facts(
+    body: bytes, top: TopLevel, end: int, rest: int, kept: _Kept | None
+) -> tuple[int, int] | None:
+    """:func:`engine.twins.policy_scan.system_facts` of the body's ``system`` as ``JSON.parse``
+    reads it (what a cache break writes again of the system prompt, the price of a write), when the body says where
     it is without a full parse; else None (the caller parses the body). ``end``: one past the
     messages array, ``rest``: where the stretch after it that :func:`_alone` checked stops.
 
@@ -378,7 +382,7 @@ def _system_rest(body: bytes, top: TopLevel, end: int, rest: int, kept: _Kept | 
             and rest - end == kept.rest - kept.end
             and body.startswith(memoryview(kept.body)[kept.end : kept.rest], end)
         ):
-            return kept.scan.rest  # the same system prompt and tools as last time
+            return kept.scan.system  # the same system prompt and tools as last time
         m = _SYSTEM_NEXT.match(body, end, rest)
         value, stop = (m.end() if m is not None else None), rest
     elif not top.gap_may_hold(body, "system"):
@@ -394,13 +398,13 @@ def _system_rest(body: bytes, top: TopLevel, end: int, rest: int, kept: _Kept | 
         return _walked_rest(body, walked)
     if walked:
         return None  # two of them: the parse says which one JSON.parse keeps
-    return system_rest(_loads(body[value:after]))
+    return system_facts(_loads(body[value:after]))
 
 
-def _walked_rest(body: bytes, walked: list[Any]) -> int | None:
+def _walked_rest(body: bytes, walked: list[Any]) -> tuple[int, int] | None:
     if len(walked) > 1:
         return None
-    return system_rest(_loads(body[walked[0].start : walked[0].end])) if walked else 0
+    return system_facts(_loads(body[walked[0].start : walked[0].end]) if walked else None)
 
 
 def _elements(body: bytes, at: int, first: bool, window: int) -> tuple[list[Any], list[int], int]:

@@ -4,7 +4,10 @@ Cost of one request, in units of the base (uncached) input-token price::
 
     cost = 1.0 × uncached + 1.25 × cache_write + 0.1 × cache_read
 
-(Anthropic's prompt-cache prices for the 5-minute cache; the replies' output tokens are left
+(Anthropic's prompt-cache prices for the 5-minute cache; a session that caches for an hour
+(``cache_control`` ``ttl: "1h"``, which Claude Code sends to many subscribers: half of the shared
+sessions, their usage's ``ephemeral_1h_input_tokens``) pays 2.0 × for a write instead,
+:data:`WRITE_PRICE_1H`, :func:`write_price`. The replies' output tokens are left
 out: the scenarios share them. A compaction's summary request is priced on its own, its output
 included at :data:`OUTPUT_PRICE`: ``engine.replay.compaction_cost``.) A recorded request takes the three numbers from its usage
 (``input_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens``). A replayed
@@ -21,26 +24,68 @@ rewrite of everything after that breakpoint: the messages, and the part of the f
 after it (the rest of the system prompt, the context Claude Code prepends to the messages),
 as the real sessions' first requests after a compaction show.
 
-Not modelled: the cache's 5-minute lifetime (idle gaps cost every scenario alike).
+Not modelled: the cache's lifetime (an idle gap longer than it costs every scenario alike).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 READ_PRICE = 0.1
 WRITE_PRICE = 1.25
+WRITE_PRICE_1H = 2.0  # a write to the 1-hour cache
 UNCACHED_PRICE = 1.0
 # output tokens, in base input prices: 5 on every model of the built-in price table
 # (usage.prices) but claude-3-haiku (its 5 too: 1.25 / 0.25)
 OUTPUT_PRICE = 5.0
 LOOKBACK_BLOCKS = 20
-FORMULA = "cost = 1.0 × uncached + 1.25 × cache write + 0.1 × cache read (base input price)"
+FORMULA = (
+    "cost = 1.0 × uncached + 1.25 × cache write (2.0 × in a session that caches for an hour)"
+    " + 0.1 × cache read (base input price)"
+)
 
 
-def price(uncached: float, write: float, read: float) -> float:
-    return UNCACHED_PRICE * uncached + WRITE_PRICE * write + READ_PRICE * read
+def write_price(one_hour: bool) -> float:
+    """What a cache write costs, in base input prices: the 1-hour cache's or the 5-minute one's."""
+    return WRITE_PRICE_1H if one_hour else WRITE_PRICE
+
+
+def _split(usage: Mapping[str, Any]) -> tuple[int, int]:
+    """(tokens written to the 5-minute cache, to the 1-hour cache) of a reply's ``usage``, from
+    its ``cache_creation`` split; (0, 0) where it has none (before the API reported it)."""
+    split = usage.get("cache_creation")
+    if not isinstance(split, Mapping):
+        return 0, 0
+    five, hour = split.get("ephemeral_5m_input_tokens"), split.get("ephemeral_1h_input_tokens")
+    return (
+        five if isinstance(five, int) and five > 0 else 0,
+        hour if isinstance(hour, int) and hour > 0 else 0,
+    )
+
+
+def caches_for_an_hour(usages: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a session's replies wrote more to the 1-hour cache than to the 5-minute one: the
+    session's requests mark their breakpoints ``ttl: "1h"``, and a replay prices its writes so."""
+    five = hour = 0
+    for u in usages:
+        f, h = _split(u)
+        five, hour = five + f, hour + h
+    return hour > five
+
+
+def recorded_write_price(usage: Mapping[str, Any], one_hour: bool) -> float:
+    """The price of one recorded request's cache writes: its own split of the two caches, or
+    the session's (``one_hour``) where the usage does not split them."""
+    five, hour = _split(usage)
+    if five + hour == 0:
+        return write_price(one_hour)
+    return (WRITE_PRICE * five + WRITE_PRICE_1H * hour) / (five + hour)
+
+
+def price(uncached: float, write: float, read: float, write_at: float = WRITE_PRICE) -> float:
+    """``write_at``: the price of a write (:func:`write_price`)."""
+    return UNCACHED_PRICE * uncached + write_at * write + READ_PRICE * read
 
 
 def block_count(record: Mapping[str, Any]) -> int:

@@ -13,6 +13,7 @@ from engine.api.previous_thinking import (
     strips_previous_thinking,
     thinking_share,
 )
+from engine.api.prompt_cache import caches_for_an_hour, write_price
 from engine.javascript import js_json_stringify
 from engine.profiles import Profile, parse_version
 from engine.replay.recorded import LINE_KEY, memory_records
@@ -81,6 +82,14 @@ class Calibration:
     # ``None``: all of it (a calibration built by hand); ``calibrate`` always sets it
     # (``break_read``)
     stable: int | None = None
+    # the session caches for an hour (``ttl: "1h"``): a write costs 2.0x, not 1.25x
+    # (engine.api.prompt_cache.caches_for_an_hour of the recorded usage)
+    one_hour: bool = False
+
+    @property
+    def write_price(self) -> float:
+        """What a cache write costs in this session (:func:`engine.api.prompt_cache.write_price`)."""
+        return write_price(self.one_hour)
 
     @property
     def break_prefix(self) -> int:
@@ -135,7 +144,8 @@ def calibrate(tr: Transcript, profile: Profile | None = None) -> Calibration:
         fixed = max(cache_read, round(prompt - cal.ratio * estimate))
         if fixed < cal.overhead:
             cal = _fit(tr, records, fixed)
-    return replace(cal, stable=break_read(tr, cal.overhead))
+    one_hour = caches_for_an_hour(r.usage for r in tr.replies)
+    return replace(cal, stable=break_read(tr, cal.overhead), one_hour=one_hour)
 
 
 # The share of the fixed overhead a request still reads after a cache break, per era of Claude

@@ -173,7 +173,7 @@ class IncrementalClearing:
                     start = k
                     break
         if start is None or scan is None:
-            scan = PolicyScan(self.edit, policy.ceiling, policy.patience, policy.rest)
+            scan = PolicyScan(self.edit, policy.ceiling, policy.patience, policy.rest, policy.extra)
             if preceding:
                 scan.extend([{"role": "assistant", "content": "x" * (4 * preceding)}])
             self._scan, self._preceding, start = scan, preceding, 0

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.api.prompt_cache import OUTPUT_PRICE, price
+from engine.api.prompt_cache import OUTPUT_PRICE, WRITE_PRICE, price
 from engine.profiles import Profile
 from engine.tokens import count_text
 
@@ -40,6 +40,7 @@ class CompactionCall:
     input_tokens: int  # the conversation it sent (cache reads and writes)
     cache_read: int  # of it, read from the main prompt's cache
     output_tokens: int  # the summary
+    write_price: float = WRITE_PRICE  # engine.api.prompt_cache.write_price of the session
 
     @property
     def cache_write(self) -> int:
@@ -48,7 +49,8 @@ class CompactionCall:
     @property
     def cost(self) -> float:
         """Its price in base input-token units (output included)."""
-        return price(0, self.cache_write, self.cache_read) + OUTPUT_PRICE * self.output_tokens
+        written = price(0, self.cache_write, self.cache_read, self.write_price)
+        return written + OUTPUT_PRICE * self.output_tokens
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,15 +85,18 @@ def compaction_call(
     previous_prompt: float,
     overhead: float,
     summary: str,
+    write_at: float = WRITE_PRICE,
 ) -> CompactionCall:
     """The summary request of a compaction at ``line``.
 
     ``count``: the tokens that triggered it (the conversation it sends, fixed prefix included);
     ``previous_prompt``: the last request's prompt, the cache entry a request sharing the main
     prompt's prefix reads; ``overhead``: the fixed prefix (system prompt, tools) a request with
-    its own system prompt and tools does not send; ``summary``: the summary text."""
+    its own system prompt and tools does not send; ``summary``: the summary text; ``write_at``:
+    the price of a cache write (:func:`engine.api.prompt_cache.write_price`)."""
     total = max(0, round(count))
     out = count_text(summary)
     if profile.compact_reads_cache:
-        return CompactionCall(line, total, min(total, max(0, round(previous_prompt))), out)
-    return CompactionCall(line, max(0, round(count - overhead)), 0, out)
+        read = min(total, max(0, round(previous_prompt)))
+        return CompactionCall(line, total, read, out, write_at)
+    return CompactionCall(line, max(0, round(count - overhead)), 0, out, write_at)

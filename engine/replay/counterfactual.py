@@ -253,7 +253,8 @@ def simulate_counterfactual(
         # the online policy of the injected JavaScript (engine.twins.policy; CLAUDE_CTX_CLEAR_POLICY);
         # what a move writes again of the fixed prefix is what the request shows after the
         # system prompt's breakpoint (its system tail, the context prepended to the messages)
-        clear_policy = clear_policy_from_env(cenv, overhead, overhead - stable)
+        # and the price of a write: the session's cache lifetime (its requests' ``ttl``)
+        clear_policy = clear_policy_from_env(cenv, overhead, overhead - stable, cal.one_hour)
     estimate = BlockEstimates()
     # the fixed STEP rule and the paid policy replay incrementally (engine.replay.clearing_incremental);
     # any other policy (the oracle's plan) fits the edit to every request's messages: clear_on_server,
@@ -360,7 +361,9 @@ def simulate_counterfactual(
     def summary_call(at: int, tokens: float, compacted: list[dict]) -> CompactionCall:
         """The summary request of a compaction at ``at`` (engine.replay.compaction_cost)."""
         previous = requests[-1].prompt_tokens if requests else 0
-        return compaction_call(profile, at, tokens, previous, overhead, summary_text(compacted))
+        return compaction_call(
+            profile, at, tokens, previous, overhead, summary_text(compacted), cal.write_price
+        )
 
     current_usage: dict = {}
     for rec in records:
@@ -489,7 +492,7 @@ def simulate_counterfactual(
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             blocks = block_counts(sent)
             # the carried history (before the file's first message) is a fixed prefix too: read
-            # from the cache like the system prompt (it was written at 1.25x on every request)
+            # from the cache like the system prompt (it was written on every request)
             read = min(prompt, round(cache.read(sig, costs, blocks, overhead + carried)))
             prev_sig = sig
             if th.blocking is not None and tokens >= th.blocking:
@@ -508,6 +511,7 @@ def simulate_counterfactual(
                     cache_read=read,
                     cache_write=prompt - read,
                     server_cleared=server_cleared,
+                    write_price=cal.write_price,
                 )
             )
             # The usage the API reports is the edited prompt's, and Claude Code counts it as it

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from engine.api.prompt_cache import price
+from engine.api.prompt_cache import WRITE_PRICE, price
 from engine.claude_code.thresholds import Thresholds
 from engine.profiles import Profile
 from engine.replay.compaction_cost import CompactionCall
@@ -70,15 +70,20 @@ class Request:
     cache_read: int = 0  # prompt tokens read from the cache
     cache_write: int = 0  # prompt tokens written to the cache (the rest is uncached input)
     server_cleared: int = 0  # tokens the server's context editing cleared from this prompt
+    # the price of a cache write (engine.api.prompt_cache.write_price: 2.0 in a session that
+    # caches for an hour; a recorded request's own mix of the two)
+    write_price: float = WRITE_PRICE
 
     @property
     def cost(self) -> float:
         """``engine.api.prompt_cache.price`` of this prompt, in base input-token units."""
         uncached = self.prompt_tokens - self.cache_read - self.cache_write
-        return price(uncached, self.cache_write, self.cache_read)
+        return price(uncached, self.cache_write, self.cache_read, self.write_price)
 
     def as_dict(self, thresholds: Mapping[str, Any]) -> dict:
         d = asdict(self)
+        if self.write_price == WRITE_PRICE:
+            del d["write_price"]  # the 5-minute cache's: said only where it is another
         d["events"] = list(self.events)
         d["cost"] = round(self.cost)
         d["thresholds"] = dict(thresholds)

@@ -17,7 +17,8 @@ formulation, its assumptions and why the dynamic programme is exact are in
 * Request ``r`` at boundary ``b`` costs, if the boundary stayed where it was,
   ``0.1 × read + 1.25 × (prompt - read)`` with ``read`` the previous prompt (as the probe's cache
   read says it is reachable; minus what ``b`` frees), and after a move
-  ``0.1 × stable + 1.25 × (prompt - stable)``: the cleared part changes before every earlier
+  ``0.1 × stable + 1.25 × (prompt - stable)`` (2.0 × for a write in a session that caches for an
+  hour, ``Calibration.write_price``): the cleared part changes before every earlier
   cache breakpoint but the system prompt's, so only what that one caches (``stable``,
   ``Calibration.break_prefix``: the tools and the system prompt up to its breakpoint) is read
   and everything after it is written again.
@@ -65,6 +66,7 @@ class Observed:
     # of the overhead, what a request still reads after a break (Calibration.break_prefix;
     # None: all of it)
     stable: float | None = None
+    write_at: float = WRITE_PRICE  # the price of a cache write (Calibration.write_price)
 
     @property
     def break_read(self) -> float:
@@ -77,6 +79,7 @@ class Probe:
 
     seen: list[Observed] = field(default_factory=list)
     stable: float | None = None  # what a break still reads (None: the whole overhead)
+    write_at: float = WRITE_PRICE  # the price of a cache write (Calibration.write_price)
 
     def __call__(
         self,
@@ -96,6 +99,7 @@ class Probe:
                 _freed(api, costs, uses[:limit]),
                 limit,
                 self.stable,
+                self.write_at,
             )
         )
         return replace(edit, keep=len(uses) - limit)
@@ -178,6 +182,7 @@ class _Request:
     move_read: float  # what is read after a move (the break prefix; 0 on the first request)
     bound: float | None  # F(b) must reach this (no compaction before the next request)
     unavoidable: bool  # not even clearing everything avoids the compaction
+    write_at: float = WRITE_PRICE  # the price of a cache write
 
     def cost(self, b: int, stays: bool) -> float:
         """The request's cost at boundary ``b``; ``stays``: the boundary did not move."""
@@ -185,7 +190,7 @@ class _Request:
         read = self.move_read  # after a move only the system prompt's breakpoint is still cached
         if stays and self.reach:
             read = min(prompt, self.prefix - self.freed[b])
-        return READ_PRICE * read + WRITE_PRICE * (prompt - read)
+        return READ_PRICE * read + self.write_at * (prompt - read)
 
     def allowed(self, b: int) -> bool:
         return self.bound is None or self.freed[b] >= self.bound
@@ -220,6 +225,7 @@ def _requests(
                 cur.break_read if r else 0.0,
                 bound,
                 unavoidable,
+                cur.write_at,
             )
         )
         prev = cur
@@ -365,7 +371,7 @@ def simulate_oracle(
     }
     best: tuple[Simulation, Plan, bool] | None = None
     for scenario in ("server_clearing", "patched"):
-        probe = Probe(stable=stable)
+        probe = Probe(stable=stable, write_at=cal.write_price)
         seen_sim = simulate_counterfactual(tr, profile, scenario, clear_policy=probe, **kw)
         th = seen_sim.thresholds
         p = plan(

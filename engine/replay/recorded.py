@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.api.prompt_cache import caches_for_an_hour, recorded_write_price, write_price
 from engine.claude_code.count import autocompact_tokens, last_usage_index, last_usage_tokens
 from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile
@@ -239,6 +240,7 @@ def simulate_recorded(
     prev_prompt: int | None = None
     compactions: list[tuple[int, float, int]] = []  # line, count, previous prompt
     written = {r.get("uuid") for r in tr.records if r}
+    one_hour = caches_for_an_hour(r.usage for r in tr.replies)
     # engine.claude_code.microcompact.microcompact, from state kept across the requests
     micro = IncrementalMicrocompact(profile, th)
     for rec in memory_records(tr, profile):
@@ -350,11 +352,12 @@ def simulate_recorded(
                     tuple(names),
                     cache_read=read,
                     cache_write=int(u.get("cache_creation_input_tokens") or 0),
+                    write_price=recorded_write_price(u, one_hour),
                 )
             )
             prev_prompt = reply.prompt_tokens
         context.append(rec)
-    summaries = _compaction_calls(tr, profile, compactions, overhead)
+    summaries = _compaction_calls(tr, profile, compactions, overhead, write_price(one_hour))
     return Simulation(
         profile, "recorded", model, th, tuple(requests), tuple(events), {"env": env}, summaries
     )
@@ -365,12 +368,19 @@ def _compaction_calls(
     profile: Profile,
     compactions: Sequence[tuple[int, float, int]],
     overhead: float,
+    write_at: float,
 ) -> tuple[CompactionCall, ...]:
     """The file's compactions' summary requests (no record holds their usage), priced as the
     counterfactual replays price theirs: ``preTokens``, the stored summary, the fixed prefix."""
     return tuple(
         compaction_call(
-            profile, line, count, previous, overhead, summary_text(tr.records[line : line + 5])
+            profile,
+            line,
+            count,
+            previous,
+            overhead,
+            summary_text(tr.records[line : line + 5]),
+            write_at,
         )
         for line, count, previous in compactions
     )

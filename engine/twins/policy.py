@@ -9,7 +9,8 @@ in short, with the prices of :mod:`engine.api.prompt_cache`:
   kept now, ``C`` what the move clears), and ``U``, the system prompt's blocks after its last
   ``cache_control`` (:func:`uncached_system`; what Claude Code prepends to the messages is
   among the messages): ``1.25 × (K - C + U)`` written instead of ``0.1 ×`` that read, an extra
-  ``1.15 × (K - C + U)``;
+  ``1.15 × (K - C + U)`` (in a session that caches for an hour, a write costs ``2.0 ×``: an
+  extra ``1.9 × (K - C + U)``; the request says which, :func:`write_extra`);
 * every later request then reads ``C`` tokens fewer: ``0.1 × C`` each, ``0.1 × C × R`` over the
   ``R`` requests until the next move. A move pays when ``0.1 × C × R ≥ 1.15 × (K - C)``.
 * ``R`` is not known at request time. The policy puts the reads the clearable part *already*
@@ -55,12 +56,14 @@ __all__ = [
     "PaidPolicy",
     "paid_edit",
     "uncached_system",
+    "write_extra",
 ]
 POLICIES = ("paid", "fixed")
 DEFAULT_POLICY = "paid"
 DEFAULT_CEILING = 90_000  # tokens of 4 characters of the messages kept
 DEFAULT_PATIENCE = 100  # percent of the break-even rent
 WRITE_EXTRA_X20 = 23  # 20 × (1.25 - 0.1): the extra price of writing instead of reading
+WRITE_EXTRA_X20_1H = 38  # 20 × (2.0 - 0.1): the same for the 1-hour cache
 READ_X20 = 2  # 20 × 0.1
 
 
@@ -168,6 +171,18 @@ def uncached_system(system: Any) -> int:
     return sum(block_size(b) for b in system[start:])
 
 
+def write_extra(system: Any) -> int:
+    """:data:`WRITE_EXTRA_X20_1H` when the request caches for an hour (a system block's
+    ``cache_control`` has ``ttl: "1h"``: Claude Code marks every breakpoint of a request with
+    the same lifetime), else :data:`WRITE_EXTRA_X20`."""
+    if isinstance(system, list):
+        for b in system:
+            mark = b.get("cache_control") if isinstance(b, dict) else None
+            if isinstance(mark, dict) and mark.get("ttl") == "1h":
+                return WRITE_EXTRA_X20_1H
+    return WRITE_EXTRA_X20
+
+
 def _clears_input(edit: ClearToolUses, name: Any) -> bool:
     ci = edit.clear_tool_inputs
     return ci if isinstance(ci, bool) else name in ci
@@ -180,13 +195,15 @@ def paid_boundary(
     patience: int = DEFAULT_PATIENCE,
     preceding: int = 0,
     rest: int = 0,
+    extra: int = WRITE_EXTRA_X20,
 ) -> int:
     """How many of the oldest tool uses the ``paid`` policy clears with ``messages``.
 
     ``preceding``: estimated tokens of history before the list (0 for a real request; a replay
     passes the history its file does not hold, which the client would send as messages).
     ``rest``: characters of the prompt before the messages that a move writes again
-    (:func:`uncached_system` of the request's system prompt)."""
+    (:func:`uncached_system` of the request's system prompt). ``extra``: 20 × the extra price
+    of a write over a read (:func:`write_extra` of the request's system prompt)."""
     results: dict[Any, Any] = {}
     for m in messages:
         if m.get("role") == "user":
@@ -231,9 +248,7 @@ def paid_boundary(
         free = gains[limit] - gains[cleared]
         kept = total - gains[cleared]
         rent += free
-        if kept >= 4 * ceiling or READ_X20 * rent * 100 >= WRITE_EXTRA_X20 * patience * (
-            kept - free + rest
-        ):
+        if kept >= 4 * ceiling or READ_X20 * rent * 100 >= extra * patience * (kept - free + rest):
             cleared = limit
             rent = 0
     return cleared
@@ -246,10 +261,12 @@ def paid_edit(
     patience: int = DEFAULT_PATIENCE,
     preceding: int = 0,
     rest: int = 0,
+    extra: int = WRITE_EXTRA_X20,
 ) -> ClearToolUses:
     """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy: it
     keeps all but the policy's boundary (never fewer than KEEP or the round in progress).
-    ``rest``: :func:`uncached_system` of the request's system prompt."""
+    ``rest``: :func:`uncached_system` of the request's system prompt; ``extra``:
+    :func:`write_extra` of it."""
     n = sum(
         1
         for m in messages
@@ -257,7 +274,7 @@ def paid_edit(
         for b in blocks_of(m)
         if is_block(b, "tool_use")
     )
-    cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest)
+    cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra)
     keep = max(n - cleared, trailing_results(messages), edit.keep)
     return edit if keep == edit.keep else replace(edit, keep=keep)
 
@@ -270,7 +287,9 @@ class PaidPolicy:
     messages a real client would send. ``uncached``: tokens of ``fixed`` a cache break writes
     again (``Calibration.overhead - Calibration.break_prefix``: the system prompt after its
     breakpoint and the context Claude Code prepends, which a real request shows as its system
-    blocks after the last ``cache_control`` and its first messages), at 4 characters a token."""
+    blocks after the last ``cache_control`` and its first messages), at 4 characters a token.
+    ``one_hour``: the session caches for an hour (``Calibration.one_hour``: its requests mark
+    their breakpoints ``ttl: "1h"``, which :func:`write_extra` reads from a real request)."""
 
     def __init__(
         self,
@@ -278,11 +297,13 @@ class PaidPolicy:
         patience: int = DEFAULT_PATIENCE,
         fixed: float = 0.0,
         uncached: float = 0.0,
+        one_hour: bool = False,
     ) -> None:
         self.ceiling = ceiling
         self.patience = patience
         self.fixed = fixed
         self.rest = 4 * max(0, round(uncached))
+        self.extra = WRITE_EXTRA_X20_1H if one_hour else WRITE_EXTRA_X20
 
     def __call__(
         self,
@@ -292,13 +313,13 @@ class PaidPolicy:
         overhead: float,
     ) -> ClearToolUses:
         preceding = max(0, round(overhead - self.fixed)) if self.fixed else 0
-        return paid_edit(edit, api, self.ceiling, self.patience, preceding, self.rest)
+        return paid_edit(edit, api, self.ceiling, self.patience, preceding, self.rest, self.extra)
 
 
 def clear_policy_from_env(
-    env: Mapping[str, str], fixed: float = 0.0, uncached: float = 0.0
+    env: Mapping[str, str], fixed: float = 0.0, uncached: float = 0.0, one_hour: bool = False
 ) -> PaidPolicy | None:
     """The policy the knobs ask for; ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
     if policy_from_env(env) == "fixed":
         return None
-    return PaidPolicy(ceiling_from_env(env), patience_from_env(env), fixed, uncached)
+    return PaidPolicy(ceiling_from_env(env), patience_from_env(env), fixed, uncached, one_hour)

@@ -42,6 +42,7 @@ from engine.twins.policy import (
     READ_X20,
     WRITE_EXTRA_X20,
     _clears_input,
+    write_extra,
 )
 
 _USER, _ASSISTANT = "user", "assistant"
@@ -134,6 +135,12 @@ def _content_size(content: Any) -> int:
     return sum(_block_size(b) for b in content)
 
 
+def system_facts(system: Any) -> tuple[int, int]:
+    """What the ``paid`` rule takes from a request's system prompt: (:func:`system_rest`,
+    :func:`engine.twins.policy.write_extra`)."""
+    return system_rest(system), write_extra(system)
+
+
 def system_rest(system: Any) -> int:
     """:func:`engine.twins.policy.uncached_system` without its identity memo: characters of the
     system prompt after its last ``cache_control`` block."""
@@ -157,11 +164,13 @@ class PolicyScan:
         ceiling: int = DEFAULT_CEILING,
         patience: int = DEFAULT_PATIENCE,
         rest: int = 0,
+        extra: int = WRITE_EXTRA_X20,
     ) -> None:
         self.edit = edit
         self.ceiling = ceiling
         self.patience = patience
         self.rest = rest  # characters a move writes again before the messages (paid_boundary)
+        self.extra = extra  # 20 × a write's extra price over a read (policy.write_extra)
         self.points: list[Point] = []
         self.gains = [0]  # prefix sums of the characters clearing the oldest uses frees
         self.use_at: dict[Any, int] = {}  # tool use id -> the first message naming it
@@ -169,8 +178,13 @@ class PolicyScan:
         self._introduced: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
 
     @property
-    def knobs(self) -> tuple[ClearToolUses, int, int, int]:
-        return self.edit, self.ceiling, self.patience, self.rest
+    def knobs(self) -> tuple[ClearToolUses, int, int, int, int]:
+        return self.edit, self.ceiling, self.patience, self.rest, self.extra
+
+    @property
+    def system(self) -> tuple[int, int]:
+        """What the walk took from the system prompt: :func:`system_facts`."""
+        return self.rest, self.extra
 
     def __len__(self) -> int:
         return len(self.points)
@@ -294,7 +308,7 @@ class PolicyScan:
                         kept = total - gains[cleared]
                         rent += free
                         if kept >= 4 * self.ceiling or READ_X20 * rent * 100 >= (
-                            WRITE_EXTRA_X20 * self.patience * (kept - free + self.rest)
+                            self.extra * self.patience * (kept - free + self.rest)
                         ):
                             cleared = limit
                             rent = 0
@@ -339,8 +353,9 @@ def scan_of(
     ceiling: int = DEFAULT_CEILING,
     patience: int = DEFAULT_PATIENCE,
     rest: int = 0,
+    extra: int = WRITE_EXTRA_X20,
 ) -> PolicyScan:
     """The walk of a whole list."""
-    scan = PolicyScan(edit, ceiling, patience, rest)
+    scan = PolicyScan(edit, ceiling, patience, rest, extra)
     scan.extend(messages)
     return scan

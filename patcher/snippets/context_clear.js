@@ -210,9 +210,10 @@ function _ctxpatchContextClearing(value, mode) {
   // A move of the cleared part rewrites the prompt cache after the system prompt's breakpoint
   // (the API finds no other entry before the change): the messages kept and the system blocks
   // after the last cache_control (uncachedSystem): 1.25x written instead of 0.1x read, an
-  // extra 1.15 x (kept - freed + rest). It pays once the part it frees has been read
+  // extra 1.15 x (kept - freed + rest); 2.0x, an extra 1.9x, when the request caches for an
+  // hour (writeExtra). It pays once the part it frees has been read
   // enough times: the policy moves when the reads the clearable part cost since the last
-  // move reach that price (2 x rent x 100 >= 23 x PATIENCE x (kept - free + rest), integers), or
+  // move reach that price (2 x rent x 100 >= 23 (or 38) x PATIENCE x (kept - free + rest), integers), or
   // when the messages kept reach CEILING tokens (4 characters each). Stateless: replayed over
   // the request points of the list (a user message followed by an assistant one, and the
   // end). Sizes are characters, walked without JSON.stringify (which would cost ~10 ms on a
@@ -291,6 +292,18 @@ function _ctxpatchContextClearing(value, mode) {
     return sum;
   }
 
+  // 20 x the extra price of a cache write over a read: 38 when a system block's cache_control
+  // asks for the 1-hour cache (Claude Code marks every breakpoint alike), else 23 (twin:
+  // write_extra).
+  function writeExtra(system) {
+    if (!Array.isArray(system)) return 23;
+    for (var i = 0; i < system.length; i++) {
+      var mark = isObject(system[i]) ? system[i].cache_control : undefined;
+      if (isObject(mark) && !Array.isArray(mark) && mark.ttl === "1h") return 38;
+    }
+    return 23;
+  }
+
   function clearsInput(edit, name) {
     var ci = edit.clear_tool_inputs;
     return ci === true || (Array.isArray(ci) && ci.indexOf(name) >= 0);
@@ -301,7 +314,7 @@ function _ctxpatchContextClearing(value, mode) {
   }
 
   // How many of the oldest tool uses the paid policy clears with these messages.
-  function paidBoundary(messages, edit, ceiling, patience, rest) {
+  function paidBoundary(messages, edit, ceiling, patience, rest, extra) {
     var results = {};
     var i, j, blocks;
     for (i = 0; i < messages.length; i++) {
@@ -352,7 +365,7 @@ function _ctxpatchContextClearing(value, mode) {
       var free = gains[limit] - gains[cleared];
       var kept = total - gains[cleared];
       rent += free;
-      if (kept >= 4 * ceiling || 2 * rent * 100 >= 23 * patience * (kept - free + rest)) {
+      if (kept >= 4 * ceiling || 2 * rent * 100 >= extra * patience * (kept - free + rest)) {
         cleared = limit;
         rent = 0;
       }
@@ -657,7 +670,8 @@ function _ctxpatchContextClearing(value, mode) {
         edit,
         ceiling === null ? DEFAULT_CEILING : ceiling,
         patience === null ? DEFAULT_PATIENCE : patience,
-        uncachedSystem(request.system)
+        uncachedSystem(request.system),
+        writeExtra(request.system)
       );
       var uses = 0;
       for (var k = 0; k < messages.length; k++) {

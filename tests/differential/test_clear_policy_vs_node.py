@@ -29,6 +29,7 @@ from engine.twins.policy import (
     patience_from_env,
     policy_from_env,
     uncached_system,
+    write_extra,
 )
 
 DRIVER = r"""
@@ -50,10 +51,13 @@ process.stdout.write(JSON.stringify(out));
 """
 
 MARK = {"type": "ephemeral"}
+HOUR = {"type": "ephemeral", "ttl": "1h"}  # the 1-hour cache: a write costs 2.0x (write_extra)
 SYSTEM = [{"type": "text", "text": "You are Claude Code. " * 400, "cache_control": MARK}]
 # what a move writes again of the system prompt (uncached_system): nothing (the last block is
 # marked), a tail after the last mark (Claude Code 2.1.33-2.1.38's shape), unicode counted in
-# UTF-16 units, nothing marked, a string, a null mark, blocks of other kinds, no system at all
+# UTF-16 units, nothing marked, a string, a null mark, blocks of other kinds, no system at all;
+# marked for the 1-hour cache (Claude Code's billing-header shape, a tail after it), a ttl that
+# is not "1h", a ttl on a block that is not an object
 SYSTEMS = [
     SYSTEM,
     [
@@ -71,6 +75,16 @@ SYSTEMS = [
     [{"type": "text", "text": "Null mark. " * 5_000, "cache_control": None}],
     [{"type": "text", "text": "s", "cache_control": MARK}, "text", {"type": "image"}, {"k": [1]}],
     None,
+    [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.112"},
+        {"type": "text", "text": "You are Claude Code. " * 400, "cache_control": HOUR},
+    ],
+    [
+        {"type": "text", "text": "You are Claude Code.", "cache_control": HOUR},
+        {"type": "text", "text": "Instructions. " * 4_000},
+    ],
+    [{"type": "text", "text": "t", "cache_control": {"type": "ephemeral", "ttl": "5m"}}],
+    [{"type": "text", "text": "t", "cache_control": [HOUR]}, {"ttl": "1h"}],
 ]
 TOOLS = [
     {
@@ -108,8 +122,9 @@ def twin_keep(env: dict[str, str], messages: list[dict], system: object) -> int 
     if policy_from_env(env) == "fixed":
         return edit_for_request(edit, messages, step_from_env(env)).keep
     # of the system prompt and tools, only the system blocks after the last cache_control count
-    rest = uncached_system(system)
-    return paid_edit(edit, messages, ceiling_from_env(env), patience_from_env(env), 0, rest).keep
+    rest, extra = uncached_system(system), write_extra(system)
+    knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
+    return paid_edit(edit, messages, *knobs).keep
 
 
 @pytest.mark.node
@@ -206,3 +221,31 @@ def test_near_window_is_the_auto_compact_threshold_at_3_chars_a_token() -> None:
     # JavaScript counts UTF-16 units: an emoji is 2
     emoji = {**base, "messages": [{"role": "user", "content": "\U0001f600" * (limit // 2)}]}
     assert near_window(emoji)
+
+
+def test_the_one_hour_cache_makes_every_move_dearer() -> None:
+    """A request whose system prompt asks for the 1-hour cache (``ttl: "1h"``, as Claude Code
+    marks it for many subscribers) pays 2.0x for the rewrite a move causes, not 1.25x: the rule
+    weighs 38 instead of 23 (20 x the extra price of a write over a read). The same twelve
+    rounds of 40,000-character results after a 4,000-character prompt, KEEP 1."""
+    msgs: list[dict] = [{"role": "user", "content": "p" * 4_000}]
+    for k in range(12):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 40_000}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    edit = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
+    assert edit is not None
+    five = [{"type": "text", "text": "s", "cache_control": MARK}]
+    hour = [{"type": "text", "text": "s", "cache_control": HOUR}]
+    assert write_extra(five) == 23 and write_extra(hour) == 38
+    assert write_extra("s") == write_extra(None) == write_extra([{"ttl": "1h"}]) == 23
+
+    def keeps(system: list[dict]) -> list[int]:
+        extra = write_extra(system)
+        return [paid_edit(edit, msgs[:n], 10**9, 100, 0, 0, extra).keep for n in (13, 15, 25)]
+
+    # 5-minute cache: the first move comes with the 6th result (13 messages), the list ends
+    # with 2 kept; 1-hour: the rent must reach 38/23 of the price, so the first move waits a
+    # round (15 messages) and the whole list ends with 6 kept
+    assert keeps(five) == [1, 2, 2]
+    assert keeps(hour) == [6, 1, 6]

@@ -25,6 +25,7 @@ from engine.twins.policy import (
     patience_from_env,
     policy_from_env,
     uncached_system,
+    write_extra,
 )
 from gateway.policy import Fitter, Knobs
 from gateway.rewrite import decide
@@ -50,6 +51,7 @@ process.stdout.write(JSON.stringify(out));
 """
 
 MARK = {"type": "ephemeral"}
+HOUR = {"type": "ephemeral", "ttl": "1h"}
 SYSTEM = [{"type": "text", "text": "You are Claude Code. " * 200}]
 # the system prompts a case sends (what a move writes again of it: engine.twins.policy
 # uncached_system): none marked (all of it), the last block marked (nothing), a tail after the
@@ -63,6 +65,12 @@ SYSTEMS: list[object] = [
     ],
     'A string system prompt with "system": in it. ' * 300,
     None,
+    # marked for the 1-hour cache: a write costs 2.0x (engine.twins.policy.write_extra)
+    [{"type": "text", "text": "You are Claude Code. " * 200, "cache_control": HOUR}],
+    [
+        {"type": "text", "text": "You are Claude Code.", "cache_control": HOUR},
+        {"type": "text", "text": "Instructions " * 1_500},
+    ],
 ]
 TOOLS = [
     {"name": f"T{i}", "description": "d" * 200, "input_schema": {"type": "object"}}
@@ -139,8 +147,9 @@ def twin_keeps(env: dict[str, str], bodies: list[bytes]) -> list[int | None]:
         if policy_from_env(env) == "fixed":
             out.append(edit_for_request(edit, msgs, step_from_env(env)).keep)
         else:
-            rest = uncached_system(body.get("system"))
-            knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest)
+            system = body.get("system")
+            rest, extra = uncached_system(system), write_extra(system)
+            knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
             out.append(paid_edit(edit, msgs, *knobs).keep)
     return out
 
