@@ -38,21 +38,15 @@ echo "== done: $demo/node_modules/@anthropic-ai/claude-code/cli.js is patched; '
 # cache read and output tokens; each compaction's summary request as its writes, reads and output).
 python3 - "$demo/compare.json" <<'PY'
 import json, sys
-from usage.prices import PRICES_DATE, Usage, cost_usd, default_table
+from usage.prices import PRICES_DATE
 doc = json.load(open(sys.argv[1]))
 runs = {r["scenario"]: r for r in doc["results"]}
-table = default_table()
-def dollars(r):
-    u = sum((Usage(q["prompt_tokens"] - q["cache_read"] - q["cache_write"], q["cache_write"], 0,
-                   q["cache_read"], q["output_tokens"]) for q in r["requests"]), Usage())
-    # a compaction's summary request is billed too (engine/replay/compaction_cost.py)
-    u = sum((Usage(0, c["cache_write"], 0, c["cache_read"], c["output_tokens"])
-             for c in r["compaction_calls"]), u)
-    return cost_usd(u, r["model"], table)
+# each replay's dollars as simulate prices them (usage/money.py): its requests and its
+# compactions' summary requests, writes at the session's cache lifetime (1 hour here: 2x)
+usd = {name: r["usd"]["usd"] for name, r in runs.items()}
 print(f"{'':18}" + "".join(f"{name:>17}" for name in runs))
 for key in ("auto_compactions", "tokens_sent", "max_prompt_tokens", "cache_breaks"):
     print(f"{key:18}" + "".join(f"{round(r['summary'][key]):>17,}" for r in runs.values()))
-usd = {name: dollars(r) for name, r in runs.items()}
 print(f"{'dollars':18}" + "".join(f"{'$%.2f' % v:>17}" for v in usd.values()))
 c, before = doc["comparison"], runs["unpatched"]["summary"]["auto_compactions"]
 saved = usd["unpatched"] - usd["patched"]
