@@ -40,9 +40,9 @@ directory mode 700, files mode 600. Bounded: past :data:`MAX_BYTES` the file is 
 reader skips a line it cannot parse (a cut last line). ``CTXPATCH_LEDGER=0`` turns it off.
 
 Writing never slows nor fails a request: while the reply passes, the gateway only keeps the
-bytes that hold its numbers (the two SSE lines, or the JSON body); once per batch
-(:data:`BATCH_WAIT`), between requests, its loop parses them and makes the lines, and a daemon
-thread writes them (:class:`Ledger`); every error is swallowed into :attr:`Ledger.errors` and
+bytes that hold its numbers (the two SSE lines, or the JSON body); a daemon thread parses them,
+makes the lines and writes them, a batch every :data:`BATCH_WAIT`, on its own clock while
+requests keep coming (:class:`Ledger`); every error is swallowed into :attr:`Ledger.errors` and
 one debug log line. The cli.js writer queues its lines to its debug log's asynchronous
 appender (one ``O_APPEND`` write per batch of whole lines, rotation like :class:`Ledger`'s) and
 writes what is left synchronously when Claude Code calls ``process.exit``; it copies
@@ -52,11 +52,9 @@ equal, and its path to :func:`ledger_dir`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
 import queue
 import re
@@ -77,7 +75,7 @@ KEEP = 4  # rotated files kept beside the current one (ledger.1.jsonl .. ledger.
 NAME = "ledger.jsonl"
 BATCH_WAIT = 0.25  # s: the lines recorded meanwhile are made and written in one batch
 WRITE_MAX = 64 * 1024  # bytes of lines per write
-_STALE = 2.0  # s: a hand-over asked for this long ago and not done (its loop gone) is asked again
+MAX_WAITING = 10_000  # records kept while the writer cannot keep up; past it, dropped (errors)
 USAGE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 SESSION_HEADER = "X-Claude-Code-Session-Id"
 _UUID = rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -171,7 +169,7 @@ _USAGE_API = (
     ("output_tokens", "output"),
 )
 _RAW_MAX = 8  # reply pieces kept unparsed per reply; past it (or _RAW_BYTES) they are parsed
-_RAW_BYTES = 256 * 1024
+_RAW_BYTES = 64 * 1024
 
 
 class ReplyUsage:
@@ -493,63 +491,61 @@ class RequestRecord:
 class Ledger:
     """Appends lines to the ledger; ``record`` never blocks nor raises.
 
-    On a gateway's event loop, ``record`` only appends the record to a list and, for the first
-    of a batch, asks the loop to call back in :data:`BATCH_WAIT`: then (between requests) the
-    batch's lines are made (the replies' bytes parsed, the lines encoded) and handed to a
-    daemon thread that writes them: one wake-up of that thread per batch, never one per
-    request (each wake-up is a thread switch and a fight for the GIL that the request in
-    flight pays). Called with no event loop (tests, scripts), the writer thread waits
-    :data:`BATCH_WAIT` itself, then makes and writes the batch."""
+    ``record`` appends the record to a list; a daemon thread makes the lines (parses what the
+    replies said, encodes the lines) and writes them, a batch every :data:`BATCH_WAIT`. While
+    records keep coming the thread wakes on its own clock: a request never wakes it (a
+    wake-up from the gateway's loop thread is a thread switch and a fight for the GIL that the
+    request in flight pays: measured ~0.1 ms of CPU each, and on a loaded machine the loop
+    thread's turn on a core lost for milliseconds). After a batch time with none, the thread
+    sleeps until the next ``record`` wakes it: one wake-up per busy stretch."""
 
     def __init__(self, directory: Path | None = None, max_bytes: int = MAX_BYTES) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
         self.errors = 0
         self.written = 0
-        # the writer thread's work: (lines, how many) to write, or None: make the batch first
-        self._q: queue.SimpleQueue[tuple[bytes, int] | None] = queue.SimpleQueue()
+        self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
-        self._lock = threading.Lock()  # _recs, _armed, _pending; batches leave in order
+        self._lock = threading.Lock()  # _recs and _asleep
         self._recs: list[RequestRecord] = []  # recorded, not yet made into lines
-        self._armed = -math.inf  # when a hand-over of _recs was asked for (-inf: none due)
-        self._pending = 0  # recorded, not yet written (nor failed)
-        self._idle = threading.Condition(self._lock)
+        self._asleep = True  # the writer thread waits for a wake-up, not for its clock
+        # held while a batch is taken, made and written: batches leave in the order recorded
+        self._writing = threading.Lock()
 
     def record(self, rec: RequestRecord) -> None:
-        """Keep ``rec``: its line is made and written within :data:`BATCH_WAIT`."""
+        """Keep ``rec``: its line is made and written within about :data:`BATCH_WAIT`."""
         try:
             with self._lock:
+                if len(self._recs) >= MAX_WAITING:  # the writer is stuck (a hung disk)
+                    raise OSError(f"{MAX_WAITING} lines wait to be written")
                 self._recs.append(rec)
-                self._pending += 1
-                now = time.monotonic()
-                if now - self._armed < _STALE:
+                if not self._asleep:
                     return
-                self._armed = now
-                try:
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:
-                    self._give(None)  # no loop here: the writer thread makes the batch
-                    return
-            loop.call_later(BATCH_WAIT, self._hand_over)
+                self._asleep = False
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="ctxpatch-ledger", daemon=True
+                    )
+                    self._thread.start()
+            self._wake.put(None)
         except Exception as exc:  # never fail a request
             self._failed(exc)
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until every recorded line is written (tests, shutdown)."""
-        self._hand_over()  # what waits for the loop's call back goes now
-        deadline = time.monotonic() + timeout
-        with self._idle:
-            while self._pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(left)
+        """Make and write every line recorded so far, now (tests, shutdown); False when a write
+        under way on the writer thread did not end within ``timeout``."""
+        if not self._writing.acquire(timeout=timeout):
+            return False
+        try:
+            self._batch()
+        finally:
+            self._writing.release()
         return True
 
     def close(self) -> None:
         self.flush()
-        with self._lock:
+        with self._writing:
             if self._fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(self._fd)
@@ -560,63 +556,55 @@ class Ledger:
         if self.errors == 1:
             log.debug("ledger: cannot write (%s); requests go on unrecorded", exc)
 
-    def _give(self, work: tuple[bytes, int] | None) -> None:
-        """Queue ``work`` for the writer thread (started on first use). Hold ``_lock``."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="ctxpatch-ledger", daemon=True)
-            self._thread.start()
-        self._q.put(work)
-
-    def _hand_over(self) -> None:
-        """The recorded lines, made, to the writer thread: in writes of at most ``max_bytes``
-        (so rotation still bounds each file); a record whose line cannot be made is counted
-        as failed."""
-        try:
-            with self._lock:
-                recs, self._recs, self._armed = self._recs, [], -math.inf
-                chunk: list[bytes] = []
-                size = 0
-                limit = min(self.max_bytes, WRITE_MAX)
-                for rec in recs:
-                    try:
-                        line = _dumps(rec.line())
-                    except Exception as exc:
-                        self._failed(exc)
-                        self._pending -= 1
-                        continue
-                    if chunk and size + len(line) > limit:
-                        self._give((b"".join(chunk), len(chunk)))
-                        chunk, size = [], 0
-                    chunk.append(line)
-                    size += len(line)
-                if chunk:
-                    self._give((b"".join(chunk), len(chunk)))
-                if not self._pending:
-                    self._idle.notify_all()
-        except Exception as exc:  # never fail a request (this runs on the gateway's loop)
-            self._failed(exc)
-
     def _run(self) -> None:
         while True:
-            work = self._q.get()
-            if work is None:
-                # the lines of a busy stretch go out together: one wake-up, stat and write per
-                # BATCH_WAIT, not per request (each cost the gateway ~0.1 ms of CPU, measured;
-                # at 50 ms, 2-3 lines a batch, still ~0.05 ms a line)
-                time.sleep(BATCH_WAIT)
-                self._hand_over()
-                continue
-            data, count = work
+            self._wake.get()
+            while True:
+                time.sleep(BATCH_WAIT)  # the lines of a busy stretch go out together
+                with self._writing:
+                    if self._batch():
+                        continue
+                with self._lock:
+                    if self._recs:
+                        continue
+                    self._asleep = True  # a batch time with no record: wait for the next
+                break
+
+    def _batch(self) -> bool:
+        """Take the recorded lines, make them and write them, in writes of at most
+        ``max_bytes`` (so rotation still bounds each file); each counted as written or failed.
+        False when there were none. Hold ``_writing``."""
+        with self._lock:
+            recs, self._recs = self._recs, []
+        if not recs:
+            return False
+        chunk: list[bytes] = []
+        size = 0
+        limit = min(self.max_bytes, WRITE_MAX)
+
+        def write() -> None:
             try:
-                self._write(data)
-                self.written += count
+                self._write(b"".join(chunk))
+                self.written += len(chunk)
             except Exception as exc:
-                for _ in range(count):
+                for _ in chunk:
                     self._failed(exc)
-            finally:
-                with self._idle:
-                    self._pending -= count
-                    self._idle.notify_all()
+            chunk.clear()
+
+        for rec in recs:
+            try:
+                line = _dumps(rec.line())
+            except Exception as exc:
+                self._failed(exc)
+                continue
+            if chunk and size + len(line) > limit:
+                write()
+                size = 0
+            chunk.append(line)
+            size += len(line)
+        if chunk:
+            write()
+        return True
 
     def _write(self, data: bytes) -> None:
         d = self.directory or ledger_dir()

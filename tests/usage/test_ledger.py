@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import queue
 import stat
 
 import pytest
@@ -336,60 +337,56 @@ def test_a_large_json_reply_is_read_at_once():
     assert out._raw is None and out.usage == {"input": 3} and out.delta_seen
 
 
-def test_lines_recorded_on_an_event_loop_are_made_between_requests(tmp_path, monkeypatch):
-    import asyncio
+def test_while_records_keep_coming_the_writer_is_woken_once(tmp_path, monkeypatch):
+    import time
 
+    monkeypatch.setattr(L, "BATCH_WAIT", 0.05)
     writes: list[bytes] = []
     write = L.Ledger._write
     monkeypatch.setattr(L.Ledger, "_write", lambda self, d: (writes.append(d), write(self, d)))
     led = L.Ledger(tmp_path)
+    wakes: list[None] = []
 
-    async def requests() -> tuple[int, int]:
-        for n in range(20):
-            led.record(rec(n))
-            await asyncio.sleep(0)
-        made_before = len(writes)
-        await asyncio.sleep(L.BATCH_WAIT * 4)  # the loop's call back hands them over
-        return made_before, led._pending
+    class Counted(queue.Queue):
+        def put(self, item: None, block: bool = True, timeout: float | None = None) -> None:
+            wakes.append(item)
+            super().put(item, block, timeout)
 
-    made_before, _ = asyncio.run(requests())
-    assert made_before == 0  # nothing made nor written while recording
-    assert led.flush() and led.written == 20 and led.errors == 0
-    assert len(writes) == 1  # one batch, one write
-    assert [e["input"] for e in L.read_ledger(tmp_path).entries] == list(range(20))
+    led._wake = Counted()  # type: ignore[assignment]
+    for n in range(40):  # 0.2 s of records 5 ms apart: the thread polls, nobody wakes it
+        led.record(rec(n))
+        time.sleep(0.005)
+    deadline = time.monotonic() + 5
+    while led.written < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert led.written == 40 and led.errors == 0 and len(wakes) == 1
+    assert 1 < len(writes) < 40  # batches, not a write per line
+    time.sleep(L.BATCH_WAIT * 4)  # a batch time with no record: the thread sleeps
+    assert led._asleep
+    led.record(rec(40))  # and the next record wakes it: no flush needed
+    while led.written < 41 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert led.written == 41 and len(wakes) == 2
+    assert [e["input"] for e in L.read_ledger(tmp_path).entries] == list(range(41))
 
 
-def test_a_hand_over_left_on_a_closed_loop_is_asked_again(tmp_path, monkeypatch):
-    import asyncio
-
-    monkeypatch.setattr(L, "_STALE", 0.01)
+def test_nothing_is_made_while_recording(tmp_path, monkeypatch):
+    made: list[int] = []
+    line = L.RequestRecord.line
+    monkeypatch.setattr(L.RequestRecord, "line", lambda self: (made.append(1), line(self))[1])
+    monkeypatch.setattr(L, "BATCH_WAIT", 5.0)
     led = L.Ledger(tmp_path)
-
-    async def one() -> None:
-        led.record(rec(1))
-
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(one())
-    loop.close()  # its call back never runs
-    __import__("time").sleep(0.02)
-    led.record(rec(2))  # no loop here: the writer thread makes the batch
-    deadline = __import__("time").monotonic() + 5
-    while led.written < 2 and __import__("time").monotonic() < deadline:
-        __import__("time").sleep(0.01)
-    assert led.written == 2 and led.errors == 0
-    assert [e["input"] for e in L.read_ledger(tmp_path).entries] == [1, 2]
+    for n in range(20):
+        led.record(rec(n))
+    assert made == []  # record only keeps it
+    assert led.flush() and len(made) == 20 and led.written == 20
 
 
-def test_sse_tap_finds_the_event_names_across_every_chunk_edge():
-    filler = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}}
-    stream = sse(START, filler, filler, DELTA, {"type": "message_stop"})
-    want = None
-    for size in range(1, 160):
-        out = L.ReplyUsage()
-        tap = L.SSETap(out)
-        for i in range(0, len(stream), size):
-            tap.feed(stream[i : i + size])
-        got = (out.usage, out.cleared_tool_uses, out.cleared_input_tokens, out.delta_seen)
-        want = want or got
-        assert got == want, size
-    assert want is not None and want[0]["output"] == 77 and want[1:] == (3, 999, True)
+def test_records_past_the_bound_are_dropped_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "MAX_WAITING", 5)
+    monkeypatch.setattr(L, "BATCH_WAIT", 5.0)
+    led = L.Ledger(tmp_path)
+    for n in range(8):
+        led.record(rec(n))
+    assert len(led._recs) == 5 and led.errors == 3
+    assert led.flush() and led.written == 5
