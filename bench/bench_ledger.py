@@ -357,13 +357,15 @@ async def paired_rounds(
             lat: dict[str, list[float]] = {name: [] for name, _ in roles}
             direct_lat: list[float] = []
             cpu0 = {name: g.ask("cpu") for name, g in roles}
-            for i in range(per):
+            for _ in range(per):
                 body = bodies[turn % len(bodies)]
-                turn += 1
                 direct_lat.append(await once(direct, body))
-                k = i % len(roles)
-                order = roles[k:] + roles[:k] if i % 2 == 0 else (roles[k:] + roles[:k])[::-1]
-                for name, g in order:
+                # every gateway in every place in turn: turned by one every other step, and
+                # backwards every other step (each one before another as often as after it)
+                k = turn // 2 % len(roles)
+                order = roles[k:] + roles[:k]
+                turn += 1
+                for name, g in order if turn % 2 else order[::-1]:
                     lat[name].append(await once(g.url, body))
             for name, g in roles:
                 cpu1 = g.ask("cpu")
