@@ -578,12 +578,12 @@ class Gateway:
             )
             if request.transport is not None:
                 request.transport.close()
-            self._record(request, up.status, decision, up.headers, cut=True)
+            self._record(request, up.status, decision, up.headers, cut=True, rec=rec)
             return resp
         await resp.write_eof()
         if rec is not None:
             rec.close_tap()
-        self._record(request, up.status, decision, up.headers)
+            self._record(request, up.status, decision, up.headers, rec=rec)
         _lap(request, "reply")
         return resp
 
@@ -596,9 +596,12 @@ class Gateway:
         why: str = "",
         cut: bool = False,
         lost: bool = False,
+        rec: usage_ledger.RequestRecord | None = None,
     ) -> None:
-        """The request's ledger line (usage.ledger): queued, never blocking nor raising."""
-        rec = request.get(_LEDGER)
+        """The request's ledger line (usage.ledger): kept, never blocking nor raising. ``rec``:
+        the request's record when the caller has it at hand, else it is looked up."""
+        if rec is None:
+            rec = request.get(_LEDGER)
         if rec is None or self.ledger is None:
             return
         try:

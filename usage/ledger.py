@@ -338,7 +338,7 @@ class SSETap:
                     self._line = None
                 return
             self._line += chunk[:nl]
-            self._parse(bytes(self._line))
+            self.out.keep(bytes(self._line))
             self._line = None
             chunk = chunk[nl + 1 :]
             self._tail = b""
@@ -365,12 +365,9 @@ class SSETap:
                 self._line = bytearray(buf[ls:])
                 self._tail = b""
                 return
-            self._parse(buf[ls:nl])
+            self.out.keep(buf[ls:nl])
             pos = nl + 1
         self._tail = buf[max(pos, len(buf) - _TAIL) :]
-
-    def _parse(self, line: bytes) -> None:
-        self.out.keep(line)
 
 
 _MAX_JSON = 8 * 1024 * 1024
@@ -698,13 +695,18 @@ def default_ledger() -> Ledger | None:
 def begin(
     headers: Mapping[str, str], body: bytes, model: str | None, added: bool, why: str
 ) -> RequestRecord:
-    """The record of a ``/v1/messages`` request as the gateway decided it."""
+    """The record of a ``/v1/messages`` request as the gateway decided it (on the request's
+    path: :func:`session_id` and :func:`safe_id` written out, the body read only without the
+    header)."""
+    sid = headers.get(SESSION_HEADER)
+    if not (isinstance(sid, str) and _SAFE_ID.match(sid)):
+        sid = session_id(headers, body)
     return RequestRecord(
-        t=time.time(),
-        session=session_id(headers, body),
-        model=safe_id(model),
-        edit="added" if added else "skipped",
-        why="" if added else why,
+        time.time(),
+        sid,
+        model if isinstance(model, str) and _SAFE_ID.match(model) else None,
+        "added" if added else "skipped",
+        "" if added else why,
     )
 
 
@@ -722,6 +724,7 @@ def finish(
     if rec.edit == "added" and not added:
         rec.edit, rec.why = "lost", why
     if headers is not None:
-        rec.request_id = safe_id(headers.get("request-id"))
+        rid = headers.get("request-id")
+        rec.request_id = rid if isinstance(rid, str) and _SAFE_ID.match(rid) else None
     rec.cut = cut
     return rec
