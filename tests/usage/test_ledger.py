@@ -390,3 +390,54 @@ def test_records_past_the_bound_are_dropped_not_kept(tmp_path, monkeypatch):
         led.record(rec(n))
     assert len(led._recs) == 5 and led.errors == 3
     assert led.flush() and led.written == 5
+
+
+def test_gateway_a_reply_cut_short_is_recorded_cut_with_what_came(tmp_path):
+    """The upstream sends message_start, then hangs up mid-stream: the line says cut, with the
+    usage message_start gave."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    event = sse(START)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"request-id: req_cut\r\ntransfer-encoding: chunked\r\n\r\n"
+                + f"{len(event):x}\r\n".encode()
+                + event
+                + b"\r\n"
+            )  # and no last chunk: the connection ends mid-reply
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    led = L.Ledger(tmp_path)
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+    with ThreadedGateway(upstream=url, edit=EDIT, ledger=led, policy=None) as gw:
+        host, port = gw.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/v1/messages", body=compact(body_of(stream=True)), headers=HEADERS)
+        r = conn.getresponse()
+        with pytest.raises(http.client.IncompleteRead):  # the client sees it end early
+            r.read()
+        conn.close()
+    t.join(5)
+    srv.close()
+    assert r.status == 200 and led.flush()
+    (line,) = L.read_ledger(tmp_path).entries
+    assert line["cut"] is True and line["request_id"] == "req_cut"
+    assert (line["input"], line["cache_read"], line["output"]) == (11, 4000, 1)
