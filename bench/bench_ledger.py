@@ -3,11 +3,13 @@ the ledger on stays within 0.1 ms of it off.
 
 Default mode, in-process (steadier than wall-clock latency on a loaded machine): ``begin`` (the
 session id: the header, or a regex over the body's last 16 KB), the SSE tap over a streamed
-reply, ``finish`` and ``record`` (a queue put; the write happens on the ledger's own thread).
+reply (it keeps the two lines that hold the numbers), ``finish`` and ``record`` (an append: the
+line is made and written on the ledger's own thread); then, apart, what making the line costs
+there (the two lines parsed, the line encoded).
 
 ``--paired``: two real gateways, each in its own process, in front of the same loopback upstream,
 the ledger writing into a scratch ``XDG_STATE_HOME``, and the same request straight to the
-upstream, interleaved request by request (each pair in turn on/off then off/on, so neither
+upstream, interleaved request by request (every gateway in every place in turn, so none
 always goes first): ``--rounds`` rounds of ``--per`` requests of each kind, through
 ``bench_gateway.py``'s growing ~600 KB Claude Code conversation, with Claude Code's session
 header. In each round one gateway has its ledger on and the other off, in turn (switched
