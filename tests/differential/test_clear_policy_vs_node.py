@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_conversations import conversations
 
+from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import (
     ENV_NAMES,
     ENV_WINDOW_GUARD,
@@ -154,15 +155,22 @@ def test_the_javascript_policy_keeps_what_the_twin_keeps(cases) -> None:
     assert json.loads(res.stdout) == [twin_keep(e, m, s) for e, m, s in cases]
 
 
-def test_the_policy_moves_when_the_rent_pays_and_at_the_ceiling() -> None:
-    """Hand-checked: ten rounds of 4,000-token results after a 40,000-token prompt."""
-    msgs: list[dict] = [{"role": "user", "content": "p" * 160_000}]
-    for k in range(10):
+def _rounds(prompt: int, rounds: int, result: int) -> tuple[list[dict], ClearToolUses]:
+    """A prompt of ``prompt`` characters, then ``rounds`` rounds of one Read whose result holds
+    ``result`` characters; the edit at KEEP 1."""
+    msgs: list[dict] = [{"role": "user", "content": "p" * prompt}]
+    for k in range(rounds):
         use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
-        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 16_000}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * result}
         msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
     edit = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
     assert edit is not None
+    return msgs, edit
+
+
+def test_the_policy_moves_when_the_rent_pays_and_at_the_ceiling() -> None:
+    """Hand-checked: ten rounds of 4,000-token results after a 40,000-token prompt."""
+    msgs, edit = _rounds(160_000, 10, 16_000)
     # the rent of the clearable results never reaches 1.15 x the 40K+ kept: no move
     assert paid_edit(edit, msgs, ceiling=10**9, patience=100).keep == 10
     # with no patience the first clearable result moves at once, and every later one
@@ -176,13 +184,7 @@ def test_a_system_prompt_after_its_breakpoint_makes_a_move_dearer() -> None:
     """Twelve rounds of 40,000-character results after a 4,000-character prompt, KEEP 1: a move
     pays when 2 x rent x 100 >= 23 x 100 x (kept - free + rest), ``rest`` the system prompt's
     characters after its last cache_control (what a break writes again)."""
-    msgs: list[dict] = [{"role": "user", "content": "p" * 4_000}]
-    for k in range(12):
-        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
-        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 40_000}
-        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
-    edit = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
-    assert edit is not None
+    msgs, edit = _rounds(4_000, 12, 40_000)
     marked = [{"type": "text", "text": "s" * 50_000, "cache_control": MARK}]
     tail = [*marked, {"type": "text", "text": "t" * 100_000}]
     assert uncached_system(marked) == 0 and uncached_system(tail) == 100_000
@@ -228,13 +230,7 @@ def test_the_one_hour_cache_makes_every_move_dearer() -> None:
     marks it for many subscribers) pays 2.0x for the rewrite a move causes, not 1.25x: the rule
     weighs 38 instead of 23 (20 x the extra price of a write over a read). The same twelve
     rounds of 40,000-character results after a 4,000-character prompt, KEEP 1."""
-    msgs: list[dict] = [{"role": "user", "content": "p" * 4_000}]
-    for k in range(12):
-        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
-        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 40_000}
-        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
-    edit = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
-    assert edit is not None
+    msgs, edit = _rounds(4_000, 12, 40_000)
     five = [{"type": "text", "text": "s", "cache_control": MARK}]
     hour = [{"type": "text", "text": "s", "cache_control": HOUR}]
     assert write_extra(five) == 23 and write_extra(hour) == 38
