@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from engine import identity_memo as memo
 
 
@@ -68,3 +71,45 @@ def test_shared_prefix_counts_the_same_objects_up_to_the_first_other_one():
     assert memo.shared_prefix([], old) == 0 and memo.shared_prefix(old, []) == 0
     # equal but not the same objects: not shared (a twin's state is kept by identity)
     assert memo.shared_prefix([int(str(x)) for x in a], a) == 0
+
+
+def test_shared_prefix_reads_the_lists_pointers_on_cpython():
+    """The comparison of the two lists' pointer arrays is in use where the layout is the one it
+    reads (CPython's), and it answers as the item-by-item comparison on every kind of change."""
+    import platform
+
+    if platform.python_implementation() == "CPython":
+        assert memo._POINTERS is not None
+    objs = [object() for _ in range(300)]
+    for n in (1, 2, 7, 8, 9, 63, 64, 65, 300):
+        old = objs[:n]
+        cases = [old, [*old, object()], old[:-1], old[: n // 2]]
+        for i in {0, n // 3, n - 1}:
+            changed = list(old)
+            changed[i] = object()
+            cases.append(changed)
+        for new in cases:
+            assert memo.shared_prefix(new, old) == memo._scan(new, old)
+            assert memo.shared_prefix(old, new) == memo._scan(old, new)
+    # not lists: compared item by item
+    assert memo.shared_prefix(tuple(objs[:5]), objs[:4]) == 4
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(0, 200),
+    edits=st.lists(st.tuples(st.integers(0, 250), st.sampled_from(["set", "cut", "grow"]))),
+)
+def test_shared_prefix_is_the_item_by_item_comparison(size, edits):
+    pool = [object() for _ in range(size)]
+    old = list(pool)
+    new = list(pool)
+    for at, kind in edits:
+        if kind == "set" and new:
+            new[at % len(new)] = object()
+        elif kind == "cut":
+            del new[at % (len(new) + 1) :]
+        else:
+            new.extend(object() for _ in range(at % 5))
+    assert memo.shared_prefix(new, old) == memo._scan(new, old)
+    assert memo.shared_prefix(old, new) == memo._scan(old, new)
