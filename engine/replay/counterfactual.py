@@ -25,7 +25,6 @@ cache (``engine.api.prompt_cache``).
 from __future__ import annotations
 
 import importlib
-import operator
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -35,7 +34,7 @@ from engine.api.previous_thinking import (
     strips_previous_thinking,
     thinking_share,
 )
-from engine.api.prompt_cache import PromptCache, block_count
+from engine.api.prompt_cache import PromptCache
 from engine.api.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
 from engine.claude_code.compact import Summarizer, full_compact, offline_summary
 from engine.claude_code.count import autocompact_tokens, last_usage_tokens
@@ -331,21 +330,6 @@ def simulate_counterfactual(
     # each sent message's live factor, cost and signature entry (engine.replay.prompt_parts)
     parts = PromptParts(cal, strip, msg_cost, sig_key, by_identity(thinking_share))
     prune_saving = PruneSaving(msg_cost)  # what the text prune took off each request
-    counted: tuple[list[dict], list[int]] = ([], [])
-
-    def block_counts(sent: list[dict]) -> list[int]:
-        """``block_count`` of each sent message: the previous request's counts reused for the
-        messages it sent too (the same objects, never mutated), so a growing history costs
-        only its new messages."""
-        nonlocal counted
-        before, counts = counted
-        n = len(before)
-        if len(sent) >= n and all(map(operator.is_, sent[:n], before)):
-            counts = counts + [block_count(m) for m in sent[n:]]
-        else:
-            counts = [block_count(m) for m in sent]
-        counted = (list(sent), counts)
-        return counts
 
     @by_identity
     def msg_chars(m: Mapping[str, Any]) -> int:
@@ -490,7 +474,7 @@ def simulate_counterfactual(
             prompt = round(base + sum(costs))
             sig = parts.signature(on_server)
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
-            blocks = block_counts(sent)
+            blocks = parts.blocks()
             # the carried history (before the file's first message) is a fixed prefix too: read
             # from the cache like the system prompt (it was written on every request)
             read = min(prompt, round(cache.read(sig, costs, blocks, overhead + carried)))

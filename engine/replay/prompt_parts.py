@@ -30,11 +30,11 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from itertools import compress, count
-from operator import itemgetter
+from itertools import compress, islice
 from typing import Any
 
 from engine.api.previous_thinking import starts_turn
+from engine.api.prompt_cache import block_count
 from engine.identity_memo import shared_prefix
 from engine.replay.calibration import Calibration
 from engine.replay.recorded import LINE_KEY
@@ -80,9 +80,14 @@ class SpecParts:
         self._factors = self.factors(sent, at)
         return [self.cost(m) * f for m, f in zip(sent, self._factors, strict=True)]
 
+    def blocks(self) -> list[int]:
+        """The number of content blocks of each message last priced (``block_count``: how far
+        back the prompt cache looks)."""
+        return [block_count(m) for m in self._sent]
+
     def signature(self, on_server: OnServer) -> list[Hashable]:
         """The prompt-cache signature of the messages last priced, with the blocks the server
-        cleared in each (``on_server``)."""
+        cleared in each (``on_server``, a map not changed once passed, as a ``ServerView``'s)."""
         return [
             (*self.sig_key(m), on_server.get(i, ()), self._factors[i])
             for i, m in enumerate(self._sent)
@@ -104,12 +109,14 @@ class PromptParts(SpecParts):
         self._sent = []
         self._costs: list[float] = []
         self._sig: list[Hashable] = []
-        self._on: OnServer = {}
+        self._on: OnServer = {}  # a copy of the last map of the blocks the server cleared
+        self._on_given: OnServer | None = None  # that map as it was given
         self._turns: list[int] = []  # indices of the turn starts in the messages last priced
         self._last = -1  # the last turn start the factors were computed with
         self._resumed: tuple[bool, ...] = ()  # which resumes the request last priced had passed
         self._kept = 0  # leading messages whose signature entries still hold
         self._redo: list[int] = []  # earlier messages whose factor moved
+        self._blocks: list[int] = []  # block_count of each message last priced
 
     def _factor(self, m: Message, i: int, at: int, last: int) -> float:
         # the specification's expression, operation for operation
@@ -132,8 +139,9 @@ class PromptParts(SpecParts):
             if starts_turn(sent[i]):
                 turns.append(i)
         last = turns[-1] if turns else -1
-        factors, costs = self._factors, self._costs
-        del factors[p:], costs[p:]
+        factors, costs, blocks = self._factors, self._costs, self._blocks
+        del factors[p:], costs[p:], blocks[p:]
+        blocks.extend(map(block_count, islice(sent, p, None)))
         redo: list[int] = []
         if self.strip and last != self._last:
             # the messages whose "before the last turn start" changed, among those kept
@@ -154,6 +162,9 @@ class PromptParts(SpecParts):
         self._redo = redo
         return list(costs)
 
+    def blocks(self) -> list[int]:
+        return list(self._blocks)
+
     def signature(self, on_server: OnServer) -> list[Hashable]:
         sent, factors, sig = self._sent, self._factors, self._sig
         sig_key = self.sig_key
@@ -162,15 +173,19 @@ class PromptParts(SpecParts):
         for i in self._redo:
             if i < kept:
                 sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
-        if on_server != self._on:
-            before = self._on
-            for i in {*on_server, *before}:
-                if i < kept and on_server.get(i, ()) != before.get(i, ()):
-                    sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
+        # the clearing hands out the same map while the edit does not move (and never changes
+        # one it handed out): the entries kept still hold, no comparison needed
+        if on_server is not self._on_given:
+            if on_server != self._on:
+                before = self._on
+                for i in {*on_server, *before}:
+                    if i < kept and on_server.get(i, ()) != before.get(i, ()):
+                        sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
+            self._on = dict(on_server)
+            self._on_given = on_server
         for i in range(kept, len(sent)):
             sig.append((*sig_key(sent[i]), on_server.get(i, ()), factors[i]))
         self._kept = len(sent)
-        self._on = dict(on_server)
         self._redo = []
         return list(sig)
 
@@ -187,39 +202,35 @@ class PruneSaving:
     """:func:`spec_prune_saving` from the previous request's sum: the prune hands out the same
     copies for the same messages (``engine.twins.textprune``), so the pairs it replaced are
     mostly the previous request's plus newer ones, whose terms continue the same running sum
-    (the specification's order, float for float). The replaced pairs are found in C
-    (``itertools.compress``), the terms computed only past the pairs both requests share."""
+    (the specification's order, float for float). The positions of the replaced pairs are kept
+    with the running sums: those before the prefix both lists share with the previous request's
+    (by identity, in C) still hold, and only the pairs past it are compared and summed."""
 
     def __init__(self, cost: Callable[[Message], float]) -> None:
         self.cost = cost
-        self._left: list[Message] = []
-        self._right: list[Message] = []
+        self._sent: list[Message] = []
+        self._pruned: list[Message] = []
+        self._at: list[int] = []  # the positions of the replaced pairs, ascending
         self._sums: list[float] = [0]  # running sums: _sums[k] is the sum of the first k terms
 
     def __call__(self, sent: Sequence[Message], pruned: Sequence[Message]) -> float:
-        at = list(compress(range(min(len(sent), len(pruned))), map(operator.is_not, sent, pruned)))
-        left, right = _gather(sent, at), _gather(pruned, at)
-        old_left, old_right = self._left, self._right
-        # the first pair that is not the previous request's, found in C
-        differs = map(
-            operator.or_,
-            map(operator.is_not, left, old_left),
-            map(operator.is_not, right, old_right),
-        )
-        k = next(compress(count(), differs), min(len(old_left), len(left)))
-        sums = self._sums
-        del sums[k + 1 :]
+        # the pairs before ``p`` are the previous request's, the same objects: so are their
+        # positions and the running sums of their terms
+        p = min(shared_prefix(sent, self._sent), shared_prefix(pruned, self._pruned))
+        at, sums = self._at, self._sums
+        k = bisect_left(at, p)
+        del at[k:], sums[k + 1 :]
+        n = min(len(sent), len(pruned))
+        if p < n:
+            at.extend(
+                compress(
+                    range(p, n), map(operator.is_not, islice(sent, p, n), islice(pruned, p, n))
+                )
+            )
         cost = self.cost
         total = sums[-1]
-        for a, b in zip(left[k:], right[k:], strict=True):
-            total += cost(a) - cost(b)
+        for i in at[k:]:
+            total += cost(sent[i]) - cost(pruned[i])
             sums.append(total)
-        self._left, self._right = left, right
+        self._sent, self._pruned = list(sent), list(pruned)
         return total
-
-
-def _gather(items: Sequence[Message], at: list[int]) -> list[Message]:
-    """``[items[i] for i in at]``, gathered in C."""
-    if len(at) < 2:
-        return [items[i] for i in at]
-    return list(itemgetter(*at)(items))

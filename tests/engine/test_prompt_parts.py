@@ -10,6 +10,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shared_data import PUBLIC, SPOTTER
 
 from engine.profiles import profile_for
@@ -82,3 +84,45 @@ def test_a_long_session_that_compacts_replays_the_same(scenario, monkeypatch):
     # the list restarts at a compaction; with the clearing, the edit moves (it avoids them)
     kind = "server_clear" if "clear" in scenario or scenario == "patched" else "auto_compact"
     assert any(e.kind == kind for e in new.events)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 3),  # messages appended
+            st.integers(0, 40),  # a message the prune replaces (modulo the length)
+            st.integers(0, 40),  # a message the prune leaves out
+            st.booleans(),  # the history restarts (a compaction)
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_prune_saving_is_the_sum_over_the_replaced_pairs(steps):
+    """PruneSaving, call after call, equals spec_prune_saving on lists that grow, restart, and
+    are pruned anew (replaced and removed messages, misaligned pairs), float for float."""
+    from engine.replay.prompt_parts import PruneSaving
+
+    def cost(m):
+        return m["cost"]
+
+    saving = PruneSaving(cost)
+    history: list[dict] = []
+    copies: dict[int, dict] = {}  # the prune hands out the same copy of a message
+    k = 0
+    for grow, replace, drop, restart in steps:
+        if restart:
+            history = history[-2:]
+        for _ in range(grow):
+            k += 1
+            history.append({"cost": k * 0.37 + 1 / (k + 2)})
+        sent = list(history)
+        if not sent:
+            continue
+        i = replace % len(sent)
+        copy = copies.setdefault(id(sent[i]), {"cost": sent[i]["cost"] * 0.3})
+        pruned = [*sent[:i], copy, *sent[i + 1 :]]
+        if drop % 3 == 0:
+            del pruned[drop % len(pruned)]
+        assert saving(sent, pruned) == spec_prune_saving(cost, sent, pruned)
