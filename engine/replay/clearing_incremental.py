@@ -36,17 +36,36 @@ import operator
 import sys
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from typing import Any
 
 from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
 from engine.api.context_management import ClearToolUses
 from engine.api.server_clearing import BlockEstimates, ServerView
-from engine.identity_memo import shared_prefix
+from engine.identity_memo import by_identity, shared_prefix
 from engine.tokens import block_tokens
 from engine.twins.policy import PaidPolicy
-from engine.twins.policy_scan import PolicyScan
+from engine.twins.policy_scan import PolicyScan, Sizes
+
+
+def _sum_is_plain() -> bool:
+    """Whether ``sum`` adds floats one after the other as ``+`` does (3.11; 3.12 on compensates
+    the rounding errors: Neumaier's summation, which gives 1.0 here)."""
+    return sum([1e100, 1.0, -1e100]) == 0.0
+
+
+_PLAIN_SUM = _sum_is_plain()
+
+
+def left_sum(values: Iterable[float], start: float) -> float:
+    """``start + v0 + v1 + ...``, added left to right as ``functools.reduce(operator.add)`` adds
+    them, bit for bit: in C by ``sum`` where it adds that way (tens of times faster than
+    ``reduce``, which calls ``operator.add`` for every value), else by ``reduce``."""
+    if _PLAIN_SUM:
+        return sum(values, start)
+    return reduce(operator.add, values, start)
+
 
 RESUME_TRIES = 8  # points tried, newest first, before the policy's walk starts again
 _FRESH = sys.maxsize  # ``IncrementalClearing._stale`` when every changed record is up to date
@@ -100,6 +119,13 @@ class IncrementalClearing:
         self.step = step
         self.policy = policy
         self._scan: PolicyScan | None = None
+        # the walk's sizes and each record's facts, memoised by identity: after a prune rewrote
+        # an early record, the records after it are walked and read again, the same objects
+        plain = Sizes()
+        self._sizes = Sizes(
+            by_identity(plain.content), by_identity(plain.result), by_identity(plain.input)
+        )
+        self._record = by_identity(_Record)
         self._scanned = 0  # records the scan has walked
         self._preceding = 0  # characters of the leading message the scan walked first
         self._sent: list[Mapping[str, Any]] = []
@@ -111,6 +137,11 @@ class IncrementalClearing:
         # content only, so it holds when a list that changed earlier shifts the record
         self._ratios: dict[int, tuple[Any, tuple[int, ...], float]] = {}
         self._new_tokens: dict[int, tuple[Any, int]] = {}
+        # the last view's costs in and out, its edited records and their cost differences
+        self._costs: list[float] = []
+        self._new_costs: list[float] = []
+        self._edited_last: list[int] = []
+        self._diffs: list[float] = []
 
     # --- the sent records ---------------------------------------------------------------------
 
@@ -126,6 +157,8 @@ class IncrementalClearing:
         self._factors: list[float] = []
         self._changed_view: dict[int, tuple[int, ...]] = {}
         self._stale = 0
+        # leading entries of _edited and _factors unchanged since the last view used them
+        self._kept_edits = 0
 
     def _sync(self, sent: Sequence[Mapping[str, Any]]) -> None:
         old = self._sent
@@ -134,7 +167,7 @@ class IncrementalClearing:
         if k < n:
             self._truncate(k)
         for i in range(k, len(sent)):
-            r = _Record(sent[i])
+            r = self._record(sent[i])
             self._recs.append(r)
             for j, b in r.uses:
                 self._uses.append((i, j, b))
@@ -173,7 +206,14 @@ class IncrementalClearing:
                     start = k
                     break
         if start is None or scan is None:
-            scan = PolicyScan(self.edit, policy.ceiling, policy.patience, policy.rest, policy.extra)
+            scan = PolicyScan(
+                self.edit,
+                policy.ceiling,
+                policy.patience,
+                policy.rest,
+                policy.extra,
+                self._sizes,
+            )
             if preceding:
                 scan.extend([{"role": "assistant", "content": "x" * (4 * preceding)}])
             self._scan, self._preceding, start = scan, preceding, 0
@@ -238,7 +278,9 @@ class IncrementalClearing:
     def _refresh(self) -> None:
         """The changed records from ``_stale`` on, with their changed blocks and ratios."""
         at = bisect_left(self._edited, self._stale)
-        view = self._changed_view
+        self._kept_edits = min(self._kept_edits, at)
+        # a new dict: the one views handed out stays as it was
+        view = self._changed_view = dict(self._changed_view)
         for i in self._edited[at:]:
             del view[i]
         del self._edited[at:], self._factors[at:]
@@ -263,6 +305,41 @@ class IncrementalClearing:
         self._ratios[id(old)] = (old, idx, ratio)
         return idx, ratio
 
+    def _edited_costs(self, costs: Sequence[float], base: float) -> tuple[list[float], float]:
+        """The costs after the edit and the count: for each edited record in order,
+        ``cost = costs[i] * ratio; total += cost - costs[i]`` from ``total = base``, the
+        specification's float operations in its order.
+
+        The previous view's products and differences still hold for the edited records before
+        the first cost that is not the previous request's (the same float objects: the replay's
+        prompt parts hand out the costs they kept) when their ratios did not move; only those
+        after it are computed, and the count is the sum of the differences, added in C
+        (:func:`left_sum`)."""
+        edited, factors = self._edited, self._factors
+        m = shared_prefix(costs, self._costs)
+        j = min(bisect_left(edited, m), self._kept_edits, len(self._diffs))
+        # positions before ``p``: the same cost, edited in both views with the same ratio or in
+        # neither; so the same cost after the edit
+        p = min(
+            m,
+            edited[j] if j < len(edited) else m,
+            self._edited_last[j] if j < len(self._edited_last) else m,
+        )
+        old = list(map(costs.__getitem__, edited[j:]))
+        new = list(map(operator.mul, old, factors[j:]))
+        diffs = self._diffs
+        del diffs[j:]
+        diffs.extend(map(operator.sub, new, old))
+        total = left_sum(diffs, base)
+        new_costs = self._new_costs[:p]
+        new_costs.extend(costs[p:])
+        deque(map(new_costs.__setitem__, edited[j:], new), maxlen=0)  # new_costs[i] = cost
+        self._costs = list(costs)
+        self._new_costs = list(new_costs)
+        self._edited_last = list(edited)
+        self._kept_edits = len(edited)
+        return new_costs, total
+
     def view(
         self, sent: Sequence[Mapping[str, Any]], costs: Sequence[float], overhead: float
     ) -> ServerView:
@@ -284,15 +361,8 @@ class IncrementalClearing:
         if self._stale != _FRESH:
             self._refresh()
         before = round(base)
-        # for each edited record in order: cost = costs[i] * ratio; total += cost - costs[i];
-        # the same float operations in the same order, run in C (the edited records are most
-        # of a long history: a loop here was the replay's largest per-request cost)
-        old = list(map(costs.__getitem__, self._edited))
-        new = list(map(operator.mul, old, self._factors))
-        total = reduce(operator.add, map(operator.sub, new, old), base)
-        new_costs = list(costs)
-        deque(map(new_costs.__setitem__, self._edited, new), maxlen=0)  # new_costs[i] = cost
-        changed = dict(self._changed_view)
+        new_costs, total = self._edited_costs(costs, base)
+        changed = self._changed_view  # never changed once handed out (_refresh makes a new one)
         after = round(total)
         if edit.clear_at_least is not None and before - after < edit.clear_at_least:
             return ServerView(list(costs), {}, 0, 0)

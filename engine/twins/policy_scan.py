@@ -28,7 +28,7 @@ JSON objects count as messages without a role, as the injected JavaScript reads 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -141,6 +141,24 @@ def system_facts(system: Any) -> tuple[int, int]:
     return system_rest(system), write_extra(system)
 
 
+def _input_size(value: Any) -> int:
+    """What clearing a tool use's ``input`` frees (the twin's ``value_size(input, 1)``)."""
+    return _value_size(value, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """The sizes the walk reads: a message's content, a tool result's content, a tool use's
+    input. The defaults compute them afresh; a replay, which hands the walk the same objects
+    request after request (never mutated), passes memoised ones
+    (:func:`engine.identity_memo.by_identity`), so walking a list again after an edit early in
+    it costs the edited messages only."""
+
+    content: Callable[[Any], int] = _content_size
+    result: Callable[[Any], int] = _result_size
+    input: Callable[[Any], int] = _input_size
+
+
 def system_rest(system: Any) -> int:
     """:func:`engine.twins.policy.uncached_system` without its identity memo: characters of the
     system prompt after its last ``cache_control`` block."""
@@ -165,12 +183,14 @@ class PolicyScan:
         patience: int = DEFAULT_PATIENCE,
         rest: int = 0,
         extra: int = WRITE_EXTRA_X20,
+        sizes: Sizes | None = None,
     ) -> None:
         self.edit = edit
         self.ceiling = ceiling
         self.patience = patience
         self.rest = rest  # characters a move writes again before the messages (paid_boundary)
         self.extra = extra  # 20 × a write's extra price over a read (policy.write_extra)
+        self.sizes = sizes or Sizes()
         self.points: list[Point] = []
         self.gains = [0]  # prefix sums of the characters clearing the oldest uses frees
         self.use_at: dict[Any, int] = {}  # tool use id -> the first message naming it
@@ -260,6 +280,11 @@ class PolicyScan:
         edit = self.edit
         keep, exclude = edit.keep, edit.exclude_tools
         gains = self.gains
+        content_size, result_size, input_size = (
+            self.sizes.content,
+            self.sizes.result,
+            self.sizes.input,
+        )
         last = len(tail) - 1
         for k, m in enumerate(tail):
             role = roles[k]
@@ -268,7 +293,7 @@ class PolicyScan:
             new_results: list[Any] = []
             decided = False
             if role is not None:
-                total += _content_size(m.get("content"))
+                total += content_size(m.get("content"))
             if role == _ASSISTANT:
                 trailing = trailing_any = 0
                 for b in _blocks(m):
@@ -284,9 +309,9 @@ class PolicyScan:
                     if name not in exclude:
                         result = results.get(uid)
                         if isinstance(result, Mapping):
-                            gain = _result_size(result.get("content"))
+                            gain = result_size(result.get("content"))
                         if _clears_input(edit, name):
-                            gain += _value_size(b.get("input"), 1)
+                            gain += input_size(b.get("input"))
                     gains.append(gains[-1] + gain)
             else:
                 n_results = 0
