@@ -25,52 +25,80 @@ A = TypeVar("A", bound=Hashable)
 SIZE = 1 << 16
 
 
-# every memo of the process -> its table (a memo made for one replay leaves with it)
-_TABLES: weakref.WeakKeyDictionary[Callable[..., Any], dict[Any, Any]] = weakref.WeakKeyDictionary()
+# every memo of the process -> its tables (a memo made for one replay leaves with it)
+_MISSING = object()
+
+
+class _Table:
+    """A memo's entries: the objects and the values in two dicts under the same key rather than
+    one dict of (object, value) pairs: a pair holding a container is one more object the cycle
+    collector tracks, and a long replay's memos hold tens of thousands of them (its full
+    collections walked them all)."""
+
+    __slots__ = ("objects", "values")
+
+    def __init__(self) -> None:
+        self.objects: dict[Any, Any] = {}
+        self.values: dict[Any, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def clear(self) -> None:
+        self.objects.clear()
+        self.values.clear()
+
+
+_TABLES: weakref.WeakKeyDictionary[Callable[..., Any], _Table] = weakref.WeakKeyDictionary()
 
 
 def clear_memos() -> None:
     """Empty every memo of this process (their values are computed again when asked for)."""
-    for entries in list(_TABLES.values()):
-        entries.clear()
+    for table in list(_TABLES.values()):
+        table.clear()
 
 
 def by_identity(compute: Callable[[T], V]) -> Callable[[T], V]:
     """``compute(obj)``, computed once per ``obj`` object."""
-    entries: dict[int, tuple[T, V]] = {}
+    table = _Table()
+    objects: dict[int, T] = table.objects
+    values: dict[int, V] = table.values
 
     def memoised(obj: T) -> V:
-        hit = entries.get(id(obj))
-        if hit is not None and hit[0] is obj:
-            return hit[1]
+        key = id(obj)
+        if objects.get(key, _MISSING) is obj:
+            return values[key]
         value = compute(obj)
-        if len(entries) >= SIZE:
-            entries.clear()
-        entries[id(obj)] = (obj, value)
+        if len(objects) >= SIZE:
+            table.clear()
+        objects[key] = obj
+        values[key] = value
         return value
 
     memoised.__doc__ = compute.__doc__
-    _TABLES[memoised] = entries
+    _TABLES[memoised] = table
     return memoised
 
 
 def by_identity_and(compute: Callable[[T, A], V]) -> Callable[[T, A], V]:
     """``compute(obj, arg)``, computed once per ``obj`` object and ``arg`` value."""
-    entries: dict[tuple[int, A], tuple[T, V]] = {}
+    table = _Table()
+    objects: dict[tuple[int, A], T] = table.objects
+    values: dict[tuple[int, A], V] = table.values
 
     def memoised(obj: T, arg: A) -> V:
         key = (id(obj), arg)
-        hit = entries.get(key)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
+        if objects.get(key, _MISSING) is obj:
+            return values[key]
         value = compute(obj, arg)
-        if len(entries) >= SIZE:
-            entries.clear()
-        entries[key] = (obj, value)
+        if len(objects) >= SIZE:
+            table.clear()
+        objects[key] = obj
+        values[key] = value
         return value
 
     memoised.__doc__ = compute.__doc__
-    _TABLES[memoised] = entries
+    _TABLES[memoised] = table
     return memoised
 
 

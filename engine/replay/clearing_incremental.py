@@ -87,21 +87,30 @@ class _Record:
         self.api = {"role": role, "content": content}
         self.assistant = role == "assistant"
         # (block index, block) of each tool_use; (block index, tool_use_id) of each tool_result
-        self.uses = [
+        # (tuples: most records have none, and the empty tuple is no new object to track)
+        self.uses = tuple(
             (j, b)
             for j, b in enumerate(blocks)
             if role == "assistant" and isinstance(b, Mapping) and b.get("type") == "tool_use"
-        ]
-        self.results = [
+        )
+        self.results = tuple(
             (j, b.get("tool_use_id"))
             for j, b in enumerate(blocks)
             if role == "user" and isinstance(b, Mapping) and b.get("type") == "tool_result"
-        ]
+        )
         # tool_result blocks this message adds to the round in progress (trailing_results
         # counts them in any message that is not the assistant's)
         self.trailing = sum(
             1 for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_result"
         )
+
+
+def _new_block_tokens(block: Mapping[str, Any]) -> int:
+    """A cleared block's tokens: a tool use with the cleared input, a result with the
+    placeholder."""
+    if block.get("type") == "tool_use":
+        return block_tokens({**block, "input": dict(CLEARED_INPUT)})
+    return block_tokens({**block, "content": PLACEHOLDER})
 
 
 class IncrementalClearing:
@@ -135,8 +144,10 @@ class IncrementalClearing:
         self._reset_prefix()
         # id(content) -> (content, changed blocks, ratio): a record's ratio depends on its
         # content only, so it holds when a list that changed earlier shifts the record
-        self._ratios: dict[int, tuple[Any, tuple[int, ...], float]] = {}
-        self._new_tokens: dict[int, tuple[Any, int]] = {}
+        # (the contents by id, and apart: their changed blocks and ratio; see identity_memo)
+        self._ratio_of: dict[int, Any] = {}
+        self._ratios: dict[int, tuple[tuple[int, ...], float]] = {}
+        self._new_block_tokens = by_identity(_new_block_tokens)
         # the last view's costs in and out, its edited records and their cost differences
         self._costs: list[float] = []
         self._new_costs: list[float] = []
@@ -264,17 +275,6 @@ class IncrementalClearing:
                 self._cleared += 1
         self._done = older
 
-    def _new_block_tokens(self, block: Mapping[str, Any]) -> int:
-        hit = self._new_tokens.get(id(block))
-        if hit is not None and hit[0] is block:
-            return hit[1]
-        if block.get("type") == "tool_use":
-            value = block_tokens({**block, "input": dict(CLEARED_INPUT)})
-        else:
-            value = block_tokens({**block, "content": PLACEHOLDER})
-        self._new_tokens[id(block)] = (block, value)
-        return value
-
     def _refresh(self) -> None:
         """The changed records from ``_stale`` on, with their changed blocks and ratios."""
         at = bisect_left(self._edited, self._stale)
@@ -294,15 +294,17 @@ class IncrementalClearing:
     def _ratio(self, i: int) -> tuple[tuple[int, ...], float]:
         idx = tuple(sorted(self._changed[i]))
         old = self._recs[i].content
-        hit = self._ratios.get(id(old))
-        if hit is not None and hit[0] is old and hit[1] == idx:
-            return idx, hit[2]
+        if self._ratio_of.get(id(old)) is old:
+            known, ratio = self._ratios[id(old)]
+            if known == idx:
+                return idx, ratio
         assert isinstance(old, list)
         tokens = self.estimate.tokens
         before = sum(tokens(b) for b in old)
         after = before + sum(self._new_block_tokens(old[j]) - tokens(old[j]) for j in idx)
         ratio = after / before if before else 1.0
-        self._ratios[id(old)] = (old, idx, ratio)
+        self._ratio_of[id(old)] = old
+        self._ratios[id(old)] = (idx, ratio)
         return idx, ratio
 
     def _edited_costs(self, costs: Sequence[float], base: float) -> tuple[list[float], float]:

@@ -291,7 +291,9 @@ def simulate_counterfactual(
     pristine = {m[LINE_KEY]: m for m in records}
     pristine_content = {line: _content(m) for line, m in pristine.items()}
     pristine_est: dict[int, int] = {}
-    est_memo: dict[int, tuple[Any, int]] = {}
+    # content by id, and apart its estimate (engine.identity_memo: no pair to track)
+    est_of: dict[int, Any] = {}
+    est_memo: dict[int, int] = {}
 
     def changed(m: Mapping[str, Any]) -> bool:
         line = m.get(LINE_KEY)
@@ -300,12 +302,12 @@ def simulate_counterfactual(
     def estimate_of(m: Mapping[str, Any]) -> int:
         """``full_estimate`` memoised by content identity (contents are never mutated)."""
         c = _content(m)
-        hit = est_memo.get(id(c)) if c is not None else None
-        if hit is not None and hit[0] is c:
-            return hit[1]
+        if c is not None and est_of.get(id(c)) is c:
+            return est_memo[id(c)]
         value = full_estimate(m)
         if c is not None:
-            est_memo[id(c)] = (c, value)
+            est_of[id(c)] = c
+            est_memo[id(c)] = value
         return value
 
     @by_identity
