@@ -176,3 +176,22 @@ def test_left_sum_without_a_plain_sum_is_reduce(monkeypatch):
     monkeypatch.setattr(module, "_PLAIN_SUM", False)
     # 0.5 is lost in 1e100, the 1.0 too: a compensated sum would keep them
     assert left_sum(iter(values), 0.5) == reduce(operator.add, values, 0.5) == 0.1 + 0.2
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [pytest.param("fixed", marks=pytest.mark.slow), "paid"],  # paid: the default
+)
+def test_the_largest_shared_session_three_times_patched_replays_the_same(policy, monkeypatch):
+    """What bench/bench_simulate.py replays (there ten times over): the prune rewrites early
+    records again and again (the view's carried costs and the walk's memoised sizes across
+    those rewrites), the edit moves, the session compacts."""
+    from bench.bench_simulate import repeated
+
+    path = max(spotter_sessions() or [], key=lambda p: p.stat().st_size, default=None)
+    if path is None:
+        pytest.skip("no shared spotter session (CTXPATCH_SHARED)")
+    tr = build_transcript(repeated(list(load_transcript(path).records), 3), "x3")
+    old, new = both(tr, "patched", {}, monkeypatch, policy)
+    assert_same(old, new)
+    assert any(e.kind == "text_prune" for e in new.events)
