@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -111,34 +112,39 @@ def stream(kb: int) -> list[bytes]:
 # --- --paired: two gateways, ledger on and off, interleaved -------------------------------------
 
 
+def reply_message(content: list[Any], stop_reason: str | None, output: int) -> dict[str, Any]:
+    """The message of one API reply (its usage: a 148K-token cached prompt, ``output`` out)."""
+    return {
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-opus-4-6",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 3,
+            "cache_creation_input_tokens": 812,
+            "cache_read_input_tokens": 148_000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 812, "ephemeral_1h_input_tokens": 0},
+            "output_tokens": output,
+            "service_tier": "standard",
+        },
+    }
+
+
+APPLIED = {
+    "applied_edits": [
+        {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 9, "cleared_input_tokens": 31_000}
+    ]
+}
+
+
 def reply_events(text_events: int = 30) -> list[bytes]:
     """The SSE events of one API reply, as the API sends them (usage in ``message_start`` and
     ``message_delta``, the applied edit in the latter)."""
-    start = {
-        "type": "message_start",
-        "message": {
-            "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-opus-4-6",
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {
-                "input_tokens": 3,
-                "cache_creation_input_tokens": 812,
-                "cache_read_input_tokens": 148_000,
-                "cache_creation": {
-                    "ephemeral_5m_input_tokens": 812,
-                    "ephemeral_1h_input_tokens": 0,
-                },
-                "output_tokens": 1,
-                "service_tier": "standard",
-            },
-        },
-    }
     events = [
-        start,
+        {"type": "message_start", "message": reply_message([], None, 1)},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         *(
             {
@@ -153,15 +159,7 @@ def reply_events(text_events: int = 30) -> list[bytes]:
             "type": "message_delta",
             "delta": {"stop_reason": "end_turn", "stop_sequence": None},
             "usage": {"output_tokens": 412},
-            "context_management": {
-                "applied_edits": [
-                    {
-                        "type": "clear_tool_uses_20250919",
-                        "cleared_tool_uses": 9,
-                        "cleared_input_tokens": 31_000,
-                    }
-                ]
-            },
+            "context_management": APPLIED,
         },
         {"type": "message_stop"},
     ]
@@ -174,38 +172,8 @@ def reply_events(text_events: int = 30) -> list[bytes]:
 def reply_json(text_events: int = 30) -> bytes:
     """The same reply as one JSON message."""
     text = "".join(f"word {i} of the answer, " for i in range(text_events))
-    return json.dumps(
-        {
-            "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-opus-4-6",
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": {
-                "input_tokens": 3,
-                "cache_creation_input_tokens": 812,
-                "cache_read_input_tokens": 148_000,
-                "cache_creation": {
-                    "ephemeral_5m_input_tokens": 812,
-                    "ephemeral_1h_input_tokens": 0,
-                },
-                "output_tokens": 412,
-                "service_tier": "standard",
-            },
-            "context_management": {
-                "applied_edits": [
-                    {
-                        "type": "clear_tool_uses_20250919",
-                        "cleared_tool_uses": 9,
-                        "cleared_input_tokens": 31_000,
-                    }
-                ]
-            },
-        },
-        separators=(",", ":"),
-    ).encode()
+    message = reply_message([{"type": "text", "text": text}], "end_turn", 412)
+    return json.dumps({**message, "context_management": APPLIED}, separators=(",", ":")).encode()
 
 
 def run_api_upstream(port_q: mp.Queue, kind: str) -> None:
