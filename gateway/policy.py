@@ -370,7 +370,7 @@ def _system_facts(
         # nothing unread after the messages array: a system member is one the walk read
         if top.gap is not None and top.gap_may_hold(body, "system"):
             return None
-        return _walked_rest(body, walked)
+        return _walked_facts(body, walked)
     g0, g1 = top.gap
     value: int | None
     if top.gap_key == "system" and g0 >= end:
@@ -386,7 +386,7 @@ def _system_facts(
         m = _SYSTEM_NEXT.match(body, end, rest)
         value, stop = (m.end() if m is not None else None), rest
     elif not top.gap_may_hold(body, "system"):
-        return _walked_rest(body, walked)
+        return _walked_facts(body, walked)
     else:
         return None
     after = end if value is None else value_end(body, value, stop)
@@ -395,13 +395,13 @@ def _system_facts(
     if body.find(_SYSTEM, after, stop) >= 0 or _ESCAPED_ASCII.search(body, after, stop):
         return None  # another member might be named system
     if value is None:
-        return _walked_rest(body, walked)
+        return _walked_facts(body, walked)
     if walked:
         return None  # two of them: the parse says which one JSON.parse keeps
     return system_facts(_loads(body[value:after]))
 
 
-def _walked_rest(body: bytes, walked: list[Any]) -> tuple[int, int] | None:
+def _walked_facts(body: bytes, walked: list[Any]) -> tuple[int, int] | None:
     if len(walked) > 1:
         return None
     return system_facts(_loads(body[walked[0].start : walked[0].end]) if walked else None)

@@ -33,7 +33,7 @@ Integers only, so that JavaScript and Python agree exactly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -156,10 +156,11 @@ def _use_gain(use: Mapping[str, Any], result: Any, inputs: bool) -> int:
     return gain + (_input_size(use) if inputs else 0)
 
 
-def uncached_system(system: Any) -> int:
+def uncached_system(system: Any, size: Callable[[Any], int] = block_size) -> int:
     """Characters of the system prompt after its last ``cache_control`` block: what a cache break
     writes again of it (the API reads the cache only at a breakpoint). A string, or blocks none
-    of which is marked, count whole; anything else 0. Block sizes as :func:`block_size`."""
+    of which is marked, count whole; anything else 0. Block sizes as ``size`` (:func:`block_size`;
+    the gateway's walk passes one without the identity memo)."""
     if isinstance(system, str):
         return utf16_len(system)
     if not isinstance(system, list):
@@ -168,7 +169,7 @@ def uncached_system(system: Any) -> int:
     for i, b in enumerate(system):
         if isinstance(b, dict) and isinstance(b.get("cache_control"), dict):
             start = i + 1
-    return sum(block_size(b) for b in system[start:])
+    return sum(size(b) for b in system[start:])
 
 
 def write_extra(system: Any) -> int:

@@ -42,6 +42,7 @@ from engine.twins.policy import (
     READ_X20,
     WRITE_EXTRA_X20,
     _clears_input,
+    uncached_system,
     write_extra,
 )
 
@@ -162,15 +163,7 @@ class Sizes:
 def system_rest(system: Any) -> int:
     """:func:`engine.twins.policy.uncached_system` without its identity memo: characters of the
     system prompt after its last ``cache_control`` block."""
-    if isinstance(system, str):
-        return _len(system)
-    if not isinstance(system, list):
-        return 0
-    start = 0
-    for i, b in enumerate(system):
-        if isinstance(b, dict) and isinstance(b.get("cache_control"), dict):
-            start = i + 1
-    return sum(_block_size(b) for b in system[start:])
+    return uncached_system(system, _block_size)
 
 
 class PolicyScan:

@@ -32,6 +32,7 @@ from engine.twins.policy import (
     uncached_system,
     write_extra,
 )
+from engine.twins.policy_scan import system_facts
 
 DRIVER = r"""
 import { readFileSync } from "node:fs";
@@ -123,7 +124,7 @@ def twin_keep(env: dict[str, str], messages: list[dict], system: object) -> int 
     if policy_from_env(env) == "fixed":
         return edit_for_request(edit, messages, step_from_env(env)).keep
     # of the system prompt and tools, only the system blocks after the last cache_control count
-    rest, extra = uncached_system(system), write_extra(system)
+    rest, extra = system_facts(system)
     knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
     return paid_edit(edit, messages, *knobs).keep
 

@@ -24,9 +24,8 @@ from engine.twins.policy import (
     paid_edit,
     patience_from_env,
     policy_from_env,
-    uncached_system,
-    write_extra,
 )
+from engine.twins.policy_scan import system_facts
 from gateway.policy import Fitter, Knobs
 from gateway.rewrite import decide
 
@@ -148,7 +147,7 @@ def twin_keeps(env: dict[str, str], bodies: list[bytes]) -> list[int | None]:
             out.append(edit_for_request(edit, msgs, step_from_env(env)).keep)
         else:
             system = body.get("system")
-            rest, extra = uncached_system(system), write_extra(system)
+            rest, extra = system_facts(system)
             knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
             out.append(paid_edit(edit, msgs, *knobs).keep)
     return out
