@@ -45,6 +45,7 @@ from engine.api.context_management import ClearToolUses
 from engine.api.server_clearing import BlockEstimates, ServerView
 from engine.identity_memo import by_identity, shared_prefix
 from engine.tokens import block_tokens
+from engine.twins.free_moves import BROKE, GREW, NEW, Fingerprint, message_size
 from engine.twins.policy import PaidPolicy
 from engine.twins.policy_scan import PolicyScan, Sizes
 
@@ -74,7 +75,7 @@ _FRESH = sys.maxsize  # ``IncrementalClearing._stale`` when every changed record
 class _Record:
     """What the edit needs of one sent record (its API message)."""
 
-    __slots__ = ("api", "assistant", "content", "results", "role", "trailing", "uses")
+    __slots__ = ("api", "assistant", "content", "print", "results", "role", "trailing", "uses")
 
     def __init__(self, record: Mapping[str, Any]) -> None:
         msg = record.get("message") if record.get("type") in ("user", "assistant") else None
@@ -85,6 +86,8 @@ class _Record:
         self.content = content
         # the message the policy walks (``server_clearing._api_message`` without its index)
         self.api = {"role": role, "content": content}
+        # what the free-move rule compares of it (engine.twins.free_moves.fingerprint)
+        self.print = (role, message_size(self.api))
         self.assistant = role == "assistant"
         # (block index, block) of each tool_use; (block index, tool_use_id) of each tool_result
         # (tuples: most records have none, and the empty tuple is no new object to track)
@@ -138,6 +141,10 @@ class IncrementalClearing:
         self._scanned = 0  # records the scan has walked
         self._preceding = 0  # characters of the leading message the scan walked first
         self._sent: list[Mapping[str, Any]] = []
+        # the free-move rule's view of the last list synced: its fingerprint, and whether it
+        # broke the previous one's cache (engine.twins.free_moves.broke)
+        self._prints: Fingerprint = []
+        self._change = NEW
         self._recs: list[_Record] = []
         self._uses: list[tuple[int, int, Mapping[str, Any]]] = []  # (record, block, tool_use)
         self._results: dict[Any, tuple[int, int]] = {}
@@ -177,8 +184,10 @@ class IncrementalClearing:
         k = shared_prefix(sent, old)
         if k < n:
             self._truncate(k)
+        prints = self._prints[:k]
         for i in range(k, len(sent)):
             r = self._record(sent[i])
+            prints.append(r.print)
             self._recs.append(r)
             for j, b in r.uses:
                 self._uses.append((i, j, b))
@@ -186,6 +195,16 @@ class IncrementalClearing:
                 self._results[uid] = (i, j)
                 if uid in self._folded_ids:
                     self._reset_prefix()  # a result for a use already folded in
+        # engine.twins.free_moves.change; the records shared by identity print the same, so
+        # only the rest before the old last one is compared
+        old_prints = self._prints
+        if not old_prints or not prints or prints[0] != old_prints[0]:
+            self._change = NEW
+        elif len(sent) < n or prints[k : n - 1] != old_prints[k : n - 1]:
+            self._change = BROKE
+        else:
+            self._change = GREW
+        self._prints = prints
         self._sent = list(sent)
 
     def _truncate(self, k: int) -> None:
@@ -232,7 +251,18 @@ class IncrementalClearing:
             scan.truncate(lead + start - 1)
         scan.extend([r.api for r in recs[start:]])
         self._scanned = n
-        return scan.keep("paid")
+        keep = scan.keep("paid")
+        conversation = policy.conversation
+        if conversation is None:
+            return keep
+        floor = 0  # tool results after the last assistant message (trailing_results)
+        for r in reversed(recs):
+            if r.assistant:
+                break
+            floor += r.trailing
+        return conversation.keep(
+            self._change, self._prints, len(self._uses), floor, self.edit.keep, keep
+        )
 
     def _keep(self) -> int:
         """``edit_for_request``'s keep for the records synced."""
@@ -348,12 +378,21 @@ class IncrementalClearing:
         """What ``clear_on_server(sent, costs, overhead, edit, estimate, step)`` returns."""
         edit = self.edit
         base = overhead + sum(costs)
+        policy = self.policy
+        keep = None
+        if policy is not None and policy.conversation is not None:
+            # the policy remembers the conversation: it sees every request, as the
+            # specification's call does (before the trigger)
+            self._sync(sent)
+            keep = self._paid_keep(overhead)
         if edit.trigger_type == "input_tokens" and round(base) < edit.trigger_value:
             return ServerView(list(costs), {}, 0, 0)
-        self._sync(sent)
+        if keep is None:
+            self._sync(sent)
         if edit.trigger_type == "tool_uses" and len(self._uses) < edit.trigger_value:
             return ServerView(list(costs), {}, 0, 0)
-        keep = self._paid_keep(overhead) if self.policy is not None else self._keep()
+        if keep is None:
+            keep = self._paid_keep(overhead) if policy is not None else self._keep()
         older = max(0, len(self._uses) - keep)
         if older < self._done:
             self._reset_prefix()

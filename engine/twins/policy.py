@@ -290,7 +290,9 @@ class PaidPolicy:
     breakpoint and the context Claude Code prepends, which a real request shows as its system
     blocks after the last ``cache_control`` and its first messages), at 4 characters a token.
     ``one_hour``: the session caches for an hour (``Calibration.one_hour``: its requests mark
-    their breakpoints ``ttl: "1h"``, which :func:`write_extra` reads from a real request)."""
+    their breakpoints ``ttl: "1h"``, which :func:`write_extra` reads from a real request).
+    ``free``: the free move where the cache breaks anyway (:mod:`engine.twins.free_moves`):
+    the policy then remembers the conversation, so an instance serves one replay."""
 
     def __init__(
         self,
@@ -299,12 +301,16 @@ class PaidPolicy:
         fixed: float = 0.0,
         uncached: float = 0.0,
         one_hour: bool = False,
+        free: bool = True,
     ) -> None:
+        from engine.twins.free_moves import Conversation  # it reads this module's sizes
+
         self.ceiling = ceiling
         self.patience = patience
         self.fixed = fixed
         self.rest = 4 * max(0, round(uncached))
         self.extra = WRITE_EXTRA_X20_1H if one_hour else WRITE_EXTRA_X20
+        self.conversation = Conversation() if free else None
 
     def __call__(
         self,
@@ -314,13 +320,45 @@ class PaidPolicy:
         overhead: float,
     ) -> ClearToolUses:
         preceding = max(0, round(overhead - self.fixed)) if self.fixed else 0
-        return paid_edit(edit, api, self.ceiling, self.patience, preceding, self.rest, self.extra)
+        fitted = paid_edit(edit, api, self.ceiling, self.patience, preceding, self.rest, self.extra)
+        conversation = self.conversation
+        if conversation is None:
+            return fitted
+        from engine.twins.free_moves import change, fingerprint
+
+        prints = fingerprint(api)
+        uses = sum(
+            1
+            for m in api
+            if m.get("role") == "assistant"
+            for b in blocks_of(m)
+            if is_block(b, "tool_use")
+        )
+        keep = conversation.keep(
+            change(conversation.previous, prints),
+            prints,
+            uses,
+            trailing_results(api),
+            edit.keep,
+            fitted.keep,
+        )
+        return edit if keep == edit.keep else replace(edit, keep=keep)
 
 
 def clear_policy_from_env(
     env: Mapping[str, str], fixed: float = 0.0, uncached: float = 0.0, one_hour: bool = False
 ) -> PaidPolicy | None:
-    """The policy the knobs ask for; ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
+    """The policy the knobs ask for (a new one: it remembers the conversation it serves);
+    ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
+    from engine.twins.free_moves import free_from_env
+
     if policy_from_env(env) == "fixed":
         return None
-    return PaidPolicy(ceiling_from_env(env), patience_from_env(env), fixed, uncached, one_hour)
+    return PaidPolicy(
+        ceiling_from_env(env),
+        patience_from_env(env),
+        fixed,
+        uncached,
+        one_hour,
+        free_from_env(env),
+    )

@@ -1,0 +1,145 @@
+"""The ``paid`` policy's one stateful rule: a *free move* where the cache breaks anyway.
+
+:mod:`engine.twins.policy` decides from the message list alone, so it cannot know that a
+request's prefix changed anyway: the text prune's step rewrote an older message, a
+micro-compaction emptied an old tool result, the user rewound the conversation. Such a request
+rewrites the prompt cache from the first changed message whatever the clearing does, so a move
+of the cleared part costs nothing extra there. The hindsight optimum (``engine/replay/oracle.py``)
+puts its moves on exactly those requests; ``bench/free_moves.py`` measured what the online rule
+gains by doing the same.
+
+The rule, per conversation (:class:`Conversation`, the twin of the injected JavaScript's and the
+gateway's memory):
+
+* each request's messages are reduced to a *fingerprint*: per message its role and its size
+  (:func:`message_size`: the policy's characters, without any ``cache_control`` mark, which
+  Claude Code moves to the newest messages on every request);
+* the request *broke* the cache when a previous request of the conversation is remembered, both
+  lists start with the same message (else it is another conversation, or this one after a
+  compaction: nothing is held) and the new list is shorter than the previous one, or differs
+  from it anywhere before its last message (the previous last message is the one Claude Code
+  re-marks; what follows it is new);
+* on a break, when the tool uses the edit may clear (all but KEEP and the round in progress,
+  ``limit``) are more than the ``paid`` rule clears and more than the last free move cleared,
+  the edit clears ``limit``, and that boundary is held (*forced*) on the later requests until
+  the list holds fewer tool uses than it (a compaction);
+* the edit then clears ``max(paid, min(forced, limit))``.
+
+Off with ``CLAUDE_CTX_CLEAR_FREE=0`` (also ``false``, ``no``, ``off``): the stateless ``paid``
+rule alone. Integers and equality only, so that JavaScript and Python agree exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.javascript import utf16_len
+from engine.twins.policy import block_size, value_size
+
+ENV_FREE = "CLAUDE_CTX_CLEAR_FREE"
+OFF = ("0", "false", "no", "off")
+MARK = "cache_control"
+MARK_LEN = utf16_len(MARK)
+
+Fingerprint = list[tuple[Any, int]]
+
+
+def free_from_env(env: Mapping[str, str]) -> bool:
+    """``CLAUDE_CTX_CLEAR_FREE``: on unless ``0``, ``false``, ``no`` or ``off`` (blanks around
+    and case ignored)."""
+    return (env.get(ENV_FREE) or "").strip().lower() not in OFF
+
+
+def stable_block_size(block: Any) -> int:
+    """:func:`engine.twins.policy.block_size` without the block's ``cache_control`` entry (a
+    text, thinking, media or tool_result block's size never counts it; any other block's
+    counts its keys and values)."""
+    size = block_size(block)
+    if isinstance(block, dict) and MARK in block:
+        kind = block.get("type")
+        if kind not in ("text", "thinking", "image", "document", "tool_result"):
+            size -= MARK_LEN + value_size(block[MARK], 1)
+    return size
+
+
+def message_size(message: Any) -> int:
+    """A message's size as the free-move rule compares it: its content's characters, blocks as
+    :func:`stable_block_size` (a string content: its length; anything else 0)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return utf16_len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(stable_block_size(b) for b in content)
+
+
+def role_of(message: Any) -> Any:
+    """A message's role as the rule compares it (``None`` for a value that is not an object)."""
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def fingerprint(messages: Sequence[Any]) -> Fingerprint:
+    return [(role_of(m), message_size(m)) for m in messages]
+
+
+NEW, GREW, BROKE = "new", "grew", "broke"
+"""How a request's list follows the conversation's previous one (:func:`change`)."""
+
+
+def change(previous: Fingerprint | None, current: Fingerprint) -> str:
+    """:data:`NEW` when no previous request is remembered, or either list is empty, or their
+    first messages differ (another conversation, or this one after a compaction, which replaces
+    the first message by its summary); else :data:`BROKE` when ``current`` is shorter than
+    ``previous`` or differs from it before ``previous``'s last message (it rewrites the cache
+    anyway); else :data:`GREW`."""
+    if not previous or not current or current[0] != previous[0]:
+        return NEW
+    n = len(previous)
+    return BROKE if len(current) < n or current[: n - 1] != previous[: n - 1] else GREW
+
+
+class Conversation:
+    """What the rule remembers of one conversation: the last request's fingerprint and the
+    boundary the last free move set (held until a compaction)."""
+
+    __slots__ = ("forced", "moves", "previous")
+
+    def __init__(self) -> None:
+        self.previous: Fingerprint | None = None
+        self.forced = 0  # tool uses the last free move cleared
+        self.moves = 0  # free moves made
+
+    def cleared(self, prints: Fingerprint, uses: int, limit: int, paid: int) -> int:
+        """Tool uses the edit clears with a request of fingerprint ``prints`` holding ``uses``
+        tool uses, of which the edit may clear ``limit``; ``paid``: what the stateless rule
+        clears."""
+        return self.cleared_after(change(self.previous, prints), prints, uses, limit, paid)
+
+    def cleared_after(self, how: str, prints: Fingerprint, uses: int, limit: int, paid: int) -> int:
+        """:meth:`cleared` with :func:`change` already told (a caller that compares the lists
+        its own faster way, e.g. by identity first)."""
+        self.previous = prints
+        if how == NEW or uses < self.forced:  # another conversation, or a shorter one
+            self.forced = 0
+        if how == BROKE and limit > max(paid, self.forced):
+            self.forced = limit
+            self.moves += 1
+        return max(paid, min(self.forced, limit))
+
+    def keep(
+        self,
+        how: str,
+        prints: Fingerprint,
+        uses: int,
+        floor: int,
+        edit_keep: int,
+        paid_keep: int,
+    ) -> int:
+        """The keep sent: ``paid_keep`` (the stateless rule's) lowered by a free move. ``uses``:
+        the list's tool uses; ``floor``: its tool results after the last assistant message (the
+        round in progress); ``edit_keep``: KEEP."""
+        limit = max(0, uses - max(edit_keep, floor))
+        paid = max(0, uses - paid_keep)
+        cleared = self.cleared_after(how, prints, uses, limit, paid)
+        return max(uses - cleared, floor, edit_keep)
