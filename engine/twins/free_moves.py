@@ -32,10 +32,21 @@ rule alone. Integers and equality only, so that JavaScript and Python agree exac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from engine.api.context_editing import blocks_of, is_block
+from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
-from engine.twins.policy import block_size, value_size
+from engine.twins.context_clear import trailing_results
+from engine.twins.policy import (
+    DEFAULT_CEILING,
+    DEFAULT_PATIENCE,
+    WRITE_EXTRA_X20,
+    block_size,
+    paid_edit,
+    value_size,
+)
 
 ENV_FREE = "CLAUDE_CTX_CLEAR_FREE"
 OFF = ("0", "false", "no", "off")
@@ -143,3 +154,36 @@ class Conversation:
         paid = max(0, uses - paid_keep)
         cleared = self.cleared_after(how, prints, uses, limit, paid)
         return max(uses - cleared, floor, edit_keep)
+
+
+def free_edit(
+    conversation: Conversation,
+    edit: ClearToolUses,
+    messages: Sequence[Mapping[str, Any]],
+    ceiling: int = DEFAULT_CEILING,
+    patience: int = DEFAULT_PATIENCE,
+    preceding: int = 0,
+    rest: int = 0,
+    extra: int = WRITE_EXTRA_X20,
+) -> ClearToolUses:
+    """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy with
+    the free move on: :func:`engine.twins.policy.paid_edit`'s, lowered by a free move of
+    ``conversation`` (which this call updates: call it once per request, in order)."""
+    fitted = paid_edit(edit, messages, ceiling, patience, preceding, rest, extra)
+    prints = fingerprint(messages)
+    uses = sum(
+        1
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in blocks_of(m)
+        if is_block(b, "tool_use")
+    )
+    keep = conversation.keep(
+        change(conversation.previous, prints),
+        prints,
+        uses,
+        trailing_results(messages),
+        edit.keep,
+        fitted.keep,
+    )
+    return edit if keep == edit.keep else replace(edit, keep=keep)

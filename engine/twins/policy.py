@@ -320,29 +320,22 @@ class PaidPolicy:
         overhead: float,
     ) -> ClearToolUses:
         preceding = max(0, round(overhead - self.fixed)) if self.fixed else 0
-        fitted = paid_edit(edit, api, self.ceiling, self.patience, preceding, self.rest, self.extra)
-        conversation = self.conversation
-        if conversation is None:
-            return fitted
-        from engine.twins.free_moves import change, fingerprint
+        if self.conversation is None:
+            return paid_edit(
+                edit, api, self.ceiling, self.patience, preceding, self.rest, self.extra
+            )
+        from engine.twins.free_moves import free_edit
 
-        prints = fingerprint(api)
-        uses = sum(
-            1
-            for m in api
-            if m.get("role") == "assistant"
-            for b in blocks_of(m)
-            if is_block(b, "tool_use")
+        return free_edit(
+            self.conversation,
+            edit,
+            api,
+            self.ceiling,
+            self.patience,
+            preceding,
+            self.rest,
+            self.extra,
         )
-        keep = conversation.keep(
-            change(conversation.previous, prints),
-            prints,
-            uses,
-            trailing_results(api),
-            edit.keep,
-            fitted.keep,
-        )
-        return edit if keep == edit.keep else replace(edit, keep=keep)
 
 
 def clear_policy_from_env(
