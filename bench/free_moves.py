@@ -39,7 +39,7 @@ from engine.api.context_management import ClearToolUses
 from engine.replay.counterfactual import fixed_prefix, simulate_counterfactual
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE
 from engine.twins.context_clear import trailing_results
-from engine.twins.policy import PaidPolicy, clear_policy_from_env
+from engine.twins.conversation_policy import PaidPolicy, clear_policy_from_env
 
 
 def _key(m: Mapping[str, Any]) -> bytes:

@@ -45,8 +45,8 @@ from engine.api.context_management import ClearToolUses
 from engine.api.server_clearing import BlockEstimates, ServerView
 from engine.identity_memo import by_identity, shared_prefix
 from engine.tokens import block_tokens
+from engine.twins.conversation_policy import PaidPolicy
 from engine.twins.free_moves import BROKE, GREW, NEW, Fingerprint, message_size
-from engine.twins.policy import PaidPolicy
 from engine.twins.policy_scan import PolicyScan, Sizes
 
 

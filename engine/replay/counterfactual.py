@@ -66,7 +66,8 @@ from engine.twins.context_clear import (
     near_window_limit,
     step_from_env,
 )
-from engine.twins.policy import PaidPolicy, clear_policy_from_env, policy_from_env
+from engine.twins.conversation_policy import PaidPolicy, clear_policy_from_env
+from engine.twins.policy import policy_from_env
 
 SCENARIOS = ("unpatched", "text_prune", "server_clearing", "patched")
 PRUNE_SCENARIOS = frozenset({"text_prune", "patched"})

@@ -24,7 +24,8 @@ in short, with the prices of :mod:`engine.api.prompt_cache`:
   90K of messages alone, for no compaction fewer).
 
 Stateless: the injected code sees one request at a time, so the policy is replayed over the
-message list itself. Every earlier request is a *request point* (a user message followed by an
+message list itself (its one stateful addition, the free move where the cache breaks anyway, is
+:mod:`engine.twins.free_moves`; the replays' policy object, :mod:`engine.twins.conversation_policy`). Every earlier request is a *request point* (a user message followed by an
 assistant one: the list the model answered then), the current request the last; the same
 list always gives the same edit and a list that only grew repeats the decisions taken before. Sizes are characters (:func:`value_size`: no serialisation, which
 would cost the injected code ~10 ms per request), the ceiling is in tokens of 4 characters.
@@ -53,7 +54,6 @@ __all__ = [
     "ENV_CEILING",
     "ENV_PATIENCE",
     "ENV_POLICY",
-    "PaidPolicy",
     "paid_edit",
     "uncached_system",
     "write_extra",
@@ -278,80 +278,3 @@ def paid_edit(
     cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra)
     keep = max(n - cleared, trailing_results(messages), edit.keep)
     return edit if keep == edit.keep else replace(edit, keep=keep)
-
-
-class PaidPolicy:
-    """:data:`engine.api.server_clearing.ClearPolicy` of the ``paid`` policy at given knobs.
-
-    ``fixed``: the replay's system prompt and tools; what its prompts hold beyond them before
-    the messages is history the file does not hold (``Calibration.carried``), counted as the
-    messages a real client would send. ``uncached``: tokens of ``fixed`` a cache break writes
-    again (``Calibration.overhead - Calibration.break_prefix``: the system prompt after its
-    breakpoint and the context Claude Code prepends, which a real request shows as its system
-    blocks after the last ``cache_control`` and its first messages), at 4 characters a token.
-    ``one_hour``: the session caches for an hour (``Calibration.one_hour``: its requests mark
-    their breakpoints ``ttl: "1h"``, which :func:`write_extra` reads from a real request).
-    ``free``: the free move where the cache breaks anyway (:mod:`engine.twins.free_moves`):
-    the policy then remembers the conversation, so an instance serves one replay."""
-
-    def __init__(
-        self,
-        ceiling: int = DEFAULT_CEILING,
-        patience: int = DEFAULT_PATIENCE,
-        fixed: float = 0.0,
-        uncached: float = 0.0,
-        one_hour: bool = False,
-        free: bool = True,
-    ) -> None:
-        from engine.twins.free_moves import Conversation  # it reads this module's sizes
-
-        self.ceiling = ceiling
-        self.patience = patience
-        self.fixed = fixed
-        self.rest = 4 * max(0, round(uncached))
-        self.extra = WRITE_EXTRA_X20_1H if one_hour else WRITE_EXTRA_X20
-        self.conversation = Conversation() if free else None
-
-    def __call__(
-        self,
-        edit: ClearToolUses,
-        api: Sequence[Mapping[str, Any]],
-        costs: Sequence[float],
-        overhead: float,
-    ) -> ClearToolUses:
-        preceding = max(0, round(overhead - self.fixed)) if self.fixed else 0
-        if self.conversation is None:
-            return paid_edit(
-                edit, api, self.ceiling, self.patience, preceding, self.rest, self.extra
-            )
-        from engine.twins.free_moves import free_edit
-
-        return free_edit(
-            self.conversation,
-            edit,
-            api,
-            self.ceiling,
-            self.patience,
-            preceding,
-            self.rest,
-            self.extra,
-        )
-
-
-def clear_policy_from_env(
-    env: Mapping[str, str], fixed: float = 0.0, uncached: float = 0.0, one_hour: bool = False
-) -> PaidPolicy | None:
-    """The policy the knobs ask for (a new one: it remembers the conversation it serves);
-    ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
-    from engine.twins.free_moves import free_from_env
-
-    if policy_from_env(env) == "fixed":
-        return None
-    return PaidPolicy(
-        ceiling_from_env(env),
-        patience_from_env(env),
-        fixed,
-        uncached,
-        one_hour,
-        free_from_env(env),
-    )

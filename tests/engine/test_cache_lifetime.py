@@ -21,7 +21,8 @@ from engine.replay.calibration import calibrate
 from engine.replay.model import Request
 from engine.replay.session import simulate
 from engine.transcript import load_transcript
-from engine.twins.policy import WRITE_EXTRA_X20, WRITE_EXTRA_X20_1H, clear_policy_from_env
+from engine.twins.conversation_policy import clear_policy_from_env
+from engine.twins.policy import WRITE_EXTRA_X20, WRITE_EXTRA_X20_1H
 
 from .conftest import PUBLIC, need_shared
 

@@ -1,0 +1,97 @@
+"""The ``paid`` policy as a replay runs it: one conversation's requests, in order.
+
+:class:`PaidPolicy` is the :data:`engine.api.server_clearing.ClearPolicy` the replays call on
+every request: :func:`engine.twins.policy.paid_edit` (the stateless rule) with, unless the knob
+turns it off, the free move of :mod:`engine.twins.free_moves`, which remembers the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.api.context_management import ClearToolUses
+from engine.twins.free_moves import Conversation, free_edit, free_from_env
+from engine.twins.policy import (
+    DEFAULT_CEILING,
+    DEFAULT_PATIENCE,
+    WRITE_EXTRA_X20,
+    WRITE_EXTRA_X20_1H,
+    ceiling_from_env,
+    paid_edit,
+    patience_from_env,
+    policy_from_env,
+)
+
+__all__ = ["PaidPolicy", "clear_policy_from_env"]
+
+
+class PaidPolicy:
+    """:data:`engine.api.server_clearing.ClearPolicy` of the ``paid`` policy at given knobs.
+
+    ``fixed``: the replay's system prompt and tools; what its prompts hold beyond them before
+    the messages is history the file does not hold (``Calibration.carried``), counted as the
+    messages a real client would send. ``uncached``: tokens of ``fixed`` a cache break writes
+    again (``Calibration.overhead - Calibration.break_prefix``: the system prompt after its
+    breakpoint and the context Claude Code prepends, which a real request shows as its system
+    blocks after the last ``cache_control`` and its first messages), at 4 characters a token.
+    ``one_hour``: the session caches for an hour (``Calibration.one_hour``: its requests mark
+    their breakpoints ``ttl: "1h"``, which :func:`write_extra` reads from a real request).
+    ``free``: the free move where the cache breaks anyway (:mod:`engine.twins.free_moves`):
+    the policy then remembers the conversation, so an instance serves one replay."""
+
+    def __init__(
+        self,
+        ceiling: int = DEFAULT_CEILING,
+        patience: int = DEFAULT_PATIENCE,
+        fixed: float = 0.0,
+        uncached: float = 0.0,
+        one_hour: bool = False,
+        free: bool = True,
+    ) -> None:
+        self.ceiling = ceiling
+        self.patience = patience
+        self.fixed = fixed
+        self.rest = 4 * max(0, round(uncached))
+        self.extra = WRITE_EXTRA_X20_1H if one_hour else WRITE_EXTRA_X20
+        self.conversation = Conversation() if free else None
+
+    def __call__(
+        self,
+        edit: ClearToolUses,
+        api: Sequence[Mapping[str, Any]],
+        costs: Sequence[float],
+        overhead: float,
+    ) -> ClearToolUses:
+        preceding = max(0, round(overhead - self.fixed)) if self.fixed else 0
+        if self.conversation is None:
+            return paid_edit(
+                edit, api, self.ceiling, self.patience, preceding, self.rest, self.extra
+            )
+        return free_edit(
+            self.conversation,
+            edit,
+            api,
+            self.ceiling,
+            self.patience,
+            preceding,
+            self.rest,
+            self.extra,
+        )
+
+
+def clear_policy_from_env(
+    env: Mapping[str, str], fixed: float = 0.0, uncached: float = 0.0, one_hour: bool = False
+) -> PaidPolicy | None:
+    """The policy the knobs ask for (a new one: it remembers the conversation it serves);
+    ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
+    if policy_from_env(env) == "fixed":
+        return None
+    return PaidPolicy(
+        ceiling_from_env(env),
+        patience_from_env(env),
+        fixed,
+        uncached,
+        one_hour,
+        free_from_env(env),
+    )
