@@ -27,6 +27,9 @@ ENV_STEP = "CLAUDE_CTX_CLEAR_STEP"
 ENV_POLICY = "CLAUDE_CTX_CLEAR_POLICY"
 ENV_CEILING = "CLAUDE_CTX_CLEAR_CEILING"
 ENV_PATIENCE = "CLAUDE_CTX_CLEAR_PATIENCE"
+ENV_FREE = "CLAUDE_CTX_CLEAR_FREE"  # the free move's (engine.twins.free_moves)
+FREE_OFF = ("0", "false", "no", "off")
+FREE_ON = ("1", "true", "yes", "on")
 ENV_NAMES = (
     ENV_TRIGGER,
     ENV_KEEP,
@@ -38,6 +41,7 @@ ENV_NAMES = (
     ENV_POLICY,
     ENV_CEILING,
     ENV_PATIENCE,
+    ENV_FREE,
 )
 
 # Chosen by bench/clearing_sweep.py over the shared real sessions (README, "Server-side
@@ -83,6 +87,9 @@ def knob_errors(env: Mapping[str, str]) -> list[str]:
     policy = env.get(ENV_POLICY)
     if policy is not None and policy.strip() and policy.strip().lower() not in ("paid", "fixed"):
         errors.append(f"{ENV_POLICY}={policy!r} is not paid or fixed; the default is used")
+    free = env.get(ENV_FREE)
+    if free is not None and free.strip() and free.strip().lower() not in FREE_OFF + FREE_ON:
+        errors.append(f"{ENV_FREE}={free!r} is not 0 or 1; the default (on) is used")
     return errors
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from engine.api.context_editing import blocks_of, is_block
 from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
-from engine.twins.context_clear import trailing_results
+from engine.twins.context_clear import ENV_FREE, FREE_OFF, trailing_results
 from engine.twins.policy import (
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
@@ -48,8 +48,6 @@ from engine.twins.policy import (
     value_size,
 )
 
-ENV_FREE = "CLAUDE_CTX_CLEAR_FREE"
-OFF = ("0", "false", "no", "off")
 MARK = "cache_control"
 MARK_LEN = utf16_len(MARK)
 
@@ -59,7 +57,7 @@ Fingerprint = list[tuple[Any, int]]
 def free_from_env(env: Mapping[str, str]) -> bool:
     """``CLAUDE_CTX_CLEAR_FREE``: on unless ``0``, ``false``, ``no`` or ``off`` (blanks around
     and case ignored)."""
-    return (env.get(ENV_FREE) or "").strip().lower() not in OFF
+    return (env.get(ENV_FREE) or "").strip().lower() not in FREE_OFF
 
 
 def stable_block_size(block: Any) -> int:

@@ -22,8 +22,26 @@ def test_the_clearing_rows_are_the_variables_the_twin_reads() -> None:
         "CLAUDE_CTX_CLEAR_POLICY",
         "CLAUDE_CTX_CLEAR_CEILING",
         "CLAUDE_CTX_CLEAR_PATIENCE",
+        "CLAUDE_CTX_CLEAR_FREE",
         "CLAUDE_CTX_CLEAR_WINDOW_GUARD",
     }
+
+
+def test_the_free_move_knob_takes_on_and_off_words() -> None:
+    from engine.twins.free_moves import free_from_env
+
+    for raw in ("0", " off ", "FALSE", "no"):
+        assert not free_from_env({"CLAUDE_CTX_CLEAR_FREE": raw}), raw
+        assert knob_errors({"CLAUDE_CTX_CLEAR_FREE": raw}) == [], raw
+    for raw in ("1", "yes", "", " On"):
+        assert free_from_env({"CLAUDE_CTX_CLEAR_FREE": raw}), raw
+        assert knob_errors({"CLAUDE_CTX_CLEAR_FREE": raw}) == [], raw
+    assert free_from_env({})
+    # a word it does not know: on, and said so
+    assert free_from_env({"CLAUDE_CTX_CLEAR_FREE": "maybe"})
+    assert knob_errors({"CLAUDE_CTX_CLEAR_FREE": "maybe"}) == [
+        "CLAUDE_CTX_CLEAR_FREE='maybe' is not 0 or 1; the default (on) is used"
+    ]
 
 
 def test_the_integer_bounds_are_the_twins() -> None:
