@@ -5,8 +5,8 @@ request's prefix changed anyway: the text prune's step rewrote an older message,
 micro-compaction emptied an old tool result, the user rewound the conversation. Such a request
 rewrites the prompt cache from the first changed message whatever the clearing does, so a move
 of the cleared part costs nothing extra there. The hindsight optimum (``engine/replay/oracle.py``)
-puts its moves on exactly those requests; ``bench/free_moves.py`` measured what the online rule
-gains by doing the same.
+puts its moves on exactly those requests. ``bench/oracle_gap.py`` measures the rule with it and,
+under ``--env CLAUDE_CTX_CLEAR_FREE=0``, without it (``docs/clearing-defaults.md``).
 
 The rule, per conversation (:class:`Conversation`, the twin of the injected JavaScript's and the
 gateway's memory):
