@@ -60,6 +60,23 @@ for (const ledger of ["0", "1"]) {
     console.log(`${policy}, ledger ${ledger === "0" ? "off" : "on "}: ${messages.length} messages (${(bytes / 1024).toFixed(0)} KB), keep ${keep}, ${ms.toFixed(3)} ms per request`);
   }
 }
+// The free move's memory (CLAUDE_CTX_CLEAR_FREE, on by default): the same request with the knob
+// on and off, interleaved in rounds so that a busy machine slows both alike; the medians.
+process.env.CTXPATCH_LEDGER = "0";
+process.env.CLAUDE_CTX_CLEAR_POLICY = "paid";
+const rounds = { on: [], off: [] };
+for (let round = 0; round < 41; round++) {
+  for (const free of ["1", "0"]) {
+    process.env.CLAUDE_CTX_CLEAR_FREE = free;
+    for (let i = 0; i < 20; i++) clear(request);
+    const n = 100, t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) clear(request);
+    rounds[free === "1" ? "on" : "off"].push(Number(process.hrtime.bigint() - t0) / 1e6 / n);
+  }
+}
+delete process.env.CLAUDE_CTX_CLEAR_FREE;
+const median = (xs) => xs.slice().sort((a, b) => a - b)[xs.length >> 1];
+console.log(`paid, free move on: ${median(rounds.on).toFixed(3)} ms, off: ${median(rounds.off).toFixed(3)} ms per request (medians of 41 interleaved rounds)`);
 // "watch" on an APIPromise-like object whose response never comes: the synchronous part only.
 const never = new Promise(() => {});
 const pending = { asResponse: () => never, then: (a, b) => never.then(a, b) };

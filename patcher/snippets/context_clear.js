@@ -35,6 +35,10 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   reach this many tokens of 4 characters (integer >= 1)
   //   CLAUDE_CTX_CLEAR_PATIENCE       paid: percent of the break-even rent paid before a
   //                                   move (integer >= 0; 100 = break even)
+  //   CLAUDE_CTX_CLEAR_FREE           paid: the free move (on unless 0/false/no/off): where
+  //                                   the prompt cache breaks anyway (an older message
+  //                                   changed, the list got shorter), the cleared part moves
+  //                                   as far as it may and stays there until a compaction
   //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
   //   CLAUDE_CTX_CLEAR_DEBUG=FILE     append one JSON line per decision to FILE
   //                                   (default: CLAUDE_TEXT_PRUNE_DEBUG)
@@ -313,8 +317,9 @@ function _ctxpatchContextClearing(value, mode) {
     return isObject(message) ? message.role : undefined;
   }
 
-  // How many of the oldest tool uses the paid policy clears with these messages.
-  function paidBoundary(messages, edit, ceiling, patience, rest, extra) {
+  // How many of the oldest tool uses the paid policy clears with these messages. prints: null,
+  // or {roles: [], sizes: []} to fill with the messages' fingerprint (the free move's).
+  function paidBoundary(messages, edit, ceiling, patience, rest, extra, prints) {
     var results = {};
     var i, j, blocks;
     for (i = 0; i < messages.length; i++) {
@@ -341,7 +346,17 @@ function _ctxpatchContextClearing(value, mode) {
     }
     for (i = 0; i < messages.length; i++) {
       var role = roleOf(messages[i]);
-      if (role === "user" || role === "assistant") total += contentSize(messages[i].content);
+      var size = 0;
+      if (role === "user" || role === "assistant") {
+        size = contentSize(messages[i].content);
+        total += size;
+      } else if (prints !== null && isObject(messages[i])) {
+        size = contentSize(messages[i].content);
+      }
+      if (prints !== null) {
+        prints.roles.push(roleKey(role));
+        prints.sizes.push(size - markSize(messages[i]));
+      }
       if (role === "assistant") {
         trailing = 0;
         blocks = blocksOf(messages[i]);
@@ -373,7 +388,120 @@ function _ctxpatchContextClearing(value, mode) {
     return cleared;
   }
 
-  // Process-wide memory: models the API refused the edit for, the last model sent.
+  // --- the free move (twin: engine/twins/free_moves.py) --------------------------------------
+  // The paid rule sees one list at a time, so it cannot know that a request rewrites the prompt
+  // cache anyway: the text prune rewrote an older message, a micro-compaction emptied an old
+  // tool result, the user rewound. A move there costs nothing extra. So the policy remembers, per
+  // conversation, the last request's fingerprint (each message's role and size: contentSize
+  // without a cache_control entry, which Claude Code moves to the newest messages on every
+  // request; text, thinking, media and tool_result blocks never count it) and the boundary the
+  // last free move set. A request BROKE the cache when its list starts with the same message as
+  // the previous one and is shorter, or differs before the previous last message; then, when the
+  // edit may clear more (all but KEEP and the round in progress) than the paid rule and the last
+  // free move, it clears all it may, and holds that boundary until the list holds fewer tool uses
+  // (a compaction). A conversation is told by Claude Code's session id and its first message
+  // (role, size, its first 64 characters of text); the 16 most recently used are remembered.
+  // Integers and equality only. Off with CLAUDE_CTX_CLEAR_FREE=0.
+  var MARK_LEN = 13; // "cache_control".length
+  var OTHER_ROLE = {}; // a role that is not a string, number, boolean or null
+  var CONVERSATIONS = 16;
+  var NEW = 0;
+  var GREW = 1;
+  var BROKE = 2;
+
+  function freeOn(env) {
+    var raw = strip(envText(env, "CLAUDE_CTX_CLEAR_FREE")).toLowerCase();
+    return raw !== "0" && raw !== "false" && raw !== "no" && raw !== "off";
+  }
+
+  // A role as Python compares it: null for none, a boolean as its number (True == 1).
+  function roleKey(role) {
+    if (role === undefined || role === null) return null;
+    if (typeof role === "string" || typeof role === "number") return role;
+    if (typeof role === "boolean") return role ? 1 : 0;
+    return OTHER_ROLE;
+  }
+
+  // What the cache_control entries of a message's blocks add to its contentSize.
+  function markSize(message) {
+    var blocks = blocksOf(message);
+    var sum = 0;
+    for (var i = 0; i < blocks.length; i++) {
+      var b = blocks[i];
+      if (!isObject(b)) continue;
+      var t = b.type;
+      if (t === "text" || t === "tool_result" || t === "thinking" || t === "image") continue;
+      if (t === "document" || !Object.prototype.hasOwnProperty.call(b, "cache_control")) continue;
+      sum += MARK_LEN + valueSize(b.cache_control, 1);
+    }
+    return sum;
+  }
+
+  // How a list follows the conversation's previous one (twin: change).
+  function change(conv, prints) {
+    var roles = prints.roles;
+    var sizes = prints.sizes;
+    var was = conv.roles;
+    var n = was.length;
+    if (n === 0 || roles.length === 0 || roles[0] !== was[0] || sizes[0] !== conv.sizes[0]) {
+      return NEW;
+    }
+    if (roles.length < n) return BROKE;
+    for (var i = 0; i < n - 1; i++) {
+      if (roles[i] !== was[i] || sizes[i] !== conv.sizes[i]) return BROKE;
+    }
+    return GREW;
+  }
+
+  // The conversation of these messages (created, or moved to the most recent end).
+  function conversationOf(mem, session, messages, prints) {
+    var first = messages[0];
+    var text = "";
+    var content = isObject(first) ? first.content : undefined;
+    if (typeof content === "string") text = content;
+    else if (Array.isArray(content)) {
+      for (var j = 0; j < content.length; j++) {
+        if (blockType(content[j]) === "text") {
+          if (typeof content[j].text === "string") text = content[j].text;
+          break;
+        }
+      }
+    }
+    var role = prints.roles[0];
+    var key = [
+      typeof session === "string" ? session : "",
+      role === OTHER_ROLE ? "\u0001" : String(role),
+      String(prints.sizes[0]),
+      text.slice(0, 64),
+    ].join("\u0000");
+    if (!Array.isArray(mem.conversations)) mem.conversations = [];
+    var list = mem.conversations;
+    var conv = null;
+    for (var i = 0; i < list.length; i++) {
+      if (list[i].key === key) {
+        conv = list.splice(i, 1)[0];
+        break;
+      }
+    }
+    if (conv === null) conv = { key: key, roles: [], sizes: [], forced: 0 };
+    list.push(conv);
+    while (list.length > CONVERSATIONS) list.shift();
+    return conv;
+  }
+
+  // Tool uses the edit clears (twin: Conversation.cleared_after): the paid rule's, or more
+  // after a free move. limit: what it may clear; paid: what the paid rule clears.
+  function freeCleared(conv, prints, uses, limit, paid) {
+    var how = change(conv, prints);
+    conv.roles = prints.roles;
+    conv.sizes = prints.sizes;
+    if (how === NEW || uses < conv.forced) conv.forced = 0;
+    if (how === BROKE && limit > Math.max(paid, conv.forced)) conv.forced = limit;
+    return Math.max(paid, Math.min(conv.forced, limit));
+  }
+
+  // Process-wide memory: models the API refused the edit for, the last model sent, the
+  // conversations of the free move.
   function memory() {
     var self = _ctxpatchContextClearing;
     if (!isObject(self.memory)) {
@@ -382,6 +510,7 @@ function _ctxpatchContextClearing(value, mode) {
         sent: {},
         lastModel: null,
         decision: null,
+        conversations: [],
         log: { busy: false, queue: [], fs: null, opening: null, hooked: false, open: [] },
       };
     }
@@ -665,19 +794,33 @@ function _ctxpatchContextClearing(value, mode) {
       var ceiling = envInt(env, "CLAUDE_CTX_CLEAR_CEILING", 1);
       var patience = envInt(env, "CLAUDE_CTX_CLEAR_PATIENCE", 0);
       var messages = request.messages;
+      var prints = freeOn(env) ? { roles: [], sizes: [] } : null;
       var cleared = paidBoundary(
         messages,
         edit,
         ceiling === null ? DEFAULT_CEILING : ceiling,
         patience === null ? DEFAULT_PATIENCE : patience,
         uncachedSystem(request.system),
-        writeExtra(request.system)
+        writeExtra(request.system),
+        prints
       );
       var uses = 0;
       for (var k = 0; k < messages.length; k++) {
         if (roleOf(messages[k]) === "assistant") uses += countType(blocksOf(messages[k]), "tool_use");
       }
-      keep = Math.max(uses - cleared, keepFor(messages, edit.keep.value, 1));
+      var least = keepFor(messages, edit.keep.value, 1); // KEEP and the round in progress
+      keep = Math.max(uses - cleared, least);
+      if (prints !== null) {
+        try {
+          var session = mem.decision !== null ? mem.decision.session : sessionOf(request);
+          var conv = conversationOf(mem, session, messages, prints);
+          var limit = Math.max(0, uses - least);
+          var more = freeCleared(conv, prints, uses, limit, Math.max(0, uses - keep));
+          keep = Math.max(uses - more, least);
+        } catch (e) {
+          // the paid rule's keep: the memory never breaks a request
+        }
+      }
     } else {
       var step = envInt(env, "CLAUDE_CTX_CLEAR_STEP", 1);
       keep = keepFor(request.messages, edit.keep.value, step === null ? DEFAULT_STEP : step);

@@ -41,6 +41,7 @@ const fn = SNIPPET;
 const names = NAMES;
 const out = [];
 for (const [env, messages, system] of CASES) {
+  delete fn.memory; // each case on its own: no conversation remembered (the free move)
   for (const n of [...names, "CLAUDE_CTX_CLEAR_WINDOW_GUARD"]) delete process.env[n];
   Object.assign(process.env, env);
   const req = {model: "claude-sonnet-4-5", messages, betas: [], max_tokens: 1, system, tools: __TOOLS__};

@@ -33,6 +33,7 @@ const rl = readline.createInterface({input: process.stdin});
 for await (const line of rl) {
   const out = [];
   for (const env of JSON.parse(line)) {
+    delete fn.memory; // each case on its own: no conversation remembered (the free move)
     for (const n of names) delete process.env[n];
     Object.assign(process.env, env);
     const req = {model: "claude-sonnet-4-5", messages: [], betas: [], max_tokens: 1};

@@ -36,6 +36,7 @@ const fn = SNIPPET;
 const names = NAMES;
 const out = [];
 for (const [env, bodies] of CASES) {
+  delete fn.memory; // each case one conversation: none remembered from the cases before
   for (const n of [...names, "CLAUDE_CTX_CLEAR_WINDOW_GUARD"]) delete process.env[n];
   Object.assign(process.env, env);
   const keeps = [];
