@@ -1,0 +1,470 @@
+"""Differential test: the free move of the injected clearing JavaScript (its memory of the
+conversations, CLAUDE_CTX_CLEAR_FREE) against its Python twin ``engine.twins.free_moves``, under
+node, over SEQUENCES of requests sent to one node process as Claude Code sends them.
+
+Generated conversations grow by rounds and, at random, have an earlier message's text shortened
+(the text prune's step), an old tool result emptied (a micro-compaction), the list cut shorter (a
+rewind), a compaction (a new first message and the last few messages); every request carries
+``cache_control`` on the last block of its last one or two messages (Claude Code 2.1.112 marks the
+last one, 2.0.x-2.1.7 the last two; a tool_use block is marked too); two or three conversations
+are interleaved (different first messages, or the same first message under different session ids
+in ``metadata.user_id``); the knob is turned off now and then. The twin keeps one
+:class:`Conversation` per conversation key (:func:`js_key`, the JavaScript's: the session id,
+the first message's role, size and first 64 UTF-16 units of text), the 16 most recently used,
+like the JavaScript. The keeps must be equal request by request, and free moves must happen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from conftest import injected_clearing_js, need
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from policy_conversations import conversations
+
+from engine.twins.context_clear import ENV_FREE, ENV_NAMES, knobs_from_env
+from engine.twins.free_moves import (
+    Conversation,
+    free_edit,
+    free_from_env,
+    message_size,
+    role_of,
+)
+from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env
+from engine.twins.policy_scan import system_facts
+
+DRIVER = r"""
+import { readFileSync } from "node:fs";
+const STEPS = JSON.parse(readFileSync(0, "utf8"));
+const fn = SNIPPET;
+const names = [...NAMES, "CLAUDE_CTX_CLEAR_WINDOW_GUARD", "CTXPATCH_LEDGER"];
+const out = [];
+for (const [env, body] of STEPS) {
+  for (const n of names) delete process.env[n];
+  Object.assign(process.env, env);
+  const req = JSON.parse(body);
+  const frozen = JSON.stringify(req);
+  const sent = fn(req);
+  if (JSON.stringify(req) !== frozen) throw new Error("the input was mutated");
+  out.push(sent === req ? null : sent.context_management.edits.at(-1).keep.value);
+}
+const kept = fn.memory.conversations.length;
+process.stdout.write(JSON.stringify({keeps: out, kept}));
+"""
+
+MARK = {"type": "ephemeral"}
+SYSTEMS: list[Any] = [
+    [{"type": "text", "text": "You are Claude Code. " * 200, "cache_control": MARK}],
+    [
+        {"type": "text", "text": "You are Claude Code.", "cache_control": MARK},
+        {"type": "text", "text": "Instructions \u00e9\U0001f600 " * 300},
+    ],
+    [{"type": "text", "text": "You are Claude Code.", "cache_control": {**MARK, "ttl": "1h"}}],
+]
+OFF = ["0", "off", " FALSE ", "No"]
+ON = ["", "1", "on", "yes", "whatever"]
+CONVERSATIONS = 16  # what the JavaScript remembers
+
+
+def utf16_head(text: str, n: int) -> str:
+    """JavaScript's ``text.slice(0, n)``."""
+    raw = text.encode("utf-16-le", "surrogatepass")[: 2 * n]
+    return raw.decode("utf-16-le", "surrogatepass")
+
+
+def _role_text(role: Any) -> str:
+    """``String(roleKey(role))`` in the JavaScript (an object's role: one marker)."""
+    if role is None:
+        return "null"
+    if isinstance(role, bool):
+        return "1" if role else "0"
+    if isinstance(role, (str, int)):
+        return str(role)
+    return "\x01"
+
+
+def js_key(session: str | None, messages: list[dict]) -> tuple[str, str, str, str]:
+    """The JavaScript's conversation key: the session id, the first message's role and
+    ``message_size``, the first 64 UTF-16 units of its first text (string content, or the first
+    text block's)."""
+    if not messages:
+        return (session or "", "undefined", "undefined", "")
+    first = messages[0]
+    content = first.get("content")
+    text = ""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text":
+                text = b["text"] if isinstance(b.get("text"), str) else ""
+                break
+    return (
+        session or "",
+        _role_text(role_of(first)),
+        str(message_size(first)),
+        utf16_head(text, 64),
+    )
+
+
+class Twin:
+    """The twin of the JavaScript's process-wide memory: a Conversation per key, LRU of 16."""
+
+    def __init__(self) -> None:
+        self.conversations: OrderedDict[tuple[str, ...], Conversation] = OrderedDict()
+        self.moves = 0  # free moves made (all conversations, evicted ones too)
+
+    def keep(self, env: dict[str, str], session: str | None, body: dict) -> int | None:
+        edit = knobs_from_env(env)
+        if edit is None:
+            return None
+        messages = body["messages"]
+        rest, extra = system_facts(body.get("system"))
+        knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
+        if not free_from_env(env):
+            return paid_edit(edit, messages, *knobs).keep
+        key = js_key(session, messages)
+        conv = self.conversations.pop(key, None) or Conversation()
+        self.conversations[key] = conv
+        while len(self.conversations) > CONVERSATIONS:
+            self.conversations.popitem(last=False)
+        before = conv.moves
+        keep = free_edit(conv, edit, messages, *knobs).keep
+        self.moves += conv.moves - before
+        return keep
+
+
+def marked(messages: list[dict], last: int) -> list[dict]:
+    """The list as Claude Code sends it: ``cache_control`` on the last block of the ``last``
+    newest messages (a string content becomes one text block)."""
+    out = list(messages)
+    for i in range(max(0, len(out) - last), len(out)):
+        m = out[i]
+        content = m.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list) or not content or not isinstance(content[-1], dict):
+            continue
+        out[i] = {**m, "content": [*content[:-1], {**content[-1], "cache_control": MARK}]}
+    return out
+
+
+def _points(msgs: list[dict]) -> list[int]:
+    """The request points of a list: a user message followed by an assistant one, and the end."""
+    return [
+        i
+        for i in range(1, len(msgs) + 1)
+        if i == len(msgs) or (msgs[i - 1]["role"] == "user" and msgs[i]["role"] == "assistant")
+    ]
+
+
+@dataclass
+class Thread:
+    """One conversation of a case: its base rounds, what Claude Code holds now, its session."""
+
+    base: list[dict]
+    session: str | None
+    user_id: str | None
+    marks: int
+    history: list[dict] = field(default_factory=list)
+    at: int = 0  # messages of ``base`` consumed
+    compactions: int = 0
+
+
+def _uuid(rnd: random.Random) -> str:
+    h = f"{rnd.getrandbits(128):032x}"
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
+
+
+def _user_id(rnd: random.Random, session: str | None) -> str | None:
+    if session is None:
+        return None
+    if rnd.random() < 0.3:  # before 2.1.x: user_<hash>_account_<uuid>_session_<uuid>
+        return f"user_{'ab' * 32}_account_{_uuid(rnd)}_session_{session}"
+    return json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": session})
+
+
+def _shorten(m: dict) -> dict | None:
+    """The message with its text halved (the text prune's step), or None when it holds none."""
+    content = m.get("content")
+    if isinstance(content, str):
+        return {**m, "content": content[: len(content) // 2]} if content else None
+    if not isinstance(content, list):
+        return None
+    for j, b in enumerate(content):
+        if isinstance(b, dict) and b.get("type") == "text" and b.get("text"):
+            cut = {**b, "text": b["text"][: len(b["text"]) // 2]}
+            return {**m, "content": [*content[:j], cut, *content[j + 1 :]]}
+    return None
+
+
+def _emptied(m: dict) -> dict | None:
+    """The message with its first non-empty tool result cleared (a micro-compaction)."""
+    content = m.get("content")
+    if not isinstance(content, list):
+        return None
+    for j, b in enumerate(content):
+        if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("content"):
+            done = {**b, "content": "[Old tool result content cleared]"}
+            return {**m, "content": [*content[:j], done, *content[j + 1 :]]}
+    return None
+
+
+def _grow(t: Thread) -> bool:
+    ends = [p for p in _points(t.base) if p > t.at]
+    if not ends:
+        return False
+    t.history = t.history + t.base[t.at : ends[0]]
+    t.at = ends[0]
+    return True
+
+
+def _step(rnd: random.Random, t: Thread) -> None:
+    """Move the thread on by one request: a round more, or one of Claude Code's changes."""
+    roll = rnd.random()
+    n = len(t.history)
+    if roll < 0.12 and n > 2:  # the text prune shortens an earlier message
+        for i in rnd.sample(range(n - 1), n - 1):
+            new = _shorten(t.history[i])
+            if new is not None and i > 0:
+                t.history = [*t.history[:i], new, *t.history[i + 1 :]]
+                return
+    elif roll < 0.22 and n > 2:  # a micro-compaction empties an old tool result
+        for i in range(n - 1):
+            new = _emptied(t.history[i])
+            if new is not None:
+                t.history = [*t.history[:i], new, *t.history[i + 1 :]]
+                return
+    elif roll < 0.28 and n > 2:  # a rewind: the list cut at an earlier request point
+        points = [p for p in _points(t.history) if p < n and t.history[p - 1]["role"] == "user"]
+        if points:
+            t.history = t.history[: rnd.choice(points)]
+            return
+    elif roll < 0.33 and n > 4:  # a compaction: a summary, then the last few messages
+        t.compactions += 1
+        tail = t.history[-rnd.choice([1, 3]) :] if t.history[-1]["role"] == "user" else []
+        summary = f"Summary {t.compactions} of the conversation so far. " * rnd.randint(1, 40)
+        t.history = [{"role": "user", "content": summary}, *tail]
+        return
+    if not _grow(t) and n > 1:
+        t.history = t.history[:-1] if t.history[-1]["role"] == "assistant" else t.history
+
+
+def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str]], list[Any]]:
+    """The steps of one case (env and body per request, for node) and what the twin needs
+    (env, session, body) per request."""
+    rnd = random.Random(seed)
+    env: dict[str, str] = {}
+    if rnd.random() < 0.5:
+        env["CLAUDE_CTX_CLEAR_KEEP"] = rnd.choice(["0", "1", "3"])
+    if rnd.random() < 0.5:
+        env["CLAUDE_CTX_CLEAR_PATIENCE"] = rnd.choice(["0", "100", "400", "100000"])
+    if rnd.random() < 0.3:
+        env["CLAUDE_CTX_CLEAR_CEILING"] = rnd.choice(["20000", "90000"])
+    system = rnd.choice(SYSTEMS)
+    threads: list[Thread] = []
+    for k, base in enumerate(bases):
+        session = _uuid(rnd) if rnd.random() < 0.8 else None
+        if k > 0 and threads[0].session is not None and rnd.random() < 0.5:
+            # the same first message under another session id
+            base = [threads[0].base[0], *base[1:]]
+            session = _uuid(rnd)
+        else:
+            base = [{"role": "user", "content": f"Task {k}: " + str(base[0]["content"])}, *base[1:]]
+        t = Thread(base, session, _user_id(rnd, session), rnd.choice([1, 2]))
+        _grow(t)
+        threads.append(t)
+    steps: list[tuple[dict, str]] = []
+    twin: list[Any] = []
+    for _ in range(rnd.randint(10, 60)):
+        t = rnd.choice(threads)
+        step_env = dict(env)
+        free = rnd.choice(OFF) if rnd.random() < 0.1 else rnd.choice(ON)
+        if free:
+            step_env[ENV_FREE] = free
+        step_env["CTXPATCH_LEDGER"] = rnd.choice(["0", "1"])  # the session read twice ways
+        body: dict[str, Any] = {
+            "model": "claude-sonnet-4-5",
+            "messages": marked(t.history, t.marks),
+        }
+        body.update({"system": system, "betas": [], "max_tokens": 1})
+        if t.user_id is not None:
+            body["metadata"] = {"user_id": t.user_id}
+        steps.append((step_env, json.dumps(body, ensure_ascii=False)))
+        twin.append((step_env, t.session, body))
+        _step(rnd, t)
+    return steps, twin
+
+
+_CACHE: list[str] = []
+
+
+def run_node(steps: list[tuple[dict, str]]) -> dict:
+    node = need("node", "node is the ground truth for JavaScript")
+    if not _CACHE:
+        _CACHE.append(injected_clearing_js())
+    script = DRIVER.replace("NAMES", json.dumps(ENV_NAMES)).replace("SNIPPET", _CACHE[0])
+    res = subprocess.run(
+        [node, "--input-type=module", "-e", script],
+        input=json.dumps(steps).encode(),
+        capture_output=True,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "CTXPATCH_"))},
+            "XDG_STATE_HOME": "/nonexistent-ctxpatch-test",  # no ledger line is written anyway
+        },
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    return json.loads(res.stdout)
+
+
+def twin_keeps(twin_steps: list[Any], twin: Twin | None = None) -> tuple[list[int | None], Twin]:
+    twin = twin or Twin()
+    return [twin.keep(env, session, body) for env, session, body in twin_steps], twin
+
+
+_BASES = st.lists(conversations(), min_size=1, max_size=3)
+
+
+@pytest.mark.node
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), bases=_BASES)
+def test_the_javascript_remembers_the_conversations_as_the_twin_does(seed, bases) -> None:
+    steps, twin_steps = case(seed, bases)
+    got = run_node(steps)
+    want, twin = twin_keeps(twin_steps)
+    assert got["keeps"] == want
+    assert got["kept"] == len(twin.conversations)
+
+
+def _base(rounds: int, result: int = 3_000) -> list[dict]:
+    msgs: list[dict] = [{"role": "user", "content": "Fix the tests, please."}]
+    for k in range(rounds):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"p": "f" * 40}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * result}
+        msgs.append(
+            {"role": "assistant", "content": [{"type": "text", "text": "Let me see."}, use]}
+        )
+        msgs.append({"role": "user", "content": [res]})
+        if k % 4 == 3:
+            msgs.append({"role": "assistant", "content": [{"type": "text", "text": "Done that."}]})
+            msgs.append({"role": "user", "content": [{"type": "text", "text": "Go on " * 30}]})
+    return msgs
+
+
+@pytest.mark.node
+def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
+    """Fixed seeds over long conversations: the JavaScript's keeps equal the twin's request by
+    request, the twin made free moves, and they changed what was sent (the stateless rule's
+    keeps differ on some requests): the free move is there, and the test can fail."""
+    steps: list[tuple[dict, str]] = []
+    twin_steps: list[Any] = []
+    for seed in range(12):
+        rnd = random.Random(seed)
+        bases = [_base(rnd.randint(10, 30), rnd.choice([500, 3_000, 9_000])) for _ in range(3)]
+        s, t = case(seed, bases)
+        steps += s
+        twin_steps += t
+    got = run_node(steps)
+    want, twin = twin_keeps(twin_steps)
+    assert got["keeps"] == want
+    assert twin.moves >= 10, twin.moves
+    stateless = []
+    for env, _session, body in twin_steps:
+        edit = knobs_from_env(env)
+        assert edit is not None
+        rest, extra = system_facts(body.get("system"))
+        knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
+        stateless.append(paid_edit(edit, body["messages"], *knobs).keep)
+    lower = sum(1 for a, b in zip(got["keeps"], stateless, strict=True) if a < b)
+    assert lower >= 10, lower
+    assert all(a <= b for a, b in zip(got["keeps"], stateless, strict=True))
+
+
+def _body(messages: list[dict], session: str | None = None) -> str:
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5", "messages": marked(messages, 2)}
+    body.update({"system": SYSTEMS[0], "betas": [], "max_tokens": 1})
+    if session is not None:
+        body["metadata"] = {"user_id": json.dumps({"session_id": session})}
+    return json.dumps(body)
+
+
+PATIENT = {"CLAUDE_CTX_CLEAR_PATIENCE": "100000"}  # the paid rule never moves on its own
+
+
+def _pruned(msgs: list[dict]) -> list[dict]:
+    new = _shorten(msgs[1])  # the first answer's text
+    assert new is not None
+    return [msgs[0], new, *msgs[2:]]
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("others", [15, 16])
+def test_the_16_most_recent_conversations_are_remembered(others: int) -> None:
+    """A conversation of 12 tool uses, then ``others`` other conversations, then the first one
+    with an earlier message shortened: remembered (15 others), the edit clears all but KEEP (1);
+    forgotten (16 others: the 17th most recent), it is a new conversation and the paid rule's
+    keep (all 12: it never moves at this patience) goes."""
+    msgs = _base(12)
+    steps = [(PATIENT, _body(msgs))]
+    steps += [(PATIENT, _body([{"role": "user", "content": f"Other {k}"}])) for k in range(others)]
+    steps.append((PATIENT, _body(_pruned(msgs))))
+    got = run_node(steps)
+    assert got["keeps"][-1] == (1 if others == 15 else 12)
+    assert got["kept"] == 16
+    want, _ = twin_keeps([(env, None, json.loads(b)) for env, b in steps])
+    assert got["keeps"] == want
+
+
+@pytest.mark.node
+def test_the_session_id_tells_two_conversations_with_the_same_first_message() -> None:
+    """Two sessions of the same task: the second one's shorter list is not the first one
+    rewound (no free move: the paid keep, all 10 tool uses), while within one session it is
+    (all but KEEP 1 and the round in progress, 1 result, are cleared: 1 kept)."""
+    a, b = _uuid(random.Random(1)), _uuid(random.Random(2))
+    msgs = _base(12)
+    steps = [
+        (PATIENT, _body(msgs, a)),
+        (PATIENT, _body(_pruned(msgs)[:-6], b)),  # another session: new, the paid keep
+        (PATIENT, _body(_pruned(msgs)[:-6], a)),  # the same session, rewound and pruned
+    ]
+    got = run_node(steps)
+    assert got["keeps"] == [12, 10, 1]
+    off = [({**env, ENV_FREE: "off"}, body) for env, body in steps]
+    assert run_node(off)["keeps"] == [12, 10, 10]
+
+
+@pytest.mark.node
+def test_odd_messages_never_break_the_memory() -> None:
+    """Roles that are not strings (the twin compares them with Python's ``==``: True is 1),
+    content that is neither a string nor blocks, a marked block of an unknown kind: the keeps
+    are the twin's and the edit is still sent."""
+    use = {"type": "tool_use", "id": "t0", "name": "Read", "input": {}}
+    res = {"type": "tool_result", "tool_use_id": "t0", "content": "r" * 900}
+    odd = [
+        {"role": True, "content": None},
+        {"role": "assistant", "content": [use, {"type": "custom", "cache_control": MARK}]},
+        {"role": "user", "content": [res]},
+        {"role": 1, "content": 7},
+        {"role": None, "content": [{"type": "text", "text": "x" * 99}]},
+        {"role": {"k": 1}, "content": "y"},
+        {"role": "assistant", "content": [{**use, "id": "t1"}]},
+        {"role": "user", "content": [{**res, "tool_use_id": "t1"}]},
+    ]
+    steps: list[tuple[dict, str]] = []
+    for n in (3, 6, 8, 7, 8):  # 7: a rewind, 2 uses, none of the round in progress
+        steps.append((PATIENT, _body(odd[:n])))
+    steps.append((PATIENT, _body([{**odd[0], "role": 1}, *odd[1:]])))  # True == 1: the same
+    got = run_node(steps)
+    want, twin = twin_keeps([(env, None, json.loads(b)) for env, b in steps])
+    assert got["keeps"] == want
+    assert all(isinstance(k, int) for k in got["keeps"])
+    assert twin.moves >= 1

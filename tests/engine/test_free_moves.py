@@ -1,0 +1,143 @@
+"""The free move's twin (engine.twins.free_moves) on small sequences whose keeps are computed by
+hand: no move while the list only grows (cache marks moving included), a prune-like change moves
+the cleared part to all it may clear, held on the next requests, reset by a compaction or a
+rewind below it; the knob off gives the stateless paid rule's keep."""
+
+from __future__ import annotations
+
+from engine.twins.context_clear import knobs_from_env
+from engine.twins.conversation_policy import PaidPolicy, clear_policy_from_env
+from engine.twins.free_moves import (
+    BROKE,
+    GREW,
+    NEW,
+    Conversation,
+    change,
+    fingerprint,
+    free_edit,
+    free_from_env,
+    message_size,
+    stable_block_size,
+)
+from engine.twins.policy import block_size, paid_edit
+
+MARK = {"type": "ephemeral"}
+EDIT = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
+NEVER = {"ceiling": 10**9, "patience": 10**6}  # the paid rule never moves on its own
+
+
+def rounds(n: int, first: int = 0, prompt: str = "p" * 100) -> list[dict]:
+    """A prompt, then ``n`` rounds of one Read (ids from ``first``) with 1,000-character
+    results; the list ends with the last round's result (1 result in progress)."""
+    msgs: list[dict] = [{"role": "user", "content": prompt}]
+    for k in range(first, first + n):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 1000}
+        msgs += [
+            {"role": "assistant", "content": [{"type": "text", "text": "look"}, use]},
+            {"role": "user", "content": [res]},
+        ]
+    return msgs
+
+
+def marked(msgs: list[dict], last: int) -> list[dict]:
+    """``cache_control`` on the last block of the ``last`` newest messages, as Claude Code
+    sends them."""
+    out = list(msgs)
+    for i in range(len(out) - last, len(out)):
+        blocks = out[i]["content"]
+        if isinstance(blocks, list):
+            out[i] = {**out[i], "content": [*blocks[:-1], {**blocks[-1], "cache_control": MARK}]}
+    return out
+
+
+def pruned(msgs: list[dict]) -> list[dict]:
+    """The first answer's text shortened, as the text prune's step rewrites an old message."""
+    first = msgs[1]
+    return [msgs[0], {**first, "content": [{"type": "text", "text": "lo"}, first["content"][1]]}]
+
+
+def keep(conv: Conversation, msgs: list[dict]) -> int:
+    assert EDIT is not None
+    return free_edit(conv, EDIT, msgs, **NEVER).keep
+
+
+def test_a_marked_tool_use_has_the_size_of_an_unmarked_one() -> None:
+    use = {"type": "tool_use", "id": "t0", "name": "Read", "input": {"p": "x"}}
+    text = {"type": "text", "text": "hello"}
+    marked_use = {**use, "cache_control": MARK}
+    # the policy's size counts the mark's key and values: "cache_control" + "type" + "ephemeral"
+    assert block_size(marked_use) == block_size(use) + 13 + 4 + 9
+    assert stable_block_size(marked_use) == stable_block_size(use) == block_size(use)
+    assert stable_block_size({**text, "cache_control": MARK}) == block_size(text) == 5
+    assert message_size({"role": "user", "content": [marked_use, text]}) == block_size(use) + 5
+    assert message_size({"role": "user", "content": "héllo"}) == 5
+    assert message_size({"role": "user", "content": None}) == 0
+
+
+def test_change_tells_new_grew_and_broke() -> None:
+    a = fingerprint(rounds(3))
+    assert change(None, a) == NEW and change([], a) == NEW and change(a, []) == NEW
+    assert change(a, fingerprint(rounds(3, prompt="other"))) == NEW  # another first message
+    assert change(a, fingerprint(rounds(4))) == GREW
+    assert change(a, a) == GREW
+    assert change(a, fingerprint(rounds(2))) == BROKE  # shorter: a rewind
+    # the previous last message may change (Claude Code re-marks it), no other one may
+    last_changed = [*rounds(3)[:-1], {"role": "user", "content": "typed"}]
+    assert change(a, fingerprint(last_changed)) == GREW
+    assert change(a, fingerprint([*pruned(rounds(3)), *rounds(3)[2:]])) == BROKE
+
+
+def test_a_free_move_where_the_cache_breaks_is_held_until_a_compaction() -> None:
+    conv = Conversation()
+    # growing, with the marks moving to the newest two messages (a marked tool_use among them):
+    # the paid rule never moves here, every tool use is kept
+    assert [keep(conv, marked(rounds(n), 2)) for n in (3, 4, 5)] == [3, 4, 5]
+    assert conv.moves == 0 and conv.forced == 0
+    # the first answer's text shortened: the cache breaks anyway; of 5 uses the edit may clear
+    # all but KEEP 1 and the result in progress (the same one): 4 cleared, 1 kept
+    assert keep(conv, marked([*pruned(rounds(5)), *rounds(5)[2:]], 2)) == 1
+    assert conv.moves == 1 and conv.forced == 4
+    # the next rounds grow the list: the 4 stay cleared, the new uses are kept
+    assert keep(conv, marked([*pruned(rounds(6)), *rounds(6)[2:]], 1)) == 2
+    assert keep(conv, marked([*pruned(rounds(7)), *rounds(7)[2:]], 2)) == 3
+    assert conv.moves == 1
+    # a compaction: a summary, then 4 new rounds; a new conversation, nothing held: all 4 kept
+    # (held, 3 of them would have been cleared)
+    summary = rounds(4, first=7, prompt="The summary of the conversation so far.")
+    assert keep(conv, marked(summary, 2)) == 4
+    assert conv.forced == 0 and conv.moves == 1
+
+
+def test_a_rewind_below_the_held_boundary_moves_again() -> None:
+    conv = Conversation()
+    assert keep(conv, rounds(6)) == 6
+    assert keep(conv, [*pruned(rounds(6)), *rounds(6)[2:]]) == 1  # 5 cleared
+    assert conv.forced == 5
+    # rewound to 3 uses (fewer than the 5 held): the old boundary goes; the shorter list broke
+    # the cache, so the edit clears all it may again: 2 of 3
+    assert keep(conv, [*pruned(rounds(3)), *rounds(3)[2:]]) == 1
+    assert conv.forced == 2 and conv.moves == 2
+
+
+def test_the_knob_off_is_the_paid_rule() -> None:
+    assert EDIT is not None
+    for off in ("0", "false", " OFF ", "No"):
+        assert not free_from_env({"CLAUDE_CTX_CLEAR_FREE": off})
+    for on in ("", "1", "on", "yes", "anything"):
+        assert free_from_env({"CLAUDE_CTX_CLEAR_FREE": on})
+    assert free_from_env({})
+    off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_FREE": "off"})
+    on = clear_policy_from_env({})
+    assert isinstance(off, PaidPolicy) and off.conversation is None
+    assert isinstance(on, PaidPolicy) and on.conversation is not None
+    grown, broke = rounds(5), [*pruned(rounds(5)), *rounds(5)[2:]]
+    assert paid_edit(EDIT, broke, **NEVER).keep == 5
+    conv = Conversation()
+    assert [keep(conv, grown), keep(conv, broke)] == [5, 1]
+    # the replay's policy at the same knobs: off, the stateless keep on the broken list too
+    knobs = {"CLAUDE_CTX_CLEAR_CEILING": "999999999", "CLAUDE_CTX_CLEAR_PATIENCE": "1000000"}
+    for free, want in (("off", [5, 5]), ("on", [5, 1])):
+        policy = clear_policy_from_env({**knobs, "CLAUDE_CTX_CLEAR_FREE": free})
+        assert policy is not None
+        assert [policy(EDIT, msgs, [], 0.0).keep for msgs in (grown, broke)] == want
