@@ -403,7 +403,9 @@ function _ctxpatchContextClearing(value, mode) {
   // (role, size, its first 64 characters of text); the 16 most recently used are remembered.
   // Integers and equality only. Off with CLAUDE_CTX_CLEAR_FREE=0.
   var MARK_LEN = 13; // "cache_control".length
-  var OTHER_ROLE = {}; // a role that is not a string, number, boolean or null
+  // a role that is not a string, number, boolean or null: one value for all (a constant kept
+  // across calls, which an object made per call would not be; JSON has no Infinity)
+  var OTHER_ROLE = Infinity;
   var CONVERSATIONS = 16;
   var NEW = 0;
   var GREW = 1;

@@ -460,11 +460,14 @@ def test_odd_messages_never_break_the_memory() -> None:
         {"role": "user", "content": [{**res, "tool_use_id": "t1"}]},
     ]
     steps: list[tuple[dict, str]] = []
-    for n in (3, 6, 8, 7, 8):  # 7: a rewind, 2 uses, none of the round in progress
+    # 8 twice: the same list (an object role included) grew by nothing; 3: another list of the
+    # same conversation, shorter (a break); 7: a rewind, 2 uses, none of the round in progress
+    for n in (8, 8, 3, 6, 8, 7, 8):
         steps.append((PATIENT, _body(odd[:n])))
     steps.append((PATIENT, _body([{**odd[0], "role": 1}, *odd[1:]])))  # True == 1: the same
     got = run_node(steps)
     want, twin = twin_keeps([(env, None, json.loads(b)) for env, b in steps])
     assert got["keeps"] == want
+    assert got["keeps"][:2] == [2, 2]  # no break: the object roles are equal
     assert all(isinstance(k, int) for k in got["keeps"])
     assert twin.moves >= 1
