@@ -2,10 +2,11 @@
 the ledger on stays within 0.1 ms of it off.
 
 Default mode, in-process (steadier than wall-clock latency on a loaded machine): ``begin`` (the
-session id: the header, or a regex over the body's last 16 KB), the SSE tap over a streamed
-reply (it keeps the two lines that hold the numbers), ``finish`` and ``record`` (an append: the
-line is made and written on the ledger's own thread); then, apart, what making the line costs
-there (the two lines parsed, the line encoded).
+session id: the header, or a regex over the body's last 16 KB), the SSE holder over a streamed
+reply (it holds the chunks as they pass; past 64 KB held it reads them, as the tap read every
+chunk before), ``finish`` and ``record`` (an append: the line is made and written on the
+ledger's own thread); then, apart, what making the line costs there (the held chunks read for
+the two lines that hold the numbers, those parsed, the line encoded).
 
 ``--paired``: two real gateways, each in its own process, in front of the same loopback upstream,
 the ledger writing into a scratch ``XDG_STATE_HOME``, and the same request straight to the
@@ -586,7 +587,7 @@ def _bench(args: argparse.Namespace) -> int:
                 f"{what}: body {len(body) / 1e3:.0f} KB, reply {sum(map(len, chunks)) / 1e3:.0f} KB in {len(chunks)} chunks: "
                 f"p50 {statistics.median(per) * 1e3:.3f} ms, p99 {per[int(len(per) * 0.99)] * 1e3:.3f} ms per request "
                 "CPU in total, spread over the stream; then, off the path, the line made (the "
-                f"reply's two lines parsed, the line encoded) p50 {statistics.median(made) * 1e6:.1f} us"
+                f"chunks held read, the two lines parsed, the line encoded) p50 {statistics.median(made) * 1e6:.1f} us"
             )
         assert led.flush(30)
         print(

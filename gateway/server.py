@@ -65,8 +65,6 @@ from usage import ledger as usage_ledger
 log = logging.getLogger("ctxpatch.gateway")
 
 HOST = "127.0.0.1"
-# the request's usage.ledger.RequestRecord, kept on the aiohttp request
-_LEDGER = web.RequestKey("ctxpatch.ledger", usage_ledger.RequestRecord)
 # the request's phases (gateway.phases), only when CTXPATCH_GATEWAY_PHASES=1
 _LAPS = web.RequestKey("ctxpatch.laps", phases.Laps)
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -423,8 +421,9 @@ class Gateway:
         _lap(request, "decide")
         if log.isEnabledFor(logging.DEBUG):  # redacted() walks every header: only when shown
             log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
+        rec = None  # the request's ledger record (usage.ledger), handed down
         if self.ledger is not None and decision.reason != "not POST /v1/messages":
-            request[_LEDGER] = usage_ledger.begin(
+            rec = usage_ledger.begin(
                 request.headers, body, decision.model, decision.added, decision.reason
             )
         url = upstream_url(self._base, request.rel_url.raw_path_qs)
@@ -432,7 +431,7 @@ class Gateway:
             headers["Authorization"] = self._basic  # user:pass@ in the upstream URL
         _lap(request, "prepare")
         if not decision.added:
-            return await self._forward(request, url, headers, body, decision)
+            return await self._forward(request, url, headers, body, decision, rec=rec)
         sent_headers = headers
         if decision.beta is not None:
             sent_headers = CIMultiDict(headers)
@@ -440,7 +439,13 @@ class Gateway:
             sent_headers["anthropic-beta"] = decision.beta
         assert decision.parts is not None
         return await self._forward(
-            request, url, sent_headers, Pieces(decision.parts), decision, original=(headers, body)
+            request,
+            url,
+            sent_headers,
+            Pieces(decision.parts),
+            decision,
+            original=(headers, body),
+            rec=rec,
         )
 
     async def _forward(
@@ -451,6 +456,7 @@ class Gateway:
         body: bytes | Pieces,
         decision: Decision,
         original: tuple[CIMultiDict[str], bytes] | None = None,
+        rec: usage_ledger.RequestRecord | None = None,
     ) -> web.StreamResponse:
         assert self._session is not None and self._route is not None
         self.state.forwarded += 1
@@ -471,16 +477,16 @@ class Gateway:
             except aiohttp.ClientConnectorError as exc:
                 # nothing was sent: one more try after a pause rides out a blip
                 if attempt + 1 == CONNECT_ATTEMPTS:
-                    return self._unreachable(request, exc, decision)
+                    return self._unreachable(request, exc, decision, rec)
                 await asyncio.sleep(CONNECT_PAUSE)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                return self._unreachable(request, exc, decision)
+                return self._unreachable(request, exc, decision, rec)
         try:
             if original is not None and up.status == 400:
                 payload = await up.read()
                 model = refused_model(up.status, payload)
                 if model is None:
-                    return self._buffered(up, payload, decision, request)
+                    return self._buffered(up, payload, decision, request, rec=rec)
                 self.state.refused.add(model)
                 if decision.model:
                     self.state.refused.add(decision.model)  # the alias the client sends
@@ -490,18 +496,22 @@ class Gateway:
                     model,
                 )
                 again = Decision(model=model, reason="refused by the API, sent again unchanged")
-                return await self._forward(request, url, original[0], original[1], again)
+                return await self._forward(request, url, original[0], original[1], again, rec=rec)
             if original is not None:
                 self.state.added += 1
-            return await self._stream(request, up, decision)
+            return await self._stream(request, up, decision, rec)
         finally:
             up.close()  # a reply read to its end was already released; otherwise: disconnect
 
     def _unreachable(
-        self, request: web.Request, exc: BaseException, decision: Decision
+        self,
+        request: web.Request,
+        exc: BaseException,
+        decision: Decision,
+        rec: usage_ledger.RequestRecord | None = None,
     ) -> web.Response:
         """The 502 for an upstream that could not be reached or did not answer HTTP."""
-        self._record(request, 502, decision, why="upstream unreachable", lost=True)
+        self._record(rec, 502, decision, why="upstream unreachable", lost=True)
         what = _failure(exc)
         where = shown(self.state.upstream)
         if self._route is not None and self._route.proxy:
@@ -527,16 +537,16 @@ class Gateway:
         decision: Decision,
         request: web.Request,
         log: bool = True,
+        rec: usage_ledger.RequestRecord | None = None,
     ) -> web.Response:
         if log:
             self._line(request, up.status, decision)
-        rec = request.get(_LEDGER)
         if rec is not None:
             reader = rec.tap(up.headers)
             if reader is not None:
                 reader.feed(payload)
                 rec.close_tap()
-            self._record(request, up.status, decision, up.headers)
+            self._record(rec, up.status, decision, up.headers)
         resp = web.Response(status=up.status, reason=up.reason, body=payload)
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
@@ -545,14 +555,19 @@ class Gateway:
         return resp
 
     async def _stream(
-        self, request: web.Request, up: aiohttp.ClientResponse, decision: Decision
+        self,
+        request: web.Request,
+        up: aiohttp.ClientResponse,
+        decision: Decision,
+        rec: usage_ledger.RequestRecord | None = None,
     ) -> web.StreamResponse:
         self._line(request, up.status, decision)
         length = up.headers.get("Content-Length")
         sized = length is not None and "chunked" not in up.headers.get("Transfer-Encoding", "")
         if sized and up.content.total_bytes == int(length or 0):
             # the whole reply came with its headers (a JSON answer): one write, not two
-            return self._buffered(up, up.content.read_nowait(), decision, request, log=False)
+            payload = up.content.read_nowait()
+            return self._buffered(up, payload, decision, request, log=False, rec=rec)
         resp = web.StreamResponse(status=up.status, reason=up.reason)
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
@@ -562,7 +577,6 @@ class Gateway:
         else:
             resp.enable_chunked_encoding()
         await resp.prepare(request)
-        rec = request.get(_LEDGER)
         reader = rec.tap(up.headers) if rec is not None else None
         tap = reader.feed if reader is not None else None
         try:
@@ -578,30 +592,26 @@ class Gateway:
             )
             if request.transport is not None:
                 request.transport.close()
-            self._record(request, up.status, decision, up.headers, cut=True, rec=rec)
+            self._record(rec, up.status, decision, up.headers, cut=True)
             return resp
         await resp.write_eof()
         if rec is not None:
             rec.close_tap()
-            self._record(request, up.status, decision, up.headers, rec=rec)
+            self._record(rec, up.status, decision, up.headers)
         _lap(request, "reply")
         return resp
 
     def _record(
         self,
-        request: web.Request,
+        rec: usage_ledger.RequestRecord | None,
         status: int,
         decision: Decision,
         headers: Mapping[str, str] | None = None,
         why: str = "",
         cut: bool = False,
         lost: bool = False,
-        rec: usage_ledger.RequestRecord | None = None,
     ) -> None:
-        """The request's ledger line (usage.ledger): kept, never blocking nor raising. ``rec``:
-        the request's record when the caller has it at hand, else it is looked up."""
-        if rec is None:
-            rec = request.get(_LEDGER)
+        """The request's ledger line (usage.ledger): kept, never blocking nor raising."""
         if rec is None or self.ledger is None:
             return
         try:

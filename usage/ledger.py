@@ -39,11 +39,15 @@ directory mode 700, files mode 600. Bounded: past :data:`MAX_BYTES` the file is 
 ``write`` on an ``O_APPEND`` descriptor, so lines of concurrent gateways never interleave, and a
 reader skips a line it cannot parse (a cut last line). ``CTXPATCH_LEDGER=0`` turns it off.
 
-Writing never slows nor fails a request: while the reply passes, the gateway only keeps the
-bytes that hold its numbers (the two SSE lines, or the JSON body); a daemon thread parses them,
-makes the lines and writes them, a batch every :data:`BATCH_WAIT`, on its own clock while
-requests keep coming (:class:`Ledger`); every error is swallowed into :attr:`Ledger.errors` and
-one debug log line. The cli.js writer queues its lines to its debug log's asynchronous
+Writing never slows nor fails a request: while the reply passes, the gateway only holds its
+chunks (references to the bytes it forwards, :class:`SSEHold`, at most :data:`_HOLD` bytes a
+reply; past that they are read as they pass) or the JSON body (bounded); the request's own path
+does a few appends (:func:`begin`, :func:`finish`, :meth:`Ledger.record`, no lock). A daemon
+thread reads the held chunks for the two SSE lines that hold the numbers, parses them, makes the
+lines and writes them, a batch every :data:`BATCH_WAIT`, on its own clock while requests keep
+coming (:class:`Ledger`); past :data:`HOLD_WAITING` records waiting, a reply is read as it is
+recorded, so the bytes held wait bounded. Every error is swallowed into :attr:`Ledger.errors`
+and one debug log line. The cli.js writer queues its lines to its debug log's asynchronous
 appender (one ``O_APPEND`` write per batch of whole lines, rotation like :class:`Ledger`'s) and
 writes what is left synchronously when Claude Code calls ``process.exit``; it copies
 :data:`MAX_BYTES`, :data:`KEEP` and :data:`USAGE_KEYS` (tests/patcher/test_ledger_js.py holds them
@@ -52,6 +56,7 @@ equal, and its path to :func:`ledger_dir`).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -61,7 +66,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +81,9 @@ NAME = "ledger.jsonl"
 BATCH_WAIT = 0.25  # s: the lines recorded meanwhile are made and written in one batch
 WRITE_MAX = 64 * 1024  # bytes of lines per write
 MAX_WAITING = 10_000  # records kept while the writer cannot keep up; past it, dropped (errors)
+# records waiting with their replies unread; past it a record's reply is read as it is recorded
+# (bounds the reply bytes waiting: HOLD_WAITING x (SSEHold's _HOLD or _RAW_BYTES))
+HOLD_WAITING = 64
 USAGE_KEYS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 SESSION_HEADER = "X-Claude-Code-Session-Id"
 _UUID = rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -187,7 +195,8 @@ class ReplyUsage:
         self._edits_tools = 0
         self._edits_tokens = 0
         self._delta = False
-        self._raw: list[tuple[bool, bytes]] | None = None  # (a JSON body?, bytes), in order
+        # (a JSON body?, bytes or a JSON body's parts), in order
+        self._raw: list[tuple[bool, Any]] | None = None
         self._raw_bytes = 0
 
     @property
@@ -215,13 +224,16 @@ class ReplyUsage:
         self.resolve()
         self._delta = value
 
-    def keep(self, raw: bytes, whole_json: bool = False) -> None:
+    def keep(
+        self, raw: bytes | list[bytes], whole_json: bool = False, size: int | None = None
+    ) -> None:
         """An SSE ``data:`` line of ``message_start`` / ``message_delta`` (or, ``whole_json``,
-        a whole JSON reply), parsed later (:meth:`resolve`)."""
+        a whole JSON reply: its bytes, or the list of its parts, ``size`` bytes in all), parsed
+        later (:meth:`resolve`)."""
         if self._raw is None:
             self._raw = []
         self._raw.append((whole_json, raw))
-        self._raw_bytes += len(raw)
+        self._raw_bytes += len(raw) if size is None else size
         if len(self._raw) >= _RAW_MAX or self._raw_bytes > _RAW_BYTES:
             self.resolve()
 
@@ -233,6 +245,8 @@ class ReplyUsage:
         self._raw, self._raw_bytes = None, 0
         for whole, piece in raw:
             if whole:
+                if type(piece) is list:  # a JSON reply's parts, joined here, off the path
+                    piece = piece[0] if len(piece) == 1 else b"".join(piece)
                 read_json_reply(piece, self)
             else:
                 try:
@@ -370,6 +384,49 @@ class SSETap:
         self._tail = buf[max(pos, len(buf) - _TAIL) :]
 
 
+_HOLD = 64 * 1024  # bytes of an SSE reply held unread per request; past it they are read
+
+
+class SSEHold:
+    """What the gateway feeds an SSE reply to, chunk by chunk: the chunks themselves are held
+    (references, no copy, no search) and read by an :class:`SSETap` when the ledger makes the
+    line, off the request's path. Past :data:`_HOLD` bytes the chunks held are read at once (on
+    the request's path, as the tap read every chunk before): at most ``_HOLD`` bytes and a chunk
+    wait per reply. The tap reads the same chunks in the same order whenever it reads them, so
+    the numbers are the tap's to the token (any chunking reads alike: tests/usage)."""
+
+    __slots__ = ("_chunks", "_out", "_size", "_tap")
+
+    def __init__(self, out: ReplyUsage) -> None:
+        self._out = out
+        self._tap: SSETap | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> None:
+        if type(chunk) is not bytes:
+            chunk = bytes(chunk)  # a buffer its owner may reuse: held as a copy
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        if self._size > _HOLD:
+            self.drain()
+
+    def drain(self) -> None:
+        """Read what is held, in order (:class:`SSETap`)."""
+        chunks, self._chunks, self._size = self._chunks, [], 0
+        if not chunks:
+            return
+        if self._tap is None:
+            self._tap = SSETap(self._out)
+        feed = self._tap.feed
+        for c in chunks:
+            feed(c)
+
+    @property
+    def held(self) -> int:
+        return self._size
+
+
 _MAX_JSON = 8 * 1024 * 1024
 
 
@@ -395,11 +452,10 @@ class JsonTap:
         parts, self._parts = self._parts, None
         if parts is None:
             return
-        payload = parts[0] if len(parts) == 1 else b"".join(parts)
-        if len(payload) <= _RAW_BYTES:
-            self.out.keep(payload, whole_json=True)
+        if self._size <= _RAW_BYTES:  # joined when read (ReplyUsage.resolve)
+            self.out.keep(parts[0] if len(parts) == 1 else parts, whole_json=True, size=self._size)
         else:
-            read_json_reply(payload, self.out)
+            read_json_reply(parts[0] if len(parts) == 1 else b"".join(parts), self.out)
 
 
 def read_json_reply(payload: bytes, out: ReplyUsage) -> None:
@@ -420,50 +476,98 @@ def read_json_reply(payload: bytes, out: ReplyUsage) -> None:
 # --- one request ------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class RequestRecord:
-    """The ledger line of one request, filled in as the request goes."""
+    """The ledger line of one request, filled in as the request goes. On the request's path it
+    only takes what it is given (the model and the request-id unchecked, the reply's chunks
+    held); the ids are checked and the reply read when the line is made (:meth:`line`, on the
+    ledger's writer thread)."""
 
-    t: float
-    session: str | None
-    model: str | None
-    edit: str  # added | skipped | lost
-    why: str = ""
-    status: int | None = None
-    request_id: str | None = None
-    reply: ReplyUsage = field(default_factory=ReplyUsage)
-    src: str = "gateway"
-    cut: bool = False
-    unread: bool = False
-    _tap: SSETap | JsonTap | None = None
+    __slots__ = (
+        "_reply",
+        "_tap",
+        "cut",
+        "edit",
+        "model",
+        "request_id",
+        "session",
+        "src",
+        "status",
+        "t",
+        "unread",
+        "why",
+    )
 
-    def tap(self, headers: Mapping[str, str]) -> SSETap | JsonTap | None:
-        """What reads this reply as it passes: SSE events, a JSON body (bounded), or nothing
-        for a compressed body (its usage stays unread)."""
-        if (headers.get("Content-Encoding") or "identity").lower() != "identity":
+    def __init__(
+        self,
+        t: float,
+        session: str | None,
+        model: str | None,
+        edit: str,  # added | skipped | lost
+        why: str = "",
+        status: int | None = None,
+        request_id: str | None = None,
+        reply: ReplyUsage | None = None,
+        src: str = "gateway",
+        cut: bool = False,
+        unread: bool = False,
+    ) -> None:
+        self.t = t
+        self.session = session
+        self.model = model
+        self.edit = edit
+        self.why = why
+        self.status = status
+        self.request_id = request_id
+        self._reply = reply
+        self.src = src
+        self.cut = cut
+        self.unread = unread
+        self._tap: SSEHold | JsonTap | None = None
+
+    @property
+    def reply(self) -> ReplyUsage:
+        r = self._reply
+        if r is None:
+            r = self._reply = ReplyUsage()
+        return r
+
+    def tap(self, headers: Mapping[str, str]) -> SSEHold | JsonTap | None:
+        """What this reply's chunks are fed to as they pass: SSE events (held, read later), a
+        JSON body (bounded), or nothing for a compressed body (its usage stays unread)."""
+        enc = headers.get("Content-Encoding")
+        if enc is not None and enc.lower() != "identity":
             self.unread = True
             return None
         if "json" in (headers.get("Content-Type") or "").lower():
-            self._tap = JsonTap(self.reply)
+            tap: SSEHold | JsonTap = JsonTap(self.reply)
         else:
-            self._tap = SSETap(self.reply)
-        return self._tap
+            tap = SSEHold(self.reply)
+        self._tap = tap
+        return tap
 
     def close_tap(self) -> None:
-        if isinstance(self._tap, JsonTap):
+        if type(self._tap) is JsonTap:
             self._tap.close()
 
+    def settle(self) -> None:
+        """Read what the reply said (the chunks held, the lines kept): :meth:`line` does it."""
+        tap = self._tap
+        if type(tap) is SSEHold:
+            tap.drain()
+        if self._reply is not None:
+            self._reply.resolve()
+
     def line(self) -> dict[str, Any]:
+        self.settle()
         r = self.reply
-        r.resolve()
         u = r._usage
         d: dict[str, Any] = {
             "t": round(self.t, 3),
             "src": self.src,
             "session": self.session,
-            "model": self.model,
+            "model": safe_id(self.model),
             "status": self.status,
-            "request_id": self.request_id,
+            "request_id": safe_id(self.request_id),
             "input": u.get("input", 0),
             "cache_write_5m": u.get("cache_write_5m", 0),
             "cache_write_1h": u.get("cache_write_1h", 0),
@@ -488,8 +592,9 @@ class RequestRecord:
 class Ledger:
     """Appends lines to the ledger; ``record`` never blocks nor raises.
 
-    ``record`` appends the record to a list; a daemon thread makes the lines (parses what the
-    replies said, encodes the lines) and writes them, a batch every :data:`BATCH_WAIT`. While
+    ``record`` appends the record to a deque (no lock: the writer thread takes from the other
+    end); a daemon thread makes the lines (reads the replies' chunks, parses what they said,
+    encodes the lines) and writes them, a batch every :data:`BATCH_WAIT`. While
     records keep coming the thread wakes on its own clock: a request never wakes it (a
     wake-up from the gateway's loop thread is a thread switch and a fight for the GIL that the
     request in flight pays: measured ~0.1 ms of CPU each, and on a loaded machine the loop
@@ -504,8 +609,10 @@ class Ledger:
         self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
-        self._lock = threading.Lock()  # _recs and _asleep
-        self._recs: list[RequestRecord] = []  # recorded, not yet made into lines
+        self._lock = threading.Lock()  # _asleep's change and the thread's start
+        # recorded, not yet made into lines: appended on the right by record, taken from the
+        # left by _batch (deque's append and popleft are atomic)
+        self._recs: collections.deque[RequestRecord] = collections.deque()
         self._asleep = True  # the writer thread waits for a wake-up, not for its clock
         # held while a batch is taken, made and written: batches leave in the order recorded
         self._writing = threading.Lock()
@@ -513,21 +620,29 @@ class Ledger:
     def record(self, rec: RequestRecord) -> None:
         """Keep ``rec``: its line is made and written within about :data:`BATCH_WAIT`."""
         try:
-            with self._lock:
-                if len(self._recs) >= MAX_WAITING:  # the writer is stuck (a hung disk)
-                    raise OSError(f"{MAX_WAITING} lines wait to be written")
-                self._recs.append(rec)
-                if not self._asleep:
-                    return
-                self._asleep = False
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="ctxpatch-ledger", daemon=True
-                    )
-                    self._thread.start()
-            self._wake.put(None)
+            recs = self._recs
+            waiting = len(recs)
+            if waiting >= MAX_WAITING:  # the writer is stuck (a hung disk)
+                raise OSError(f"{MAX_WAITING} lines wait to be written")
+            if waiting >= HOLD_WAITING:
+                rec.settle()  # many wait: read its reply now, hold none of its bytes
+            recs.append(rec)
+            if self._asleep:
+                self._wake_writer()
         except Exception as exc:  # never fail a request
             self._failed(exc)
+
+    def _wake_writer(self) -> None:
+        with self._lock:
+            if not self._asleep:  # another thread's record woke it
+                return
+            self._asleep = False
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="ctxpatch-ledger", daemon=True
+                )
+                self._thread.start()
+        self._wake.put(None)
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Make and write every line recorded so far, now (tests, shutdown); False when a write
@@ -562,17 +677,21 @@ class Ledger:
                     if self._batch():
                         continue
                 with self._lock:
+                    # a batch time with no record: wait for the next. A record appended before
+                    # this check is seen here; one after it sees _asleep and wakes the thread
+                    self._asleep = True
                     if self._recs:
+                        self._asleep = False
                         continue
-                    self._asleep = True  # a batch time with no record: wait for the next
                 break
 
     def _batch(self) -> bool:
         """Take the recorded lines, make them and write them, in writes of at most
         ``max_bytes`` (so rotation still bounds each file); each counted as written or failed.
         False when there were none. Hold ``_writing``."""
-        with self._lock:
-            recs, self._recs = self._recs, []
+        waiting = self._recs
+        pop = waiting.popleft
+        recs = [pop() for _ in range(len(waiting))]
         if not recs:
             return False
         chunk: list[bytes] = []
@@ -588,7 +707,12 @@ class Ledger:
                     self._failed(exc)
             chunk.clear()
 
+        pause = time.sleep
         for rec in recs:
+            # the GIL let go between lines: a thread that waits for it (the gateway's loop, a
+            # reply coming in) takes it now, not after the switch interval (5 ms, and on a busy
+            # machine measured tens of ms waiting behind a thread that keeps it)
+            pause(0)
             try:
                 line = _dumps(rec.line())
             except Exception as exc:
@@ -696,18 +820,14 @@ def begin(
     headers: Mapping[str, str], body: bytes, model: str | None, added: bool, why: str
 ) -> RequestRecord:
     """The record of a ``/v1/messages`` request as the gateway decided it (on the request's
-    path: :func:`session_id` and :func:`safe_id` written out, the body read only without the
-    header)."""
+    path: the session header checked, the body read only without it; the model is checked
+    when the line is made)."""
     sid = headers.get(SESSION_HEADER)
     if not (isinstance(sid, str) and _SAFE_ID.match(sid)):
         sid = session_id(headers, body)
-    return RequestRecord(
-        time.time(),
-        sid,
-        model if isinstance(model, str) and _SAFE_ID.match(model) else None,
-        "added" if added else "skipped",
-        "" if added else why,
-    )
+    if added:
+        return RequestRecord(time.time(), sid, model, "added")
+    return RequestRecord(time.time(), sid, model, "skipped", why)
 
 
 def finish(
@@ -724,7 +844,6 @@ def finish(
     if rec.edit == "added" and not added:
         rec.edit, rec.why = "lost", why
     if headers is not None:
-        rid = headers.get("request-id")
-        rec.request_id = rid if isinstance(rid, str) and _SAFE_ID.match(rid) else None
+        rec.request_id = headers.get("request-id")  # checked when the line is made
     rec.cut = cut
     return rec

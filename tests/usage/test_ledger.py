@@ -441,3 +441,152 @@ def test_gateway_a_reply_cut_short_is_recorded_cut_with_what_came(tmp_path):
     (line,) = L.read_ledger(tmp_path).entries
     assert line["cut"] is True and line["request_id"] == "req_cut"
     assert (line["input"], line["cache_read"], line["output"]) == (11, 4000, 1)
+
+
+# --- the reply's chunks held while it passes, read when the line is made -----------------------
+
+
+def _line_via(kind: str, stream: bytes, size: int) -> tuple[dict, int]:
+    """The line a record makes of ``stream`` fed in ``size``-byte chunks, through the gateway's
+    holder (``hold``) or straight through an SSETap (``tap``, read as the chunks pass); and the
+    most bytes the holder held at once."""
+    rec = L.RequestRecord(t=1.0, session=SID, model=MODEL, edit="added")
+    most = 0
+    if kind == "hold":
+        tap = rec.tap({"Content-Type": "text/event-stream"})
+        assert isinstance(tap, L.SSEHold)
+        for i in range(0, len(stream), size):
+            tap.feed(stream[i : i + size])
+            most = max(most, tap.held)
+    else:
+        direct = L.SSETap(rec.reply)
+        for i in range(0, len(stream), size):
+            direct.feed(stream[i : i + size])
+    L.finish(rec, 200, True, "", {"request-id": "req_1"})
+    return rec.line(), most
+
+
+@pytest.mark.parametrize("size", [13, 64, 1000, 4096, 70_000, 10**7])
+@pytest.mark.parametrize("cut_at", [None, 0.5, 0.9999])
+def test_held_chunks_read_later_give_the_taps_numbers(size, cut_at):
+    """Whatever the chunking, and for a reply cut anywhere: the line made from the held chunks
+    is the line the tap made reading them as they passed; at most _HOLD bytes and a chunk held."""
+    stream = sse(START, BIG, DELTA, {"type": "message_stop"})
+    if cut_at is not None:
+        stream = stream[: int(len(stream) * cut_at)]
+    held, most = _line_via("hold", stream, size)
+    direct, _ = _line_via("tap", stream, size)
+    assert held == direct
+    assert most <= L._HOLD + min(size, len(stream))
+    if cut_at is None:
+        assert (held["input"], held["output"], held["cleared_input_tokens"]) == (11, 77, 999)
+        assert "cut" not in held
+    else:
+        assert held["cut"] is True and held["input"] == 11
+
+
+def test_the_gateway_holds_the_chunks_themselves_and_reads_nothing_while_they_pass(monkeypatch):
+    scanned: list[int] = []
+    feed = L.SSETap.feed
+    monkeypatch.setattr(L.SSETap, "feed", lambda self, c: (scanned.append(len(c)), feed(self, c)))
+    stream = sse(START, DELTA, {"type": "message_stop"})
+    chunks = [stream[:100], stream[100:]]
+    rec = L.RequestRecord(t=1.0, session=SID, model=MODEL, edit="added")
+    tap = rec.tap({"Content-Type": "text/event-stream"})
+    assert tap is not None
+    for c in chunks:
+        tap.feed(c)
+    assert scanned == [] and tap._chunks[0] is chunks[0] and tap._chunks[1] is chunks[1]
+    line = rec.line()
+    assert scanned == [100, len(stream) - 100] and line["output"] == 77
+
+
+def test_a_chunk_its_owner_may_reuse_is_held_as_a_copy():
+    stream = bytearray(sse(START, DELTA))
+    rec = L.RequestRecord(t=1.0, session=SID, model=MODEL, edit="added")
+    tap = rec.tap({"Content-Type": "text/event-stream"})
+    assert tap is not None
+    tap.feed(stream)
+    stream[:] = b"x" * len(stream)  # the buffer reused after the write
+    assert rec.line()["input"] == 11
+
+
+def test_past_hold_waiting_records_a_reply_is_read_as_it_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "BATCH_WAIT", 5.0)
+    monkeypatch.setattr(L, "HOLD_WAITING", 3)
+    led = L.Ledger(tmp_path)
+    stream = sse(START, DELTA)
+    recs = []
+    for _ in range(5):
+        r = L.RequestRecord(t=1.0, session=SID, model=MODEL, edit="added")
+        tap = r.tap({"Content-Type": "text/event-stream"})
+        assert tap is not None
+        tap.feed(stream)
+        L.finish(r, 200, True, "")
+        led.record(r)
+        recs.append(r)
+    assert [r._tap.held for r in recs] == [len(stream)] * 3 + [0, 0]  # type: ignore[union-attr]
+    assert recs[3]._reply is not None and recs[3]._reply._raw is None  # read, parsed
+    assert led.flush() and led.written == 5
+    assert [e["output"] for e in L.read_ledger(tmp_path).entries] == [77] * 5
+
+
+def test_ids_are_checked_when_the_line_is_made():
+    rec = L.begin({}, b"{}", "claude-opus-4-6; rm -rf /", True, "")
+    L.finish(rec, 200, True, "", {"request-id": "req\n1"})
+    line = rec.line()
+    assert line["model"] is None and line["request_id"] is None and line["session"] is None
+    bad = L.begin({L.SESSION_HEADER: "not an id!"}, b"{}", MODEL, False, "why")
+    assert bad.session is None and bad.line()["model"] == MODEL and bad.line()["why"] == "why"
+
+
+def test_a_json_reply_in_parts_is_joined_only_when_read():
+    reply = json.dumps({"type": "message", "usage": {"input_tokens": 7, "output_tokens": 2}})
+    parts = [reply[:10].encode(), reply[10:].encode()]
+    rec = L.RequestRecord(t=1.0, session=SID, model=MODEL, edit="added")
+    tap = rec.tap({"Content-Type": "application/json"})
+    assert isinstance(tap, L.JsonTap)
+    for p in parts:
+        tap.feed(p)
+    rec.close_tap()
+    assert rec.reply._raw is not None and rec.reply._raw[0][1] == parts  # not joined yet
+    L.finish(rec, 200, True, "")
+    assert (rec.line()["input"], rec.line()["output"]) == (7, 2)
+
+
+def test_records_from_many_threads_are_all_written_once(tmp_path, monkeypatch):
+    """record takes no lock: records appended from several threads while the writer takes
+    batches are each written once, in each thread's order."""
+    import threading
+
+    monkeypatch.setattr(L, "BATCH_WAIT", 0.001)
+    led = L.Ledger(tmp_path)
+
+    def run(k: int) -> None:
+        for n in range(400):
+            led.record(rec(k * 1000 + n))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert led.flush()
+    got = [e["input"] for e in L.read_ledger(tmp_path).entries]
+    assert led.errors == 0 and len(got) == 1600
+    for k in range(4):
+        assert [n for n in got if n // 1000 == k] == [k * 1000 + n for n in range(400)]
+
+
+def test_the_writer_lets_the_gil_go_between_lines(tmp_path, monkeypatch):
+    """Between two lines the writer calls sleep(0), which lets the GIL go: the gateway's loop
+    thread, waiting for it, runs then, not after the switch interval."""
+    led = L.Ledger(tmp_path)
+    led._asleep = False  # no writer thread: flush makes the lines here
+    for n in range(5):
+        led.record(rec(n))
+    pauses: list[float] = []
+    sleep = L.time.sleep
+    monkeypatch.setattr(L.time, "sleep", lambda s: (pauses.append(s), sleep(s)))
+    assert led.flush() and led.written == 5
+    assert pauses == [0] * 5
