@@ -578,9 +578,11 @@ def test_records_from_many_threads_are_all_written_once(tmp_path, monkeypatch):
         assert [n for n in got if n // 1000 == k] == [k * 1000 + n for n in range(400)]
 
 
-def test_the_writer_lets_the_gil_go_between_lines(tmp_path, monkeypatch):
-    """Between two lines the writer calls sleep(0), which lets the GIL go: the gateway's loop
-    thread, waiting for it, runs then, not after the switch interval."""
+@pytest.mark.parametrize("every", [0.0, 1.0])
+def test_the_writer_lets_the_gil_go_between_lines(tmp_path, monkeypatch, every):
+    """Past YIELD_AFTER making lines, the writer calls sleep(0), which lets the GIL go: the
+    gateway's loop thread, waiting for it, runs then, not after the switch interval."""
+    monkeypatch.setattr(L, "YIELD_AFTER", every)
     led = L.Ledger(tmp_path)
     led._asleep = False  # no writer thread: flush makes the lines here
     for n in range(5):
@@ -589,4 +591,4 @@ def test_the_writer_lets_the_gil_go_between_lines(tmp_path, monkeypatch):
     sleep = L.time.sleep
     monkeypatch.setattr(L.time, "sleep", lambda s: (pauses.append(s), sleep(s)))
     assert led.flush() and led.written == 5
-    assert pauses == [0] * 5
+    assert pauses == ([0] * 5 if every == 0.0 else [])
