@@ -414,11 +414,17 @@ class SSEHold:
 
     def drain(self) -> None:
         """Read what is held, in order (:class:`SSETap`)."""
-        chunks, self._chunks, self._size = self._chunks, [], 0
+        chunks, size = self._chunks, self._size
         if not chunks:
             return
+        self._chunks, self._size = [], 0
         if self._tap is None:
             self._tap = SSETap(self._out)
+            if len(chunks) > 1 and size <= _HOLD:
+                # a reply held whole from its start (at most _HOLD bytes, so no line in it
+                # reaches the tap's _MAX_LINE): read in one search, as any chunking reads
+                self._tap.feed(b"".join(chunks))
+                return
         feed = self._tap.feed
         for c in chunks:
             feed(c)
