@@ -394,12 +394,13 @@ class SSEHold:
     line, off the request's path. Past :data:`_HOLD` bytes the chunks held are read at once (on
     the request's path, as the tap read every chunk before): at most ``_HOLD`` bytes and a chunk
     wait per reply. The tap reads the same chunks in the same order whenever it reads them, so
-    the numbers are the tap's to the token (any chunking reads alike: tests/usage)."""
+    the numbers are the tap's to the token (any chunking reads alike: tests/usage). They go to
+    ``rec``'s :attr:`RequestRecord.reply`, made when first read."""
 
-    __slots__ = ("_chunks", "_out", "_size", "_tap")
+    __slots__ = ("_chunks", "_rec", "_size", "_tap")
 
-    def __init__(self, out: ReplyUsage) -> None:
-        self._out = out
+    def __init__(self, rec: RequestRecord) -> None:
+        self._rec = rec
         self._tap: SSETap | None = None
         self._chunks: list[bytes] = []
         self._size = 0
@@ -419,7 +420,7 @@ class SSEHold:
             return
         self._chunks, self._size = [], 0
         if self._tap is None:
-            self._tap = SSETap(self._out)
+            self._tap = SSETap(self._rec.reply)
             if len(chunks) > 1 and size <= _HOLD:
                 # a reply held whole from its start (at most _HOLD bytes, so no line in it
                 # reaches the tap's _MAX_LINE): read in one search, as any chunking reads
@@ -548,7 +549,7 @@ class RequestRecord:
         if "json" in (headers.get("Content-Type") or "").lower():
             tap: SSEHold | JsonTap = JsonTap(self.reply)
         else:
-            tap = SSEHold(self.reply)
+            tap = SSEHold(self)
         self._tap = tap
         return tap
 
