@@ -108,6 +108,32 @@ def change(previous: Fingerprint | None, current: Fingerprint) -> str:
     return BROKE if len(current) < n or current[: n - 1] != previous[: n - 1] else GREW
 
 
+def free_step(how: str, forced: int, uses: int, limit: int, paid: int) -> tuple[int, int, bool]:
+    """The rule for one request told :func:`change` ``how``: (tool uses the edit clears, the
+    boundary held after it, whether a free move was made). ``forced``: the boundary held before;
+    ``uses``: the list's tool uses, of which the edit may clear ``limit``; ``paid``: what the
+    stateless rule clears. Pure: :class:`Conversation` and the gateway's kept conversations
+    (``gateway.policy``) hold ``forced`` each their own way."""
+    if how == NEW or uses < forced:  # another conversation, or a shorter one
+        forced = 0
+    moved = how == BROKE and limit > max(paid, forced)
+    if moved:
+        forced = limit
+    return max(paid, min(forced, limit)), forced, moved
+
+
+def free_keep(
+    how: str, forced: int, uses: int, floor: int, edit_keep: int, paid_keep: int
+) -> tuple[int, int, bool]:
+    """:func:`free_step` as a keep: (the keep sent, the boundary held after, whether a free
+    move was made). ``paid_keep``: the stateless rule's keep; ``floor``: the list's tool results
+    after its last assistant message (the round in progress); ``edit_keep``: KEEP."""
+    limit = max(0, uses - max(edit_keep, floor))
+    paid = max(0, uses - paid_keep)
+    cleared, forced, moved = free_step(how, forced, uses, limit, paid)
+    return max(uses - cleared, floor, edit_keep), forced, moved
+
+
 class Conversation:
     """What the rule remembers of one conversation: the last request's fingerprint and the
     boundary the last free move set (held until a compaction)."""
@@ -129,12 +155,9 @@ class Conversation:
         """:meth:`cleared` with :func:`change` already told (a caller that compares the lists
         its own faster way, e.g. by identity first)."""
         self.previous = prints
-        if how == NEW or uses < self.forced:  # another conversation, or a shorter one
-            self.forced = 0
-        if how == BROKE and limit > max(paid, self.forced):
-            self.forced = limit
-            self.moves += 1
-        return max(paid, min(self.forced, limit))
+        cleared, self.forced, moved = free_step(how, self.forced, uses, limit, paid)
+        self.moves += moved
+        return cleared
 
     def keep(
         self,
@@ -148,10 +171,10 @@ class Conversation:
         """The keep sent: ``paid_keep`` (the stateless rule's) lowered by a free move. ``uses``:
         the list's tool uses; ``floor``: its tool results after the last assistant message (the
         round in progress); ``edit_keep``: KEEP."""
-        limit = max(0, uses - max(edit_keep, floor))
-        paid = max(0, uses - paid_keep)
-        cleared = self.cleared_after(how, prints, uses, limit, paid)
-        return max(uses - cleared, floor, edit_keep)
+        self.previous = prints
+        keep, self.forced, moved = free_keep(how, self.forced, uses, floor, edit_keep, paid_keep)
+        self.moves += moved
+        return keep
 
 
 def free_edit(

@@ -34,6 +34,7 @@ from typing import Any
 
 from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
+from engine.twins.free_moves import MARK, MARK_LEN, Fingerprint
 from engine.twins.policy import (
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
@@ -62,6 +63,11 @@ class Point:
     reach: int  # the last message holding the result of a tool use up to here (-1: none)
     role: str | None  # "user", "assistant" or None (another role, or not an object)
     decided: bool  # whether it was a request point
+    # the message's entry in the free-move rule's fingerprint (engine.twins.free_moves
+    # fingerprint: its role as sent, its size without cache_control marks), when the scan
+    # was asked for it (``PolicyScan(prints=True)``); else None and 0
+    sent_role: Any = None
+    size: int = 0
 
 
 def _role(m: Any) -> str | None:
@@ -136,6 +142,26 @@ def _content_size(content: Any) -> int:
     return sum(_block_size(b) for b in content)
 
 
+_UNMARKED = ("text", "thinking", "image", "document", "tool_result")  # sizes never count a mark
+
+
+def _marks_size(content: Any) -> int:
+    """What ``cache_control`` entries add to :func:`_content_size` (on blocks whose size counts
+    their keys): :func:`engine.twins.free_moves.message_size` is the size without them."""
+    if not isinstance(content, list):
+        return 0
+    n = 0
+    for b in content:
+        if isinstance(b, dict) and MARK in b and b.get("type") not in _UNMARKED:
+            n += MARK_LEN + _value_size(b[MARK], 1)
+    return n
+
+
+def fingerprint_of(points: Sequence[Point]) -> Fingerprint:
+    """:func:`engine.twins.free_moves.fingerprint` of the list a ``prints`` scan walked."""
+    return [(p.sent_role, p.size) for p in points]
+
+
 def system_facts(system: Any) -> tuple[int, int]:
     """What the ``paid`` rule takes from a request's system prompt: (:func:`system_rest`,
     :func:`engine.twins.policy.write_extra`)."""
@@ -177,6 +203,7 @@ class PolicyScan:
         rest: int = 0,
         extra: int = WRITE_EXTRA_X20,
         sizes: Sizes | None = None,
+        prints: bool = False,
     ) -> None:
         self.edit = edit
         self.ceiling = ceiling
@@ -184,6 +211,7 @@ class PolicyScan:
         self.rest = rest  # characters a move writes again before the messages (paid_boundary)
         self.extra = extra  # 20 × a write's extra price over a read (policy.write_extra)
         self.sizes = sizes or Sizes()
+        self.prints = prints  # each Point also holds the message's fingerprint entry
         self.points: list[Point] = []
         self.gains = [0]  # prefix sums of the characters clearing the oldest uses frees
         self.use_at: dict[Any, int] = {}  # tool use id -> the first message naming it
@@ -279,6 +307,9 @@ class PolicyScan:
             self.sizes.input,
         )
         last = len(tail) - 1
+        prints = self.prints
+        sent_role: Any = None
+        size = 0
         for k, m in enumerate(tail):
             role = roles[k]
             index = base + k
@@ -286,7 +317,18 @@ class PolicyScan:
             new_results: list[Any] = []
             decided = False
             if role is not None:
-                total += content_size(m.get("content"))
+                size = content_size(m.get("content"))
+                total += size
+            if prints:
+                if role is not None:
+                    sent_role = role
+                    size -= _marks_size(m.get("content"))
+                elif isinstance(m, dict):
+                    sent_role = m.get("role")
+                    content = m.get("content")
+                    size = content_size(content) - _marks_size(content)
+                else:
+                    sent_role, size = None, 0
             if role == _ASSISTANT:
                 trailing = trailing_any = 0
                 for b in _blocks(m):
@@ -342,6 +384,8 @@ class PolicyScan:
                     reach,
                     role,
                     decided,
+                    sent_role,
+                    size if prints else 0,
                 )
             )
 
