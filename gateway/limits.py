@@ -24,7 +24,7 @@ The limits follow the API's own, so the gateway never refuses a request the API 
 * **The clearing policy's memory** (:mod:`gateway.policy`): the last body of at most
   :data:`MEMO_CONVERSATIONS` conversations, :data:`MEMO_BYTES` in all (least recently used
   dropped first; a body over half of it is not kept), and the policy's state after each of
-  their messages, counted at ``gateway.policy.PER_MESSAGE`` bytes a message (so a list of
+  their messages (with the free move's fingerprint entry: a role and a size), counted at ``gateway.policy.PER_MESSAGE`` bytes a message (so a list of
   millions of tiny messages is bounded by its count, not only by its bytes). Claude Code runs a main conversation and a few
   subagents at a time, each under ~1 MB of JSON before it compacts.
 """

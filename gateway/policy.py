@@ -23,6 +23,17 @@ last ``cache_control``: :func:`engine.twins.policy_scan.system_rest`) and the pr
 KB) is decoded only when the bytes after the messages are not the kept body's; anywhere the
 top-level walk cannot vouch for a single ``system`` member, the body is parsed.
 
+The free move (:mod:`engine.twins.free_moves`, ``CLAUDE_CTX_CLEAR_FREE``, on by default; the
+``paid`` policy only): where a request's prefix changed anyway (an older message rewritten, a
+rewind) the cleared part moves as far as it may, and stays there until a compaction. A kept
+conversation is the rule's memory: its walk's points are its last request's fingerprint (each
+:class:`engine.twins.policy_scan.Point` holds its message's role and size without cache marks,
+computed by the walk itself), ``_Kept.forced`` the boundary held. A resumed body's change is told
+from the messages after the resumed point only (those before it are the kept body's bytes); a
+body that repeats no kept body's first message is a new conversation (a compaction replaces the
+first message); one that does but cannot be resumed is walked from the start and compared whole.
+Off: the keep of the stateless rule, exactly as before.
+
 Bounds (:mod:`gateway.limits`): at most :data:`MEMO_CONVERSATIONS` conversations and
 :data:`MEMO_BYTES` of kept bodies and state (:data:`PER_MESSAGE` bytes a message), least recently
 used dropped first; a body larger than half of that is walked but not kept. Where the messages cannot be placed by the fast walk of the top
@@ -36,22 +47,23 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import step_from_env
+from engine.twins.free_moves import BROKE, GREW, NEW, change, free_from_env, free_keep
 from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
-from engine.twins.policy_scan import PolicyScan, system_facts
+from engine.twins.policy_scan import PolicyScan, fingerprint_of, system_facts
 from gateway import limits
 from gateway.toplevel import TopLevel, value_end
 
 MEMO_CONVERSATIONS = limits.MEMO_CONVERSATIONS
 MEMO_BYTES = limits.MEMO_BYTES
 WINDOW = 64 * 1024  # the first stretch decoded after the shared prefix (grown x4 as needed)
-PER_MESSAGE = 640  # bytes held per kept message (a Point, offset, ids; ~560 measured)
+PER_MESSAGE = 640  # bytes held per kept message (a Point, offset, ids; ~565 measured)
 TRIES = 4  # resumable points tried per kept conversation before walking from the start
 _WS = re.compile(r"[ \t\n\r]*")
 _ESCAPED_ASCII = re.compile(rb"\\u00[5-7]")
@@ -70,11 +82,16 @@ class Knobs:
     step: int = 1
     ceiling: int = 90_000
     patience: int = 100
+    free: bool = True  # the free move where the cache breaks anyway (CLAUDE_CTX_CLEAR_FREE)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Knobs:
         return cls(
-            policy_from_env(env), step_from_env(env), ceiling_from_env(env), patience_from_env(env)
+            policy_from_env(env),
+            step_from_env(env),
+            ceiling_from_env(env),
+            patience_from_env(env),
+            free_from_env(env),
         )
 
 
@@ -89,6 +106,7 @@ class _Kept:
     scan: PolicyScan
     end: int  # one past the messages array
     rest: int  # one past what follows it up to the walked members (checked: no second one)
+    forced: int = 0  # the boundary the conversation's last free move set (free_moves.free_step)
 
 
 class _Malformed(Exception):
@@ -109,26 +127,35 @@ class Fitter:
         self.max_bytes = max_bytes
         self._kept: OrderedDict[int, _Kept] = OrderedDict()
         self._bytes = 0
+        # the free move (paid policy only): the kept walks hold each message's fingerprint entry
+        self._free = knobs.free and knobs.policy == "paid"
         self.resumed = self.walked = 0  # requests walked from a kept point / from the start
         self.tails_parsed_whole = 0  # resumed with the new messages in one orjson parse
+        self.free_moves = 0  # free moves made (engine.twins.free_moves)
 
     def fit(
         self, edit: ClearToolUses, body: bytes, top: TopLevel, request: Any = None
     ) -> ClearToolUses:
         """``edit`` with the keep the policy sends with ``body``'s messages. ``top``: the body's
         top level (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller
-        has it. Raises on anything unexpected (the caller sends the plain edit then)."""
+        has it. Raises on anything unexpected (the caller sends the plain edit then).
+
+        The free move (``Knobs.free``) remembers a conversation in its kept body (the kept walk's
+        points are its last request's fingerprint; ``_Kept.forced`` the boundary it holds). A
+        body parsed whole instead (another key order, a key spelt twice) has no memory: it gets
+        the stateless ``paid`` keep and leaves the kept conversation as it was. A body over the
+        bound is walked but not kept: the request after it starts its conversation anew."""
         k = self.knobs
         start = _messages_at(body, top)
         if start is not None and body[start : start + 1] != b"[":
             return edit  # not an array: the JavaScript sends the plain edit
-        scan = None
+        keep = None
         if start is not None:
             try:
-                scan = self._walk(edit, body, top, start)
+                keep = self._walk(edit, body, top, start)
             except _Malformed:
                 return edit
-        if scan is None:  # not placed by the walk: the parse says (the last one, as JSON.parse)
+        if keep is None:  # not placed by the walk: the parse says (the last one, as JSON.parse)
             if request is None:
                 request = _loads(body)
             messages = request.get("messages") if isinstance(request, dict) else None
@@ -138,17 +165,18 @@ class Fitter:
             scan = PolicyScan(edit, k.ceiling, k.patience, rest, extra)
             scan.extend(messages)
             self.walked += 1
-        return scan.fitted(k.policy, k.step)
+            keep = scan.keep(k.policy, k.step)
+        return edit if keep == edit.keep else replace(edit, keep=keep)
 
     # --- the kept conversations ----------------------------------------------------------------
 
-    def _walk(
-        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int
-    ) -> PolicyScan | None:
+    def _walk(self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int) -> int | None:
+        """The keep, from the kept conversation the body resumes or from a walk of its whole
+        messages array (kept for the next request); None: the caller parses the body."""
         k = self.knobs
-        found = self._resume(body, start, (edit, k.ceiling, k.patience), top)
+        found, same = self._resume(body, start, (edit, k.ceiling, k.patience), top)
         if found is None:
-            return self._walk_all(edit, body, top, start)
+            return self._walk_all(edit, body, top, start, same)
         key, j, tail, tail_ends, end = found
         kept = self._kept[key]
         rest = _alone(body, top, end, kept)
@@ -159,19 +187,34 @@ class Fitter:
             return None
         self._drop(key)  # an error below leaves nothing half-walked behind
         if system != kept.scan.system:  # another system prompt: every decision again
-            return self._walk_all(edit, body, top, start)
-        kept.scan.truncate(j)
-        kept.scan.extend(tail)
+            return self._walk_all(edit, body, top, start, kept)
+        scan = kept.scan
+        n = len(scan.points)
+        # the old fingerprint past the shared messages (the truncation drops it) up to its last
+        before = scan.points[j + 1 : n - 1] if self._free else []
+        scan.truncate(j)
+        scan.extend(tail)
         self.resumed += 1
         ends = kept.ends[: j + 1]
         ends.extend(e - start for e in tail_ends)
-        self._keep(_Kept(body, start, ends, kept.scan, end, rest))
-        return kept.scan
+        how = NEW
+        if self._free:  # free_moves.change: the first j + 1 messages are the same bytes
+            after = scan.points
+            how = BROKE if len(after) < n else GREW
+            for old, new in zip(before, after[j + 1 : n - 1], strict=False):
+                if old.size != new.size or old.sent_role != new.sent_role:
+                    how = BROKE
+                    break
+        keep, forced = self._decide(scan, how, kept.forced)
+        self._keep(_Kept(body, start, ends, scan, end, rest, forced))
+        return keep
 
     def _walk_all(
-        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int
-    ) -> PolicyScan | None:
-        """The walk of the whole messages array, kept for the next request."""
+        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int, same: _Kept | None
+    ) -> int | None:
+        """The walk of the whole messages array, kept for the next request. ``same``: the kept
+        conversation whose first message the body repeats (none: a new conversation, or one
+        after a compaction), which it replaces."""
         k = self.knobs
         tail, tail_ends, end = _elements(body, start + 1, True, WINDOW)
         rest = _alone(body, top, end, None)
@@ -180,24 +223,51 @@ class Fitter:
         system = _system_facts(body, top, end, rest, None)
         if system is None:
             return None
-        scan = PolicyScan(edit, k.ceiling, k.patience, *system)
+        scan = PolicyScan(edit, k.ceiling, k.patience, *system, prints=self._free)
         scan.extend(tail)
         self.walked += 1
-        self._keep(_Kept(body, start, [e - start for e in tail_ends], scan, end, rest))
-        return scan
+        how, forced = NEW, 0
+        if self._free and same is not None:
+            how = change(fingerprint_of(same.scan.points), fingerprint_of(scan.points))
+            forced = same.forced
+            if self._kept.get(id(same)) is same:
+                self._drop(id(same))
+        keep, forced = self._decide(scan, how, forced)
+        self._keep(_Kept(body, start, [e - start for e in tail_ends], scan, end, rest, forced))
+        return keep
+
+    def _decide(self, scan: PolicyScan, how: str, forced: int) -> tuple[int, int]:
+        """(the keep sent with the list ``scan`` walked, the boundary its conversation holds
+        after it): the policy's keep, lowered by a free move (:func:`free_keep`) when on."""
+        k = self.knobs
+        keep = scan.keep(k.policy, k.step)
+        if not self._free:
+            return keep, 0
+        if not scan.points:
+            return free_keep(NEW, forced, 0, 0, scan.edit.keep, keep)[:2]
+        p = scan.points[-1]
+        keep, forced, moved = free_keep(how, forced, p.uses, p.trailing_any, scan.edit.keep, keep)
+        self.free_moves += moved
+        return keep, forced
 
     def _resume(
         self, body: bytes, start: int, knobs: tuple[ClearToolUses, int, int], top: TopLevel
-    ) -> tuple[int, int, list[Any], list[int], int] | None:
-        """(kept key, last shared message, the messages after it, their ends, the array's end)
-        from the kept conversation sharing the longest resumable prefix with ``body``."""
+    ) -> tuple[tuple[int, int, list[Any], list[int], int] | None, _Kept | None]:
+        """((kept key, last shared message, the messages after it, their ends, the array's end)
+        from the kept conversation sharing the longest resumable prefix with ``body``, or None;
+        the most recent kept conversation whose first message ``body`` repeats, or None)."""
+        same: _Kept | None = None
         for key in reversed(self._kept):
             kept = self._kept[key]
-            if kept.scan.knobs[:3] != knobs or not kept.ends:
+            if not kept.ends:
                 continue
             old = memoryview(kept.body)
             base, ends = kept.start, kept.ends
             if not body.startswith(old[base : base + ends[0]], start):
+                continue
+            if same is None:
+                same = kept
+            if kept.scan.knobs[:3] != knobs:
                 continue
             hi = _shared(body, start, old, base, ends)
             points = kept.scan.points
@@ -218,12 +288,12 @@ class Fitter:
                         window = 2 * (kept.end - base - ends[j]) + 8192  # the tail grew a little
                         found = _elements(body, at, False, window)
                     except _Malformed:
-                        return None
+                        return None, same
                 tail, tail_ends, end = found
                 if kept.scan.resumable(j, tail):
-                    return key, j, tail, tail_ends, end
+                    return (key, j, tail, tail_ends, end), same
                 j -= 1
-        return None
+        return None, same
 
     def _keep(self, kept: _Kept) -> None:
         size = _held(kept)

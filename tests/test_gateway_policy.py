@@ -97,11 +97,12 @@ def test_a_growing_conversation_gets_the_twins_keep_resumed(msgs, style, ceiling
 @given(msgs=conversations(odd=True), step=st.sampled_from([1, 20]), data=st.data())
 def test_any_order_of_bodies_gets_the_twins_keep(msgs, step, data) -> None:
     """Retries, forks, rewritten histories, two conversations interleaved, odd messages: each
-    body the twin's keep, for both policies."""
+    body the stateless twin's keep, for both policies (the free move off: its memory of the
+    conversation is tests/test_gateway_free_moves.py's)."""
     other = [{"role": "user", "content": "another conversation"}, *msgs[1:5]]
     lists = [msgs[:n] for n in range(len(msgs) + 1)] + [other, other[:3]]
     order = data.draw(st.lists(st.sampled_from(lists), max_size=12))
-    paid, fixed = Fitter(Knobs("paid", step)), Fitter(Knobs("fixed", step))
+    paid, fixed = Fitter(Knobs("paid", step, free=False)), Fitter(Knobs("fixed", step))
     for m in order:
         raw = SERIALISE["javascript"](claude_code(m))
         assert fit(paid, raw) == paid_edit(EDIT, m, rest=REST)
@@ -254,8 +255,8 @@ def test_the_gateway_sends_the_policy_its_environment_names(env: dict, keep: int
 
 
 def test_a_list_of_many_tiny_messages_counts_by_its_messages_not_its_bytes() -> None:
-    """50,000 messages in 150 KB: what their walk's state holds (~560 bytes a message with its
-    ids, measured with tracemalloc) counts against the bound, so such a list is not kept."""
+    """50,000 messages in 150 KB: what their walk's state holds (~565 bytes a message with its
+    ids and the free move's fingerprint entry, measured with tracemalloc) counts against the bound, so such a list is not kept."""
     raw = SERIALISE["javascript"](claude_code([{}] * 50_000))
     fitter = Fitter(Knobs())
     assert fit(fitter, raw) == EDIT  # no role anywhere: nothing cleared, the plain keep
