@@ -273,6 +273,7 @@ def simulate_counterfactual(
         window_guard_limit(cenv, profile, tr.version, model, th) if clear_edit is not None else None
     )
     guarded = False  # the previous request went without the edit (the window guard)
+    remembers = isinstance(clear_policy, PaidPolicy) and clear_policy.conversation is not None
     cache = PromptCache(overhead, stable)
     # micro-compaction as engine.claude_code.microcompact, from state kept across the requests
     micro = IncrementalMicrocompact(profile, th)
@@ -452,7 +453,9 @@ def simulate_counterfactual(
                 events.append(Event("clear_stopped", line, tokens, None, note=WINDOW_GUARD_NOTE))
                 names.append("clear_stopped")
             guarded = stop
-            if clear_edit is not None and not stop:
+            # a request the guard sends without the edit still passes the policy: the injected
+            # code and the gateway remember it for the free move (engine.twins.free_moves)
+            if clear_edit is not None and (not stop or remembers):
                 view = (
                     clearing.view(sent, costs, base)
                     if clearing is not None
@@ -460,7 +463,7 @@ def simulate_counterfactual(
                         sent, costs, base, clear_edit, estimate, clear_step, clear_policy
                     )
                 )
-                if view.cleared_tool_uses:
+                if not stop and view.cleared_tool_uses:
                     costs, on_server = view.costs, view.changed
                     server_cleared = view.cleared_tokens
                     events.append(

@@ -114,3 +114,28 @@ def test_on_a_build_that_recovers_the_guard_changes_nothing(tr):
     )
     assert kinds(guarded, "clear_stopped") == []
     assert [r.prompt_tokens for r in guarded.requests] == [r.prompt_tokens for r in plain.requests]
+
+
+def test_a_request_sent_without_the_edit_still_passes_the_policys_memory(tr, monkeypatch):
+    """The injected code and the gateway remember every request of a conversation for the free
+    move (engine.twins.free_moves), also one the guard sends without the edit; so does the
+    replay: the memory sees as many requests with the guard on as without it, and more than the
+    requests that were edited."""
+    from engine.twins.free_moves import Conversation
+
+    seen: list[int] = []
+    real = Conversation.cleared_after
+
+    def spy(self, how, prints, uses, limit, paid):
+        seen.append(len(prints))
+        return real(self, how, prints, uses, limit, paid)
+
+    monkeypatch.setattr(Conversation, "cleared_after", spy)
+    profile = profile_for(tr.version)
+    on = simulate(tr, profile, "server_clearing", clear_env=GUARD)
+    on_seen = list(seen)
+    seen.clear()
+    off = simulate(tr, profile, "server_clearing")
+    stopped = [r for r in on.requests if "clear_stopped" in r.events]
+    assert stopped  # the guard did stop a request
+    assert len(on_seen) == len(on.requests) and len(seen) == len(off.requests)
