@@ -124,13 +124,13 @@ def test_a_request_sent_without_the_edit_still_passes_the_policys_memory(tr, mon
     from engine.twins.free_moves import Conversation
 
     seen: list[int] = []
-    real = Conversation.cleared_after
+    real = Conversation.keep
 
-    def spy(self, how, prints, uses, limit, paid):
+    def spy(self, how, prints, *rest):
         seen.append(len(prints))
-        return real(self, how, prints, uses, limit, paid)
+        return real(self, how, prints, *rest)
 
-    monkeypatch.setattr(Conversation, "cleared_after", spy)
+    monkeypatch.setattr(Conversation, "keep", spy)
     profile = profile_for(tr.version)
     on = simulate(tr, profile, "server_clearing", clear_env=GUARD)
     on_seen = list(seen)
