@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.profiles import Profile
 from engine.replay.counterfactual import simulate_counterfactual
+from engine.replay.heap import frozen_heap
 from engine.replay.knobs import Knobs
 from engine.replay.model import Simulation
 from engine.replay.oracle import simulate_oracle
@@ -22,7 +23,14 @@ from engine.transcript import Transcript
 
 
 def simulate(tr: Transcript, profile: Profile, scenario: str = "recorded", **kw) -> Simulation:
-    """Dispatch to ``simulate_recorded`` or ``engine.replay.counterfactual.simulate_counterfactual``."""
+    """Dispatch to ``simulate_recorded`` or ``engine.replay.counterfactual.simulate_counterfactual``
+    (the transcript and what else exists before out of the cycle collector meanwhile:
+    :func:`engine.replay.heap.frozen_heap`)."""
+    with frozen_heap():
+        return _simulate(tr, profile, scenario, **kw)
+
+
+def _simulate(tr: Transcript, profile: Profile, scenario: str, **kw) -> Simulation:
     if scenario == "recorded":
         overhead = 0.0
         if tr.boundaries and not profile.compact_reads_cache:
