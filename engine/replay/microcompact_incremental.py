@@ -22,7 +22,6 @@ across the requests of one replay:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from engine.claude_code.microcompact import (
     persisted_pointer,
 )
 from engine.claude_code.thresholds import Thresholds
+from engine.identity_memo import shared_prefix
 from engine.profiles import CLEARED_TEXT, Profile
 from engine.tokens import tool_result_tokens
 
@@ -104,7 +104,7 @@ class IncrementalMicrocompact:
         old = self._sent
         n = len(old)
         if already != self._already or not (
-            len(messages) >= n and all(map(operator.is_, messages[:n], old))
+            len(messages) >= n and shared_prefix(messages, old) == n
         ):
             self._reset()
             self._already = already
