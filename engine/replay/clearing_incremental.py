@@ -43,7 +43,7 @@ from typing import Any
 from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
 from engine.api.context_management import ClearToolUses
 from engine.api.server_clearing import BlockEstimates, ServerView
-from engine.identity_memo import by_identity, shared_prefix
+from engine.identity_memo import by_identity, kept_prefix
 from engine.tokens import block_tokens
 from engine.twins.conversation_policy import PaidPolicy
 from engine.twins.free_moves import BROKE, GREW, NEW, Fingerprint, message_size
@@ -140,7 +140,9 @@ class IncrementalClearing:
         self._record = by_identity(_Record)
         self._scanned = 0  # records the scan has walked
         self._preceding = 0  # characters of the leading message the scan walked first
-        self._sent: list[Mapping[str, Any]] = []
+        # the list last synced, by reference, and its length then (identity_memo.kept_prefix)
+        self._sent: Sequence[Mapping[str, Any]] = []
+        self._n = 0
         # the free-move rule's view of the last list synced: its fingerprint, and whether it
         # broke the previous one's cache (engine.twins.free_moves.broke)
         self._prints: Fingerprint = []
@@ -156,7 +158,9 @@ class IncrementalClearing:
         self._ratios: dict[int, tuple[tuple[int, ...], float]] = {}
         self._new_block_tokens = by_identity(_new_block_tokens)
         # the last view's costs in and out, its edited records and their cost differences
-        self._costs: list[float] = []
+        # (by reference, as the sent list: the replay never changes a list it was handed)
+        self._costs: Sequence[float] = []
+        self._costs_n = 0
         self._new_costs: list[float] = []
         self._edited_last: list[int] = []
         self._diffs: list[float] = []
@@ -179,12 +183,15 @@ class IncrementalClearing:
         self._kept_edits = 0
 
     def _sync(self, sent: Sequence[Mapping[str, Any]]) -> None:
-        old = self._sent
-        n = len(old)
-        k = shared_prefix(sent, old)
+        n = self._n
+        k = kept_prefix(sent, self._sent, n)
         if k < n:
             self._truncate(k)
-        prints = self._prints[:k]
+        # the fingerprint kept in place: only what the comparison below needs of the old one
+        prints = self._prints
+        first = prints[0] if prints else None
+        old_mid = prints[k : n - 1]
+        del prints[k:]
         for i in range(k, len(sent)):
             r = self._record(sent[i])
             prints.append(r.print)
@@ -197,15 +204,13 @@ class IncrementalClearing:
                     self._reset_prefix()  # a result for a use already folded in
         # engine.twins.free_moves.change; the records shared by identity print the same, so
         # only the rest before the old last one is compared
-        old_prints = self._prints
-        if not old_prints or not prints or prints[0] != old_prints[0]:
+        if not n or not prints or prints[0] != first:
             self._change = NEW
-        elif len(sent) < n or prints[k : n - 1] != old_prints[k : n - 1]:
+        elif len(sent) < n or prints[k : n - 1] != old_mid:
             self._change = BROKE
         else:
             self._change = GREW
-        self._prints = prints
-        self._sent = list(sent)
+        self._sent, self._n = sent, len(sent)
 
     def _truncate(self, k: int) -> None:
         self._recs = self._recs[:k]
@@ -348,7 +353,7 @@ class IncrementalClearing:
         after it are computed, and the count is the sum of the differences, added in C
         (:func:`left_sum`)."""
         edited, factors = self._edited, self._factors
-        m = shared_prefix(costs, self._costs)
+        m = kept_prefix(costs, self._costs, self._costs_n)
         j = min(bisect_left(edited, m), self._kept_edits, len(self._diffs))
         # positions before ``p``: the same cost, edited in both views with the same ratio or in
         # neither; so the same cost after the edit
@@ -366,8 +371,8 @@ class IncrementalClearing:
         new_costs = self._new_costs[:p]
         new_costs.extend(costs[p:])
         deque(map(new_costs.__setitem__, edited[j:], new), maxlen=0)  # new_costs[i] = cost
-        self._costs = list(costs)
-        self._new_costs = list(new_costs)
+        self._costs, self._costs_n = costs, len(costs)
+        self._new_costs = new_costs  # handed out, and never changed by the replay
         self._edited_last = list(edited)
         self._kept_edits = len(edited)
         return new_costs, total

@@ -35,7 +35,7 @@ from typing import Any
 
 from engine.api.previous_thinking import starts_turn
 from engine.api.prompt_cache import block_count
-from engine.identity_memo import shared_prefix
+from engine.identity_memo import kept_prefix
 from engine.replay.calibration import Calibration
 from engine.replay.recorded import LINE_KEY
 
@@ -106,7 +106,9 @@ class PromptParts(SpecParts):
         share: Callable[[Message], float],
     ) -> None:
         super().__init__(cal, strip, cost, sig_key, share)
+        # the list last priced, by reference (identity_memo.kept_prefix), and its length then
         self._sent = []
+        self._n = 0
         self._costs: list[float] = []
         self._sig: list[Hashable] = []
         self._on: OnServer = {}  # a copy of the last map of the blocks the server cleared
@@ -128,7 +130,7 @@ class PromptParts(SpecParts):
         return f
 
     def price(self, sent: Sequence[Message], at: int) -> list[float]:
-        p = shared_prefix(sent, self._sent)
+        p = kept_prefix(sent, self._sent, self._n)
         resumed = tuple(r.line <= at for r in self.cal.resumes)
         if resumed != self._resumed:
             p = 0
@@ -156,7 +158,7 @@ class PromptParts(SpecParts):
             f = self._factor(m, i, at, last)
             factors.append(f)
             costs.append(cost(m) * f)
-        self._sent = list(sent)
+        self._sent, self._n = sent, len(sent)
         self._last = last
         self._kept = min(self._kept, p)
         self._redo = redo
@@ -183,9 +185,9 @@ class PromptParts(SpecParts):
                         sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
             self._on = dict(on_server)
             self._on_given = on_server
-        for i in range(kept, len(sent)):
+        for i in range(kept, self._n):
             sig.append((*sig_key(sent[i]), on_server.get(i, ()), factors[i]))
-        self._kept = len(sent)
+        self._kept = self._n
         self._redo = []
         return list(sig)
 
@@ -208,15 +210,17 @@ class PruneSaving:
 
     def __init__(self, cost: Callable[[Message], float]) -> None:
         self.cost = cost
-        self._sent: list[Message] = []
-        self._pruned: list[Message] = []
+        # the lists last given, by reference (identity_memo.kept_prefix), and their lengths then
+        self._sent: Sequence[Message] = []
+        self._pruned: Sequence[Message] = []
+        self._n = self._m = 0
         self._at: list[int] = []  # the positions of the replaced pairs, ascending
         self._sums: list[float] = [0]  # running sums: _sums[k] is the sum of the first k terms
 
     def __call__(self, sent: Sequence[Message], pruned: Sequence[Message]) -> float:
         # the pairs before ``p`` are the previous request's, the same objects: so are their
         # positions and the running sums of their terms
-        p = min(shared_prefix(sent, self._sent), shared_prefix(pruned, self._pruned))
+        p = min(kept_prefix(sent, self._sent, self._n), kept_prefix(pruned, self._pruned, self._m))
         at, sums = self._at, self._sums
         k = bisect_left(at, p)
         del at[k:], sums[k + 1 :]
@@ -232,5 +236,6 @@ class PruneSaving:
         for i in at[k:]:
             total += cost(sent[i]) - cost(pruned[i])
             sums.append(total)
-        self._sent, self._pruned = list(sent), list(pruned)
+        self._sent, self._pruned = sent, pruned
+        self._n, self._m = len(sent), len(pruned)
         return total

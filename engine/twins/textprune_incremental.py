@@ -32,7 +32,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 from typing import Any
 
-from engine.identity_memo import shared_prefix
+from engine.identity_memo import kept_prefix
 from engine.twins.textprune import (
     THINKING_DROP,
     PruneOutcome,
@@ -59,7 +59,9 @@ class IncrementalPrune:
         self._reset()
 
     def _reset(self) -> None:
-        self._messages: list[Any] = []  # the previous request's list (a copy)
+        # the previous request's list, by reference (identity_memo.kept_prefix), and its length
+        self._messages: list[Any] = []
+        self._n = 0
         self._starts: list[int] = []  # turn starts
         self._shortening: list[int] = []  # indices of the messages the prune would shorten
         # per prefix messages[0:k], k = 0..n: turn starts, rough estimate, the last index < k
@@ -101,13 +103,12 @@ class IncrementalPrune:
     def _sync(self, messages: list[Any]) -> int:
         """Bring the facts to ``messages``; returns the length of the prefix it shares with the
         previous request's list."""
-        old = self._messages
-        shared = shared_prefix(messages, old)
-        if shared < len(old):
+        shared = kept_prefix(messages, self._messages, self._n)
+        if shared < self._n:
             self._truncate(shared)
         for i in range(shared, len(messages)):
             self._add(i, messages[i])
-        self._messages = list(messages)
+        self._messages, self._n = messages, len(messages)
         return shared
 
     def _truncate(self, k: int) -> None:
@@ -191,7 +192,7 @@ class IncrementalPrune:
 
     def _prune(self, messages: list[Any]) -> PruneOutcome:
         s = self.settings
-        previous = len(self._messages)
+        previous = self._n
         shared = self._sync(messages)
         n = len(messages)
         turns = self._turns[n]

@@ -113,3 +113,16 @@ def test_shared_prefix_is_the_item_by_item_comparison(size, edits):
             new.extend(object() for _ in range(at % 5))
     assert memo.shared_prefix(new, old) == memo._scan(new, old)
     assert memo.shared_prefix(old, new) == memo._scan(old, new)
+
+
+def test_kept_prefix_reads_a_list_kept_by_reference_up_to_its_length_then() -> None:
+    a, b, c = object(), object(), object()
+    history = [a, b]
+    n = len(history)  # what a stage keeps: the list itself and its length
+    history.append(c)  # the replay appends to the list it passed on
+    assert memo.kept_prefix(history, history, n) == 2  # not 3: c was never seen
+    assert memo.kept_prefix([a, b, c], history, n) == 2
+    assert memo.kept_prefix([a, object(), c], history, n) == 1
+    assert memo.kept_prefix([a], history, n) == 1
+    assert memo.kept_prefix([], history, n) == 0
+    assert memo.kept_prefix((a, b), [a, b], 2) == 2  # any sequence
