@@ -1,6 +1,7 @@
 """engine.replay.heap.frozen_heap: the objects of the process out of the cycle collector during a
-replay, given back after it (also after an error), only by the outermost replay and never when
-the process froze objects itself; a replay under it gives the same Simulation."""
+replay and its youngest generation collected less often, both given back after it (also after an
+error), only by the outermost replay and never when the process froze objects itself; a replay
+under it gives the same Simulation."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from engine.profiles import profile_for
 from engine.replay import session
 from engine.replay.counterfactual import simulate_counterfactual
-from engine.replay.heap import frozen_heap
+from engine.replay.heap import YOUNG_THRESHOLD, frozen_heap
 from engine.transcript import load_transcript
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spotter-session.jsonl"
@@ -28,10 +29,13 @@ def _unfrozen():
 def test_frozen_during_the_block_and_given_back_after() -> None:
     kept = [{"a": [1, 2]}]  # a container tracked before the block
     assert gc.get_freeze_count() == 0
+    before = gc.get_threshold()
     with frozen_heap():
         assert gc.get_freeze_count() > 0
         assert not any(o is kept for o in gc.get_objects())  # out of every generation
+        assert gc.get_threshold() == (max(before[0], YOUNG_THRESHOLD), *before[1:])
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
     assert any(o is kept for o in gc.get_objects(2))  # back, in the oldest generation
 
 
@@ -44,9 +48,11 @@ def test_garbage_made_in_the_block_is_still_collected() -> None:
 
 
 def test_given_back_after_an_error() -> None:
+    before = gc.get_threshold()
     with pytest.raises(RuntimeError), frozen_heap():
         raise RuntimeError("boom")
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
     with frozen_heap():  # and the next block freezes again
         assert gc.get_freeze_count() > 0
 
@@ -64,8 +70,10 @@ def test_a_process_that_froze_its_heap_keeps_it_frozen() -> None:
     gc.freeze()
     frozen = gc.get_freeze_count()
     assert frozen > 0
+    before = gc.get_threshold()
     with frozen_heap():
         assert gc.get_freeze_count() == frozen
+        assert gc.get_threshold() == before  # nor its thresholds
     assert gc.get_freeze_count() == frozen  # not unfrozen by the replay
 
 
