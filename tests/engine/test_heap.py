@@ -60,9 +60,9 @@ def test_given_back_after_an_error() -> None:
 def test_nested_blocks_leave_it_to_the_outermost() -> None:
     with frozen_heap():
         with frozen_heap():
-            inner = gc.get_freeze_count()
-        assert inner > 0
-        assert gc.get_freeze_count() == inner  # the inner block did not unfreeze
+            assert gc.get_freeze_count() > 0
+        # the inner block did not unfreeze (a count, not equality: a frozen object may be freed)
+        assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
 
 
@@ -72,9 +72,9 @@ def test_a_process_that_froze_its_heap_keeps_it_frozen() -> None:
     assert frozen > 0
     before = gc.get_threshold()
     with frozen_heap():
-        assert gc.get_freeze_count() == frozen
+        assert 0 < gc.get_freeze_count() <= frozen  # nothing more frozen (some may be freed)
         assert gc.get_threshold() == before  # nor its thresholds
-    assert gc.get_freeze_count() == frozen  # not unfrozen by the replay
+    assert gc.get_freeze_count() > 0  # not unfrozen by the replay
 
 
 def test_simulate_replays_under_it_and_gives_the_same_simulation(monkeypatch) -> None:
