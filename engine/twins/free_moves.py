@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engine.api.context_editing import blocks_of, is_block
 from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
 from engine.twins.context_clear import ENV_FREE, FREE_OFF, trailing_results
@@ -43,6 +42,7 @@ from engine.twins.policy import (
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
     WRITE_EXTRA_X20,
+    assistant_tool_uses,
     block_size,
     paid_edit,
     value_size,
@@ -192,13 +192,7 @@ def free_edit(
     ``conversation`` (which this call updates: call it once per request, in order)."""
     fitted = paid_edit(edit, messages, ceiling, patience, preceding, rest, extra)
     prints = fingerprint(messages)
-    uses = sum(
-        1
-        for m in messages
-        if m.get("role") == "assistant"
-        for b in blocks_of(m)
-        if is_block(b, "tool_use")
-    )
+    uses = assistant_tool_uses(messages)
     keep = conversation.keep(
         change(conversation.previous, prints),
         prints,

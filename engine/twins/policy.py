@@ -255,6 +255,17 @@ def paid_boundary(
     return cleared
 
 
+def assistant_tool_uses(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The ``tool_use`` blocks of the list's assistant messages: what the edit's ``keep`` counts."""
+    return sum(
+        1
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in blocks_of(m)
+        if is_block(b, "tool_use")
+    )
+
+
 def paid_edit(
     edit: ClearToolUses,
     messages: Sequence[Mapping[str, Any]],
@@ -268,13 +279,7 @@ def paid_edit(
     keeps all but the policy's boundary (never fewer than KEEP or the round in progress).
     ``rest``: :func:`uncached_system` of the request's system prompt; ``extra``:
     :func:`write_extra` of it."""
-    n = sum(
-        1
-        for m in messages
-        if m.get("role") == "assistant"
-        for b in blocks_of(m)
-        if is_block(b, "tool_use")
-    )
+    n = assistant_tool_uses(messages)
     cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra)
     keep = max(n - cleared, trailing_results(messages), edit.keep)
     return edit if keep == edit.keep else replace(edit, keep=keep)
