@@ -243,8 +243,8 @@ class Fitter:
         keep = scan.keep(k.policy, k.step)
         if not self._free:
             return keep, 0
-        if not scan.points:
-            return free_keep(NEW, forced, 0, 0, scan.edit.keep, keep)[:2]
+        if not scan.points:  # an empty list: nothing to clear, nothing held
+            return keep, 0
         p = scan.points[-1]
         keep, forced, moved = free_keep(how, forced, p.uses, p.trailing_any, scan.edit.keep, keep)
         self.free_moves += moved

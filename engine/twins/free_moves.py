@@ -145,20 +145,6 @@ class Conversation:
         self.forced = 0  # tool uses the last free move cleared
         self.moves = 0  # free moves made
 
-    def cleared(self, prints: Fingerprint, uses: int, limit: int, paid: int) -> int:
-        """Tool uses the edit clears with a request of fingerprint ``prints`` holding ``uses``
-        tool uses, of which the edit may clear ``limit``; ``paid``: what the stateless rule
-        clears."""
-        return self.cleared_after(change(self.previous, prints), prints, uses, limit, paid)
-
-    def cleared_after(self, how: str, prints: Fingerprint, uses: int, limit: int, paid: int) -> int:
-        """:meth:`cleared` with :func:`change` already told (a caller that compares the lists
-        its own faster way, e.g. by identity first)."""
-        self.previous = prints
-        cleared, self.forced, moved = free_step(how, self.forced, uses, limit, paid)
-        self.moves += moved
-        return cleared
-
     def keep(
         self,
         how: str,
