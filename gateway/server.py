@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_writer import StreamWriter
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -207,6 +208,8 @@ def _forward_headers(headers: Mapping[str, str] | CIMultiDict[str]) -> CIMultiDi
     return out
 
 
+URLS_KEPT = 64  # upstream URLs kept by path and query (cleared when full: bounded)
+
 # a body part at least this large is sent on its own, not joined with the request's headers
 SEPARATE_HEADERS = 64 * 1024
 
@@ -218,7 +221,10 @@ class Pieces(aiohttp.payload.Payload):
     aiohttp joins the request's headers with the first piece written into one new buffer
     (``transport.writelines`` is not used before Python 3.12.9): before a first piece of
     :data:`SEPARATE_HEADERS` or more the headers are sent alone, so the body is never copied
-    in user space on its way out (measured: ~50 µs per 730 KB body saved, one more ``send``)."""
+    in user space on its way out (measured: ~50 µs per 730 KB body saved, one more ``send``).
+    The pieces are handed to the transport one after the other and drained once, after the
+    last: the small ones after the first queue behind its unsent rest and leave with it, not
+    each in its own ``send`` (and TCP segment) once the first has drained."""
 
     def __init__(self, parts: tuple[bytes | memoryview, ...]) -> None:
         super().__init__(parts, content_type=None)
@@ -237,10 +243,15 @@ class Pieces(aiohttp.payload.Payload):
         left = self._total if content_length is None else content_length
         if self._parts and len(self._parts[0]) >= SEPARATE_HEADERS:
             writer.send_headers()
-        for part in self._parts:
+        queue = isinstance(writer, StreamWriter)  # aiohttp's own: write(drain=False) queues
+        last = len(self._parts) - 1
+        for i, part in enumerate(self._parts):
             if left <= 0:
                 break
-            await writer.write(part[:left])
+            if queue and i < last and left > len(part):
+                await writer.write(part, drain=False)  # type: ignore[call-arg]
+            else:
+                await writer.write(part[:left])
             left -= len(part)
 
 
@@ -283,6 +294,7 @@ class Gateway:
         # where the time goes, per request (gateway.phases): off unless CTXPATCH_GATEWAY_PHASES=1
         self.phases = phases.Phases() if phases.enabled(env) else None
         self._route: Route | None = None
+        self._urls: dict[str, URL] = {}  # raw path and query -> upstream URL (_upstream_url)
         self._mark_hops = False
         self._port = port
         self._runner: web.AppRunner | None = None
@@ -379,7 +391,7 @@ class Gateway:
             why = guard.loop_message(self.source, shown(self.state.upstream))
             log.warning("%s %s -> 508, %s", request.method, request.path, why)
             return error_response(508, why, close=True)
-        _lap(request, "guard")
+        self._lap(request, "guard")
         try:
             body = await read_body(request)
         except _BodyRefused as refused:
@@ -391,7 +403,7 @@ class Gateway:
                 request.transport.close()
             return refused.response or error_response(408, "request body timeout", close=True)
         size = len(body)
-        _lap(request, "body")
+        self._lap(request, "body")
         try:
             return await self._relay(request, body)
         finally:
@@ -418,7 +430,7 @@ class Gateway:
             request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env
         ):
             decision = Decision(model=decision.model, reason=window.STOPPED)
-        _lap(request, "decide")
+        self._lap(request, "decide")
         if log.isEnabledFor(logging.DEBUG):  # redacted() walks every header: only when shown
             log.debug("%s %s headers %s", request.method, request.path, redacted(headers.items()))
         rec = None  # the request's ledger record (usage.ledger), handed down
@@ -426,10 +438,10 @@ class Gateway:
             rec = usage_ledger.begin(
                 request.headers, body, decision.model, decision.added, decision.reason
             )
-        url = upstream_url(self._base, request.rel_url.raw_path_qs)
+        url = self._upstream_url(request.rel_url.raw_path_qs)
         if self._basic is not None and "Authorization" not in headers:
             headers["Authorization"] = self._basic  # user:pass@ in the upstream URL
-        _lap(request, "prepare")
+        self._lap(request, "prepare")
         if not decision.added:
             return await self._forward(request, url, headers, body, decision, rec=rec)
         sent_headers = headers
@@ -451,7 +463,7 @@ class Gateway:
     async def _forward(
         self,
         request: web.Request,
-        url: str,
+        url: URL,
         headers: CIMultiDict[str],
         body: bytes | Pieces,
         decision: Decision,
@@ -466,13 +478,13 @@ class Gateway:
             try:
                 up = await self._session.request(
                     request.method,
-                    URL(url, encoded=True),  # as sent: no second normalisation of the path
+                    url,
                     headers=headers,
                     data=body if body or request.body_exists else None,  # GET stays bodiless
                     allow_redirects=False,
                     proxy=self._route.proxy,
                 )
-                _lap(request, "upstream")
+                self._lap(request, "upstream")
                 break
             except aiohttp.ClientConnectorError as exc:
                 # nothing was sent: one more try after a pause rides out a blip
@@ -551,7 +563,7 @@ class Gateway:
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
                 resp.headers.add(name, value)
-        _lap(request, "reply")  # built; aiohttp sends it once the handler returns
+        self._lap(request, "reply")  # built; aiohttp sends it once the handler returns
         return resp
 
     async def _stream(
@@ -598,8 +610,25 @@ class Gateway:
         if rec is not None:
             rec.close_tap()
             self._record(rec, up.status, decision, up.headers)
-        _lap(request, "reply")
+        self._lap(request, "reply")
         return resp
+
+    def _upstream_url(self, raw_path_qs: str) -> URL:
+        """Where the request goes (:func:`gateway.network.upstream_url`), kept per path and
+        query: a client sends the same few (``/v1/messages?beta=true``) again and again."""
+        url = self._urls.get(raw_path_qs)
+        if url is None:
+            # encoded: the path as sent, no second normalisation of it
+            url = URL(upstream_url(self._base, raw_path_qs), encoded=True)
+            if len(self._urls) >= URLS_KEPT:
+                self._urls.clear()
+            self._urls[raw_path_qs] = url
+        return url
+
+    def _lap(self, request: web.Request, name: str) -> None:
+        """End the request's phase ``name`` (gateway.phases); nothing but a test when off."""
+        if self.phases is not None:
+            request[_LAPS].lap(name)
 
     def _record(
         self,
@@ -620,12 +649,6 @@ class Gateway:
             self.ledger.record(rec)
         except Exception:  # the ledger never fails a request
             self.ledger.errors += 1
-
-
-def _lap(request: web.Request, name: str) -> None:
-    laps = request.get(_LAPS)
-    if laps is not None:
-        laps.lap(name)
 
 
 def _failure(exc: BaseException) -> str:

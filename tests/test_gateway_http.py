@@ -29,7 +29,7 @@ from engine.api.context_management import (
 )
 from gateway.redact import REDACTED
 from gateway.rewrite import decide
-from gateway.server import HOST, SEPARATE_HEADERS, ThreadedGateway
+from gateway.server import HOST, SEPARATE_HEADERS, URLS_KEPT, ThreadedGateway
 from lab.mock import MockConfig, MockServer
 
 # --- through the project's mock ------------------------------------------------------------------
@@ -112,6 +112,31 @@ def test_count_tokens_and_other_paths_forwarded_byte_for_byte() -> None:
             k.lower(): v for k, v in headers.items() if k.lower() not in ("host", "content-length")
         } == HEADERS | {"accept-encoding": "identity"} | hop  # http.client's
     assert {k.lower() for k in seen[3][3]} == {"host", "x-api-key", "accept-encoding", *hop}
+
+
+def test_each_request_goes_to_its_own_path_past_the_kept_urls() -> None:
+    """The upstream URL is kept per path and query (at most URLS_KEPT, then cleared): past the
+    bound, and after it, every request still reaches the upstream at its own path and query."""
+    seen: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        await request.read()
+        seen.append(request.path_qs)
+        return web.Response(body=b'{"input_tokens": 5}', content_type="application/json")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", record)
+    paths = [f"/v1/messages/count_tokens?i={i}" for i in range(URLS_KEPT + 3)]
+    paths += [paths[0], paths[-1], "/v1/x/../messages/count_tokens?i=0"]
+    with AppThread(app) as up, ThreadedGateway(upstream=up.url, edit=EDIT) as gw:
+        conn = http.client.HTTPConnection(HOST, gw.gateway.port, timeout=10)
+        for path in paths:
+            conn.request("POST", path, body=b"{}", headers={"x-api-key": "k"})
+            r = conn.getresponse()
+            assert r.status == 200, r.read()
+            r.read()
+        conn.close()
+    assert seen == [*paths[:-1], "/v1/messages/count_tokens?i=0"]  # dot segments resolved
 
 
 def test_large_bodies_arrive_whole_unchanged_or_spliced_with_their_headers() -> None:
