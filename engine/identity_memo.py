@@ -153,7 +153,12 @@ def kept_prefix(new: Sequence[Any], old: Sequence[Any], n: int) -> int:
     items, so the first ``n`` items of ``old`` are still the ones that were given; ``new`` may be
     ``old`` itself, longer. A copy of a history of a thousand messages touches every message's
     reference count twice (copied, freed), messages spread over a large heap: that, not the
-    comparison, was the per-request cost."""
+    comparison, was the per-request cost.
+
+    ``new`` being ``old`` itself (the history passed on again, grown or not) is answered
+    without reading either list: its first ``n`` items are still the ones given."""
+    if new is old:
+        return min(len(new), n)
     return min(shared_prefix(new, old), n)
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from itertools import compress, islice
+from itertools import compress
 from typing import Any
 
 from engine.api.previous_thinking import starts_turn
@@ -143,7 +143,7 @@ class PromptParts(SpecParts):
         last = turns[-1] if turns else -1
         factors, costs, blocks = self._factors, self._costs, self._blocks
         del factors[p:], costs[p:], blocks[p:]
-        blocks.extend(map(block_count, islice(sent, p, None)))
+        blocks.extend(map(block_count, sent[p:]))  # a slice: islice would step over the first p
         redo: list[int] = []
         if self.strip and last != self._last:
             # the messages whose "before the last turn start" changed, among those kept
@@ -227,9 +227,9 @@ class PruneSaving:
         n = min(len(sent), len(pruned))
         if p < n:
             at.extend(
-                compress(
-                    range(p, n), map(operator.is_not, islice(sent, p, n), islice(pruned, p, n))
-                )
+                # slices: islice(sent, p, n) steps over the first ``p`` items, a whole history
+                # per request
+                compress(range(p, n), map(operator.is_not, sent[p:n], pruned[p:n]))
             )
         cost = self.cost
         total = sums[-1]
