@@ -109,6 +109,8 @@ class PromptCache:
         costs: Sequence[float],
         blocks: Sequence[int],
         overhead: float | None = None,
+        sums: Sequence[float] | None = None,
+        extends: bool | None = None,
     ) -> float:
         """Tokens this prompt reads from the cache; then its own entry is written.
 
@@ -116,19 +118,27 @@ class PromptCache:
         bytes), token cost and number of content blocks. ``overhead``: this prompt's fixed
         prefix when it is not the cache's own (history before the file's first message, which
         precedes every message and is read like the system prompt until a compaction drops it).
-        A prompt no entry reaches reads only ``stable`` (at most ``fixed``).
+        A prompt no entry reaches reads only ``stable`` (at most ``fixed``). ``sums``: the prefix
+        sums of ``costs`` when the caller keeps them (``sums[k] == sum(costs[:k])``,
+        ``engine.replay.prefix_sums``), so that a read does not sum the whole prompt again.
+        ``extends``: whether ``sig`` starts with the last signature read, when the caller
+        compared them already (``sig[:len(last)] == last``), so that they are not compared again.
         """
         fixed = self.overhead if overhead is None else float(overhead)
         found: float | None = None
         if self._entries:
             found = min(self.stable, fixed)
+            last = self._entries[-1]
             for entry in reversed(self._entries):
                 n = len(entry)
-                if n > len(sig) or sig[:n] != entry:
+                if entry is last and extends is not None:
+                    if not extends:
+                        continue
+                elif n > len(sig) or sig[:n] != entry:
                     continue
                 # the newest matching entry is the longest; older ones end further back
                 if sum(blocks[n:]) <= LOOKBACK_BLOCKS:
-                    found = fixed + sum(costs[:n])
+                    found = fixed + (sum(costs[:n]) if sums is None else sums[n])
                 break
         self._entries = [*self._entries[-(LOOKBACK_BLOCKS - 1) :], sig]
         return 0.0 if found is None else found

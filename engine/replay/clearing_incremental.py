@@ -44,6 +44,7 @@ from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
 from engine.api.context_management import ClearToolUses
 from engine.api.server_clearing import BlockEstimates, ServerView
 from engine.identity_memo import by_identity, kept_prefix
+from engine.replay.prefix_sums import PrefixSums, summed
 from engine.tokens import block_tokens
 from engine.twins.conversation_policy import PaidPolicy
 from engine.twins.free_moves import BROKE, GREW, NEW, Fingerprint, message_size
@@ -162,6 +163,7 @@ class IncrementalClearing:
         self._costs: Sequence[float] = []
         self._costs_n = 0
         self._new_costs: list[float] = []
+        self._new_sums = PrefixSums()  # of _new_costs
         self._edited_last: list[int] = []
         self._diffs: list[float] = []
 
@@ -373,16 +375,23 @@ class IncrementalClearing:
         deque(map(new_costs.__setitem__, edited[j:], new), maxlen=0)  # new_costs[i] = cost
         self._costs, self._costs_n = costs, len(costs)
         self._new_costs = new_costs  # handed out, and never changed by the replay
+        self._new_sums.update(new_costs, p)  # its costs before ``p`` are the previous list's
         self._edited_last = list(edited)
         self._kept_edits = len(edited)
         return new_costs, total
 
     def view(
-        self, sent: Sequence[Mapping[str, Any]], costs: Sequence[float], overhead: float
+        self,
+        sent: Sequence[Mapping[str, Any]],
+        costs: Sequence[float],
+        overhead: float,
+        sums: Sequence[float] | None = None,
     ) -> ServerView:
-        """What ``clear_on_server(sent, costs, overhead, edit, estimate, step)`` returns."""
+        """What ``clear_on_server(sent, costs, overhead, edit, estimate, step)`` returns;
+        ``sums``: the prefix sums of ``costs`` when the caller keeps them
+        (``engine.replay.prefix_sums``)."""
         edit = self.edit
-        base = overhead + sum(costs)
+        base = overhead + summed(costs, sums)
         policy = self.policy
         keep = None
         if policy is not None and policy.conversation is not None:
@@ -413,3 +422,8 @@ class IncrementalClearing:
         if edit.clear_at_least is not None and before - after < edit.clear_at_least:
             return ServerView(list(costs), {}, 0, 0)
         return ServerView(new_costs, changed, self._cleared, before - after)
+
+    def sums(self, costs: Sequence[float]) -> Sequence[float] | None:
+        """The prefix sums of ``costs`` when they are the costs of the last view that cleared
+        (``sums(costs)[k] == sum(costs[:k])``, read before the next :meth:`view`), else ``None``."""
+        return self._new_sums.table() if costs is self._new_costs else None

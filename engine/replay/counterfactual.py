@@ -48,6 +48,7 @@ from engine.replay.compaction_cost import CompactionCall, compaction_call, summa
 from engine.replay.edit_limit import limit_env
 from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
+from engine.replay.prefix_sums import summed
 from engine.replay.prompt_parts import PromptParts, PruneSaving
 from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
 from engine.replay.recorded import (
@@ -445,6 +446,9 @@ def simulate_counterfactual(
                     sent = pruned
             costs = parts.price(sent, line)
             priced = costs  # before the server's edit
+            # the prefix sums of ``costs`` (engine.replay.prefix_sums), so that no sum below
+            # runs over the whole history again; None: each sums the costs itself
+            sums = parts.sums()
             base = overhead + carried
             on_server: dict[int, tuple[int, ...]] = {}
             server_cleared = 0
@@ -457,7 +461,7 @@ def simulate_counterfactual(
             # code and the gateway remember it for the free move (engine.twins.free_moves)
             if clear_edit is not None and (not stop or remembers):
                 view = (
-                    clearing.view(sent, costs, base)
+                    clearing.view(sent, costs, base, sums)
                     if clearing is not None
                     else clear_on_server(
                         sent, costs, base, clear_edit, estimate, clear_step, clear_policy
@@ -465,6 +469,7 @@ def simulate_counterfactual(
                 )
                 if not stop and view.cleared_tool_uses:
                     costs, on_server = view.costs, view.changed
+                    sums = clearing.sums(costs) if clearing is not None else None
                     server_cleared = view.cleared_tokens
                     events.append(
                         Event(
@@ -477,13 +482,14 @@ def simulate_counterfactual(
                         )
                     )
                     names.append("server_clear")
-            prompt = round(base + sum(costs))
+            prompt = round(base + summed(costs, sums))
             sig = parts.signature(on_server)
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             blocks = parts.blocks()
             # the carried history (before the file's first message) is a fixed prefix too: read
             # from the cache like the system prompt (it was written on every request)
-            read = min(prompt, round(cache.read(sig, costs, blocks, overhead + carried)))
+            read = cache.read(sig, costs, blocks, overhead + carried, sums, not brk)
+            read = min(prompt, round(read))
             prev_sig = sig
             if th.blocking is not None and tokens >= th.blocking:
                 events.append(Event("blocking", line, tokens, th.blocking))

@@ -37,6 +37,7 @@ from engine.api.previous_thinking import starts_turn
 from engine.api.prompt_cache import block_count
 from engine.identity_memo import kept_prefix
 from engine.replay.calibration import Calibration
+from engine.replay.prefix_sums import PrefixSums
 from engine.replay.recorded import LINE_KEY
 
 Message = Mapping[str, Any]
@@ -85,6 +86,11 @@ class SpecParts:
         back the prompt cache looks)."""
         return [block_count(m) for m in self._sent]
 
+    def sums(self) -> Sequence[float] | None:
+        """The prefix sums of the costs last priced (``sums()[k] == sum(costs[:k])``), read
+        before the next :meth:`price`; ``None``: the caller sums the costs."""
+        return None
+
     def signature(self, on_server: OnServer) -> list[Hashable]:
         """The prompt-cache signature of the messages last priced, with the blocks the server
         cleared in each (``on_server``, a map not changed once passed, as a ``ServerView``'s)."""
@@ -119,6 +125,7 @@ class PromptParts(SpecParts):
         self._kept = 0  # leading messages whose signature entries still hold
         self._redo: list[int] = []  # earlier messages whose factor moved
         self._blocks: list[int] = []  # block_count of each message last priced
+        self._sums = PrefixSums()  # of the costs last priced
 
     def _factor(self, m: Message, i: int, at: int, last: int) -> float:
         # the specification's expression, operation for operation
@@ -162,10 +169,14 @@ class PromptParts(SpecParts):
         self._last = last
         self._kept = min(self._kept, p)
         self._redo = redo
+        self._sums.update(costs, min(p, redo[0]) if redo else p)
         return list(costs)
 
     def blocks(self) -> list[int]:
         return list(self._blocks)
+
+    def sums(self) -> Sequence[float] | None:
+        return self._sums.table()
 
     def signature(self, on_server: OnServer) -> list[Hashable]:
         sent, factors, sig = self._sent, self._factors, self._sig
