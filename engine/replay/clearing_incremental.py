@@ -136,7 +136,10 @@ class IncrementalClearing:
         # an early record, the records after it are walked and read again, the same objects
         plain = Sizes()
         self._sizes = Sizes(
-            by_identity(plain.content), by_identity(plain.result), by_identity(plain.input)
+            by_identity(plain.content),
+            by_identity(plain.result),
+            by_identity(plain.input),
+            by_identity(plain.facts),
         )
         self._record = by_identity(_Record)
         self._scanned = 0  # records the scan has walked

@@ -173,17 +173,36 @@ def _input_size(value: Any) -> int:
     return _value_size(value, 1)
 
 
+Facts = tuple[str | None, tuple[tuple[Any, Any, Any], ...], tuple[Any, ...]]
+"""What the walk reads of one message's blocks (:func:`message_facts`)."""
+
+
+def message_facts(m: Any) -> Facts:
+    """(role, its tool uses as (id, name, input) when an assistant message, its
+    ``tool_result`` blocks when not): what the walk and :meth:`PolicyScan.resumable` read of a
+    message's blocks, whatever the messages around it."""
+    role = _role(m)
+    blocks = _blocks(m)
+    if role == _ASSISTANT:
+        uses = tuple(
+            (b.get("id"), b.get("name"), b.get("input")) for b in blocks if _typed(b, "tool_use")
+        )
+        return role, uses, ()
+    return role, (), tuple(b for b in blocks if _typed(b, "tool_result"))
+
+
 @dataclass(frozen=True, slots=True)
 class Sizes:
     """The sizes the walk reads: a message's content, a tool result's content, a tool use's
-    input. The defaults compute them afresh; a replay, which hands the walk the same objects
-    request after request (never mutated), passes memoised ones
-    (:func:`engine.identity_memo.by_identity`), so walking a list again after an edit early in
-    it costs the edited messages only."""
+    input, a message's blocks as the walk reads them (:func:`message_facts`). The defaults compute
+    them afresh; a replay, which hands the walk the same objects request after request (never
+    mutated), passes memoised ones (:func:`engine.identity_memo.by_identity`), so walking a
+    list again after an edit early in it reads the edited messages only."""
 
     content: Callable[[Any], int] = _content_size
     result: Callable[[Any], int] = _result_size
     input: Callable[[Any], int] = _input_size
+    facts: Callable[[Any], Facts] = message_facts
 
 
 def system_rest(system: Any) -> int:
@@ -240,24 +259,23 @@ class PolicyScan:
         p = self.points[j]
         if p.role is None or p.reach > j:
             return False
+        facts = self.sizes.facts
         if p.role == _USER:
-            nxt = next((r for r in map(_role, tail) if r is not None), None)
+            nxt = next((r for r in (facts(m)[0] for m in tail) if r is not None), None)
             if p.decided != (not tail or nxt == _ASSISTANT):
                 return False
         use_at, result_at = self.use_at, self.result_at
-        for m in tail:
-            role = _role(m)
-            if role is None:
-                continue
-            for b in _blocks(m):
-                if role == _USER and _typed(b, "tool_result"):
+        for role, uses, results in map(facts, tail):
+            if role == _USER:
+                for b in results:
                     at = use_at.get(b.get("tool_use_id"))
-                elif role == _ASSISTANT and _typed(b, "tool_use"):
-                    at = result_at.get(b.get("id"))
-                else:
-                    continue
-                if at is not None and at <= j:
-                    return False
+                    if at is not None and at <= j:
+                        return False
+            elif role == _ASSISTANT:
+                for uid, _, _ in uses:
+                    at = result_at.get(uid)
+                    if at is not None and at <= j:
+                        return False
         return True
 
     def truncate(self, j: int) -> None:
@@ -274,16 +292,16 @@ class PolicyScan:
     def extend(self, tail: Sequence[Any]) -> None:
         """Walk ``tail``, the messages after those walked so far (see :meth:`resumable`)."""
         base = len(self.points)
-        roles = [_role(m) for m in tail]
+        facts = list(map(self.sizes.facts, tail))
+        roles = [f[0] for f in facts]
         # the tail's results, last one per id (the twin's dict), and where each id's last is
         results: dict[Any, Any] = {}
         last_result: dict[Any, int] = {}
-        for k, m in enumerate(tail):
-            if roles[k] == _USER:
-                for b in _blocks(m):
-                    if _typed(b, "tool_result"):
-                        results[b.get("tool_use_id")] = b
-                        last_result[b.get("tool_use_id")] = base + k
+        for k, f in enumerate(facts):
+            if f[0] == _USER:
+                for b in f[2]:
+                    results[b.get("tool_use_id")] = b
+                    last_result[b.get("tool_use_id")] = base + k
         # the role of the next user or assistant message after each one
         following: list[str | None] = [None] * len(tail)
         nxt: str | None = None
@@ -311,7 +329,7 @@ class PolicyScan:
         sent_role: Any = None
         size = 0
         for k, m in enumerate(tail):
-            role = roles[k]
+            role, uses, tool_results = facts[k]
             index = base + k
             new_uses: list[Any] = []
             new_results: list[Any] = []
@@ -331,30 +349,25 @@ class PolicyScan:
                     sent_role, size = None, 0
             if role == _ASSISTANT:
                 trailing = trailing_any = 0
-                for b in _blocks(m):
-                    if not _typed(b, "tool_use"):
-                        continue
-                    uid = b.get("id")
+                for uid, name, use_input in uses:
                     if uid not in self.use_at:
                         self.use_at[uid] = index
                         new_uses.append(uid)
                     reach = max(reach, last_result.get(uid, -1))
-                    name = b.get("name")
                     gain = 0
                     if name not in exclude:
                         result = results.get(uid)
                         if isinstance(result, Mapping):
                             gain = result_size(result.get("content"))
                         if _clears_input(edit, name):
-                            gain += input_size(b.get("input"))
+                            gain += input_size(use_input)
                     gains.append(gains[-1] + gain)
             else:
-                n_results = 0
-                for b in _blocks(m):
-                    if _typed(b, "tool_result"):
-                        n_results += 1
+                n_results = len(tool_results)
+                if role == _USER:
+                    for b in tool_results:
                         rid = b.get("tool_use_id")
-                        if role == _USER and rid not in self.result_at:
+                        if rid not in self.result_at:
                             self.result_at[rid] = index
                             new_results.append(rid)
                 trailing_any += n_results
