@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
@@ -48,11 +48,14 @@ from engine.twins.policy import (
 )
 
 _USER, _ASSISTANT = "user", "assistant"
+_NO_IDS: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())  # a message that names no id first
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
-    """The walk's state after one message."""
+class Point(NamedTuple):
+    """The walk's state after one message (a named tuple: a walk makes one per message, and
+    a frozen dataclass's ``__init__`` sets its eleven fields one call at a time, several times
+    the cost of the tuple; a replay walks a long history again after every prune that
+    rewrites an early message)."""
 
     total: int  # characters of the user and assistant messages so far
     trailing: int  # tool results in user messages since the last assistant one (the policy's)
@@ -326,13 +329,17 @@ class PolicyScan:
         )
         last = len(tail) - 1
         prints = self.prints
+        ceiling4, extra_patience, rest = 4 * self.ceiling, self.extra * self.patience, self.rest
+        use_at, result_at = self.use_at, self.result_at
+        introduce, add_point = self._introduced.append, self.points.append
         sent_role: Any = None
         size = 0
         for k, m in enumerate(tail):
             role, uses, tool_results = facts[k]
             index = base + k
-            new_uses: list[Any] = []
-            new_results: list[Any] = []
+            # the ids this message names first (most name none: no list made)
+            new_uses: list[Any] | tuple[()] = ()
+            new_results: list[Any] | tuple[()] = ()
             decided = False
             if role is not None:
                 size = content_size(m.get("content"))
@@ -350,9 +357,9 @@ class PolicyScan:
             if role == _ASSISTANT:
                 trailing = trailing_any = 0
                 for uid, name, use_input in uses:
-                    if uid not in self.use_at:
-                        self.use_at[uid] = index
-                        new_uses.append(uid)
+                    if uid not in use_at:
+                        use_at[uid] = index
+                        new_uses = [*new_uses, uid]
                     reach = max(reach, last_result.get(uid, -1))
                     gain = 0
                     if name not in exclude:
@@ -367,9 +374,9 @@ class PolicyScan:
                 if role == _USER:
                     for b in tool_results:
                         rid = b.get("tool_use_id")
-                        if rid not in self.result_at:
-                            self.result_at[rid] = index
-                            new_results.append(rid)
+                        if rid not in result_at:
+                            result_at[rid] = index
+                            new_results = [*new_results, rid]
                 trailing_any += n_results
                 if role == _USER:
                     trailing += n_results
@@ -380,13 +387,13 @@ class PolicyScan:
                         free = gains[limit] - gains[cleared]
                         kept = total - gains[cleared]
                         rent += free
-                        if kept >= 4 * self.ceiling or READ_X20 * rent * 100 >= (
-                            self.extra * self.patience * (kept - free + self.rest)
+                        if kept >= ceiling4 or READ_X20 * rent * 100 >= (
+                            extra_patience * (kept - free + rest)
                         ):
                             cleared = limit
                             rent = 0
-            self._introduced.append((tuple(new_uses), tuple(new_results)))
-            self.points.append(
+            introduce((tuple(new_uses), tuple(new_results)) if new_uses or new_results else _NO_IDS)
+            add_point(
                 Point(
                     total,
                     trailing,
