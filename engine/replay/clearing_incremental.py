@@ -152,6 +152,7 @@ class IncrementalClearing:
         self._prints: Fingerprint = []
         self._change = NEW
         self._recs: list[_Record] = []
+        self._apis: list[Mapping[str, Any]] = []  # each record's ``api``: the list the walk reads
         self._uses: list[tuple[int, int, Mapping[str, Any]]] = []  # (record, block, tool_use)
         self._results: dict[Any, tuple[int, int]] = {}
         self._reset_prefix()
@@ -201,6 +202,7 @@ class IncrementalClearing:
             r = self._record(sent[i])
             prints.append(r.print)
             self._recs.append(r)
+            self._apis.append(r.api)
             for j, b in r.uses:
                 self._uses.append((i, j, b))
             for j, uid in r.results:
@@ -219,6 +221,7 @@ class IncrementalClearing:
 
     def _truncate(self, k: int) -> None:
         self._recs = self._recs[:k]
+        del self._apis[k:]
         self._scanned = min(self._scanned, k)
         self._uses = [u for u in self._uses if u[0] < k]
         self._results = {}
@@ -242,7 +245,7 @@ class IncrementalClearing:
         if scan is not None and preceding == self._preceding:
             done = min(self._scanned, n)
             for k in range(done, max(0, done - RESUME_TRIES), -1):
-                if scan.resumable(lead + k - 1, [r.api for r in recs[k:]]):
+                if scan.resumable(lead + k - 1, self._apis[k:]):
                     start = k
                     break
         if start is None or scan is None:
@@ -259,7 +262,7 @@ class IncrementalClearing:
             self._scan, self._preceding, start = scan, preceding, 0
         else:
             scan.truncate(lead + start - 1)
-        scan.extend([r.api for r in recs[start:]])
+        scan.extend(self._apis[start:])
         self._scanned = n
         keep = scan.keep("paid")
         conversation = policy.conversation
