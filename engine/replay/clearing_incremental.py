@@ -274,7 +274,7 @@ class IncrementalClearing:
                 break
             floor += r.trailing
         return conversation.keep(
-            self._change, self._prints, len(self._uses), floor, self.edit.keep, keep
+            self._change, self._prints, len(self._uses), floor, self.edit.keep, keep, policy.level
         )
 
     def _keep(self) -> int:

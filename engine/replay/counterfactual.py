@@ -255,7 +255,9 @@ def simulate_counterfactual(
         # what a move writes again of the fixed prefix is what the request shows after the
         # system prompt's breakpoint (its system tail, the context prepended to the messages)
         # and the price of a write: the session's cache lifetime (its requests' ``ttl``)
-        clear_policy = clear_policy_from_env(cenv, overhead, overhead - stable, cal.one_hour)
+        clear_policy = clear_policy_from_env(
+            cenv, overhead, overhead - stable, cal.one_hour, model or ""
+        )
     estimate = BlockEstimates()
     # the fixed STEP rule and the paid policy replay incrementally (engine.replay.clearing_incremental);
     # any other policy (the oracle's plan) fits the edit to every request's messages: clear_on_server,
@@ -483,6 +485,9 @@ def simulate_counterfactual(
                     )
                     names.append("server_clear")
             prompt = round(base + summed(costs, sums))
+            if remembers:
+                # the reply's usage tells the policy's memory the prompt (the near move)
+                clear_policy.observe(prompt)  # type: ignore[union-attr]
             sig = parts.signature(on_server)
             brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
             blocks = parts.blocks()

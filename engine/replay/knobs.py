@@ -94,6 +94,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob(cc.ENV_CEILING, int, 1, "CLAUDE_CTX_CLEAR_CEILING: message tokens kept at most."),
     Knob(cc.ENV_PATIENCE, int, 0, "CLAUDE_CTX_CLEAR_PATIENCE: percent of the break-even rent."),
     Knob(cc.ENV_FREE, str, None, "CLAUDE_CTX_CLEAR_FREE=0: no free move where the cache breaks."),
+    Knob(
+        cc.ENV_MARGIN,
+        int,
+        0,
+        "CLAUDE_CTX_CLEAR_MARGIN: tokens under the compact threshold for a near move (0: none).",
+    ),
     # the window guard (engine.twins.context_clear.near_window; off unless 1): environment only
     Knob(
         cc.ENV_WINDOW_GUARD, bool, None, "CLAUDE_CTX_CLEAR_WINDOW_GUARD=1: no edit near the window."

@@ -28,6 +28,7 @@ ENV_POLICY = "CLAUDE_CTX_CLEAR_POLICY"
 ENV_CEILING = "CLAUDE_CTX_CLEAR_CEILING"
 ENV_PATIENCE = "CLAUDE_CTX_CLEAR_PATIENCE"
 ENV_FREE = "CLAUDE_CTX_CLEAR_FREE"  # the free move's (engine.twins.free_moves)
+ENV_MARGIN = "CLAUDE_CTX_CLEAR_MARGIN"  # the near move's (engine.twins.free_moves)
 FREE_OFF = ("0", "false", "no", "off")
 FREE_ON = ("1", "true", "yes", "on")
 ENV_NAMES = (
@@ -42,6 +43,7 @@ ENV_NAMES = (
     ENV_CEILING,
     ENV_PATIENCE,
     ENV_FREE,
+    ENV_MARGIN,
 )
 
 # Chosen by bench/clearing_sweep.py over the shared real sessions (README, "Server-side
@@ -80,7 +82,7 @@ def knob_errors(env: Mapping[str, str]) -> list[str]:
     """What is wrong with the set knobs (each is then ignored and its default used)."""
     errors = []
     ints = ((ENV_TRIGGER, 1), (ENV_KEEP, 0), (ENV_AT_LEAST, 0), (ENV_STEP, 1))
-    for name, minimum in (*ints, (ENV_CEILING, 1), (ENV_PATIENCE, 0)):
+    for name, minimum in (*ints, (ENV_CEILING, 1), (ENV_PATIENCE, 0), (ENV_MARGIN, 0)):
         raw = env.get(name)
         if raw is not None and raw.strip() and _env_int(env, name, minimum) is None:
             errors.append(f"{name}={raw!r} is not an integer >= {minimum}; the default is used")

@@ -11,7 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.api.context_management import ClearToolUses
-from engine.twins.free_moves import Conversation, free_edit, free_from_env
+from engine.twins.free_moves import (
+    Conversation,
+    free_edit,
+    free_from_env,
+    margin_from_env,
+    near_level,
+)
 from engine.twins.policy import (
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
@@ -38,7 +44,9 @@ class PaidPolicy:
     ``one_hour``: the session caches for an hour (``Calibration.one_hour``: its requests mark
     their breakpoints ``ttl: "1h"``, which :func:`write_extra` reads from a real request).
     ``free``: the free move where the cache breaks anyway (:mod:`engine.twins.free_moves`):
-    the policy then remembers the conversation, so an instance serves one replay."""
+    the policy then remembers the conversation, so an instance serves one replay, and with it
+    the near move from ``level`` (:func:`engine.twins.free_moves.near_level`; 0: never), told
+    each reply's prompt by :meth:`observe`."""
 
     def __init__(
         self,
@@ -48,6 +56,7 @@ class PaidPolicy:
         uncached: float = 0.0,
         one_hour: bool = False,
         free: bool = True,
+        level: int = 0,
     ) -> None:
         self.ceiling = ceiling
         self.patience = patience
@@ -55,6 +64,12 @@ class PaidPolicy:
         self.rest = 4 * max(0, round(uncached))
         self.extra = WRITE_EXTRA_X20_1H if one_hour else WRITE_EXTRA_X20
         self.conversation = Conversation() if free else None
+        self.level = level if free else 0
+
+    def observe(self, prompt: int) -> None:
+        """The reply to the last request reported ``prompt`` tokens of prompt."""
+        if self.conversation is not None:
+            self.conversation.observe(prompt)
 
     def __call__(
         self,
@@ -77,14 +92,20 @@ class PaidPolicy:
             preceding,
             self.rest,
             self.extra,
+            self.level,
         )
 
 
 def clear_policy_from_env(
-    env: Mapping[str, str], fixed: float = 0.0, uncached: float = 0.0, one_hour: bool = False
+    env: Mapping[str, str],
+    fixed: float = 0.0,
+    uncached: float = 0.0,
+    one_hour: bool = False,
+    model: str = "",
 ) -> PaidPolicy | None:
     """The policy the knobs ask for (a new one: it remembers the conversation it serves);
-    ``None`` for ``fixed`` (``edit_for_request``'s STEP)."""
+    ``None`` for ``fixed`` (``edit_for_request``'s STEP). ``model``: the requests' model (its
+    window sets the near move's level)."""
     if policy_from_env(env) == "fixed":
         return None
     return PaidPolicy(
@@ -94,4 +115,5 @@ def clear_policy_from_env(
         uncached,
         one_hour,
         free_from_env(env),
+        near_level(model, (), margin_from_env(env)),
     )

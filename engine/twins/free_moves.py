@@ -37,7 +37,14 @@ from typing import Any
 
 from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
-from engine.twins.context_clear import ENV_FREE, FREE_OFF, trailing_results
+from engine.twins.context_clear import (
+    ENV_FREE,
+    ENV_MARGIN,
+    FREE_OFF,
+    NEAR_WINDOW_RESERVE,
+    _env_int,
+    trailing_results,
+)
 from engine.twins.policy import (
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
@@ -52,6 +59,17 @@ MARK = "cache_control"
 MARK_LEN = utf16_len(MARK)
 
 Fingerprint = list[tuple[Any, int]]
+
+
+WINDOW, WINDOW_1M = 200_000, 1_000_000
+DEFAULT_MARGIN = 7_000
+
+
+def margin_from_env(env: Mapping[str, str]) -> int:
+    """``CLAUDE_CTX_CLEAR_MARGIN``: tokens under Claude Code's auto-compact threshold from which a
+    reply's prompt makes the next request a near move (0: never); else :data:`DEFAULT_MARGIN`."""
+    value = _env_int(env, ENV_MARGIN, 0)
+    return DEFAULT_MARGIN if value is None else value
 
 
 def free_from_env(env: Mapping[str, str]) -> bool:
@@ -108,42 +126,74 @@ def change(previous: Fingerprint | None, current: Fingerprint) -> str:
     return BROKE if len(current) < n or current[: n - 1] != previous[: n - 1] else GREW
 
 
-def free_step(how: str, forced: int, uses: int, limit: int, paid: int) -> tuple[int, int, bool]:
+def free_step(
+    how: str, forced: int, uses: int, limit: int, paid: int, near: bool = False
+) -> tuple[int, int, bool]:
     """The rule for one request told :func:`change` ``how``: (tool uses the edit clears, the
-    boundary held after it, whether a free move was made). ``forced``: the boundary held before;
+    boundary held after it, whether a move was made). ``forced``: the boundary held before;
     ``uses``: the list's tool uses, of which the edit may clear ``limit``; ``paid``: what the
-    stateless rule clears. Pure: :class:`Conversation` and the gateway's kept conversations
-    (``gateway.policy``) hold ``forced`` each their own way."""
+    stateless rule clears; ``near``: the previous reply's prompt reached the near level (the
+    near move, :func:`is_near`). Pure: :class:`Conversation` and the gateway's kept
+    conversations (``gateway.policy``) hold ``forced`` each their own way."""
     if how == NEW or uses < forced:  # another conversation, or a shorter one
         forced = 0
-    moved = how == BROKE and limit > max(paid, forced)
+    moved = (how == BROKE or (near and how == GREW)) and limit > max(paid, forced)
     if moved:
         forced = limit
     return max(paid, min(forced, limit)), forced, moved
 
 
 def free_keep(
-    how: str, forced: int, uses: int, floor: int, edit_keep: int, paid_keep: int
+    how: str,
+    forced: int,
+    uses: int,
+    floor: int,
+    edit_keep: int,
+    paid_keep: int,
+    near: bool = False,
 ) -> tuple[int, int, bool]:
-    """:func:`free_step` as a keep: (the keep sent, the boundary held after, whether a free
-    move was made). ``paid_keep``: the stateless rule's keep; ``floor``: the list's tool results
+    """:func:`free_step` as a keep: (the keep sent, the boundary held after, whether a move
+    was made). ``paid_keep``: the stateless rule's keep; ``floor``: the list's tool results
     after its last assistant message (the round in progress); ``edit_keep``: KEEP."""
     limit = max(0, uses - max(edit_keep, floor))
     paid = max(0, uses - paid_keep)
-    cleared, forced, moved = free_step(how, forced, uses, limit, paid)
+    cleared, forced, moved = free_step(how, forced, uses, limit, paid, near)
     return max(uses - cleared, floor, edit_keep), forced, moved
 
 
-class Conversation:
-    """What the rule remembers of one conversation: the last request's fingerprint and the
-    boundary the last free move set (held until a compaction)."""
+def near_level(model: str, betas: Sequence[str], margin: int) -> int:
+    """The prompt (tokens) from which a reply makes the next request a near move: Claude Code's
+    auto-compact threshold as the window less its reserve (:data:`NEAR_WINDOW_RESERVE`: 20,000
+    output + 13,000 buffer; the window 1,000,000 for a ``[1m]`` model or a ``context-1m`` beta,
+    else 200,000), less ``margin``; 0 (never) when ``margin`` is 0."""
+    if margin <= 0:
+        return 0
+    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
+    return (WINDOW_1M if one_m else WINDOW) - NEAR_WINDOW_RESERVE - margin
 
-    __slots__ = ("forced", "moves", "previous")
+
+def is_near(prompt: int | None, level: int) -> bool:
+    """Whether the previous reply's prompt (``None``: not seen) reached ``level`` (0: never)."""
+    return level > 0 and prompt is not None and prompt >= level
+
+
+class Conversation:
+    """What the rule remembers of one conversation: the last request's fingerprint, the
+    boundary the last move set (held until a compaction), and the prompt tokens of the reply
+    to the last request (:meth:`observe`; used once, by the next request)."""
+
+    __slots__ = ("forced", "moves", "previous", "prompt")
 
     def __init__(self) -> None:
         self.previous: Fingerprint | None = None
-        self.forced = 0  # tool uses the last free move cleared
-        self.moves = 0  # free moves made
+        self.forced = 0  # tool uses the last move cleared
+        self.moves = 0  # moves made (free and near)
+        self.prompt: int | None = None  # the last reply's prompt tokens, until the next request
+
+    def observe(self, prompt: int) -> None:
+        """The reply to the last request reported ``prompt`` tokens of prompt (its usage's
+        input, cache write and cache read tokens)."""
+        self.prompt = prompt
 
     def keep(
         self,
@@ -153,12 +203,16 @@ class Conversation:
         floor: int,
         edit_keep: int,
         paid_keep: int,
+        level: int = 0,
     ) -> int:
-        """The keep sent: ``paid_keep`` (the stateless rule's) lowered by a free move. ``uses``:
-        the list's tool uses; ``floor``: its tool results after the last assistant message (the
-        round in progress); ``edit_keep``: KEEP."""
-        self.previous = prints
-        keep, self.forced, moved = free_keep(how, self.forced, uses, floor, edit_keep, paid_keep)
+        """The keep sent: ``paid_keep`` (the stateless rule's) lowered by a free or near move.
+        ``uses``: the list's tool uses; ``floor``: its tool results after the last assistant
+        message (the round in progress); ``edit_keep``: KEEP; ``level``: :func:`near_level`."""
+        near = is_near(self.prompt, level)
+        self.previous, self.prompt = prints, None
+        keep, self.forced, moved = free_keep(
+            how, self.forced, uses, floor, edit_keep, paid_keep, near
+        )
         self.moves += moved
         return keep
 
@@ -172,10 +226,12 @@ def free_edit(
     preceding: int = 0,
     rest: int = 0,
     extra: int = WRITE_EXTRA_X20,
+    level: int = 0,
 ) -> ClearToolUses:
     """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy with
-    the free move on: :func:`engine.twins.policy.paid_edit`'s, lowered by a free move of
-    ``conversation`` (which this call updates: call it once per request, in order)."""
+    the free move on: :func:`engine.twins.policy.paid_edit`'s, lowered by a free or near move
+    of ``conversation`` (which this call updates: call it once per request, in order, and
+    :meth:`Conversation.observe` each reply). ``level``: :func:`near_level`."""
     fitted = paid_edit(edit, messages, ceiling, patience, preceding, rest, extra)
     prints = fingerprint(messages)
     uses = assistant_tool_uses(messages)
@@ -186,5 +242,6 @@ def free_edit(
         trailing_results(messages),
         edit.keep,
         fitted.keep,
+        level,
     )
     return edit if keep == edit.keep else replace(edit, keep=keep)

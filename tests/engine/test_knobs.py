@@ -23,6 +23,7 @@ def test_the_clearing_rows_are_the_variables_the_twin_reads() -> None:
         "CLAUDE_CTX_CLEAR_CEILING",
         "CLAUDE_CTX_CLEAR_PATIENCE",
         "CLAUDE_CTX_CLEAR_FREE",
+        "CLAUDE_CTX_CLEAR_MARGIN",
         "CLAUDE_CTX_CLEAR_WINDOW_GUARD",
     }
 
