@@ -1,14 +1,16 @@
 """The free move's twin (engine.twins.free_moves) on small sequences whose keeps are computed by
 hand: no move while the list only grows (cache marks moving included), a prune-like change moves
 the cleared part to all it may clear, held on the next requests, reset by a compaction or a
-rewind below it; the knob off gives the stateless paid rule's keep."""
+rewind below it; the knob off gives the stateless paid rule's keep. The near move: a reply whose
+prompt reached the level makes the next request of the conversation clear all it may."""
 
 from __future__ import annotations
 
-from engine.twins.context_clear import knobs_from_env
+from engine.twins.context_clear import knob_errors, knobs_from_env
 from engine.twins.conversation_policy import PaidPolicy, clear_policy_from_env
 from engine.twins.free_moves import (
     BROKE,
+    DEFAULT_MARGIN,
     GREW,
     NEW,
     Conversation,
@@ -16,7 +18,10 @@ from engine.twins.free_moves import (
     fingerprint,
     free_edit,
     free_from_env,
+    is_near,
+    margin_from_env,
     message_size,
+    near_level,
     stable_block_size,
 )
 from engine.twins.policy import block_size, paid_edit
@@ -141,3 +146,60 @@ def test_the_knob_off_is_the_paid_rule() -> None:
         policy = clear_policy_from_env({**knobs, "CLAUDE_CTX_CLEAR_FREE": free})
         assert policy is not None
         assert [policy(EDIT, msgs, [], 0.0).keep for msgs in (grown, broke)] == want
+
+
+def near_keep(conv: Conversation, msgs: list[dict], level: int) -> int:
+    assert EDIT is not None
+    return free_edit(conv, EDIT, msgs, **NEVER, level=level).keep
+
+
+def test_near_level_is_the_window_less_the_reserve_and_the_margin() -> None:
+    assert margin_from_env({}) == DEFAULT_MARGIN == 7_000
+    assert margin_from_env({"CLAUDE_CTX_CLEAR_MARGIN": " 12_000 "}) == 12_000
+    assert margin_from_env({"CLAUDE_CTX_CLEAR_MARGIN": "0"}) == 0
+    assert margin_from_env({"CLAUDE_CTX_CLEAR_MARGIN": "-5"}) == DEFAULT_MARGIN
+    assert knob_errors({"CLAUDE_CTX_CLEAR_MARGIN": "-5"}) != []
+    assert knob_errors({"CLAUDE_CTX_CLEAR_MARGIN": "0"}) == []
+    assert near_level("claude-opus-4-6", (), 7_000) == 200_000 - 33_000 - 7_000
+    assert near_level("claude-opus-4-6[1m]", (), 7_000) == 1_000_000 - 40_000
+    assert near_level("claude-sonnet-4-5", ("a", "context-1m-2025-08-07"), 0) == 0
+    assert near_level("claude-sonnet-4-5", ("a", "context-1m-2025-08-07"), 1) == 966_999
+    assert not is_near(None, 160_000) and not is_near(10**6, 0)
+    assert is_near(160_000, 160_000) and not is_near(159_999, 160_000)
+
+
+def test_a_reply_near_the_threshold_makes_the_next_request_clear_all_it_may() -> None:
+    level = near_level("claude-opus-4-6", (), 7_000)  # 160,000
+    conv = Conversation()
+    assert [near_keep(conv, rounds(n), level) for n in (3, 4)] == [3, 4]
+    conv.observe(level - 1)  # under the level: nothing moves
+    assert near_keep(conv, rounds(5), level) == 5 and conv.moves == 0
+    conv.observe(level)  # at the level: the next request clears all but KEEP and the round
+    assert near_keep(conv, rounds(6), level) == 1
+    assert conv.moves == 1 and conv.forced == 5 and conv.prompt is None
+    # the prompt is read once: the next request (no reply seen) holds the boundary, no move
+    assert near_keep(conv, rounds(7), level) == 2 and conv.moves == 1
+    # a reply near the level again: the uses aged since are cleared too
+    conv.observe(level + 5_000)
+    assert near_keep(conv, rounds(8), level) == 1 and conv.moves == 2 and conv.forced == 7
+
+
+def test_no_near_move_for_another_conversation_or_with_the_level_off() -> None:
+    level = near_level("claude-opus-4-6", (), 7_000)
+    conv = Conversation()
+    assert near_keep(conv, rounds(4), level) == 4
+    conv.observe(level + 1)
+    # a new first message (another conversation, or after a compaction): its prompt said
+    # nothing about this one
+    assert near_keep(conv, rounds(5, prompt="The summary."), level) == 5 and conv.moves == 0
+    conv.observe(10**6)
+    assert near_keep(conv, rounds(6, prompt="The summary."), 0) == 6 and conv.moves == 0
+    # the replay's policy: the level from the knob and the model; off with the free move
+    on = clear_policy_from_env({}, model="claude-opus-4-6")
+    assert isinstance(on, PaidPolicy) and on.level == 160_000
+    off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_MARGIN": "0"}, model="claude-opus-4-6")
+    assert isinstance(off, PaidPolicy) and off.level == 0
+    free_off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_FREE": "0"}, model="x")
+    assert isinstance(free_off, PaidPolicy) and free_off.level == 0
+    free_off.observe(10**6)  # no memory: nothing to tell
+    assert free_off.conversation is None
