@@ -262,10 +262,14 @@ class IncrementalClearing:
             self._scan, self._preceding, start = scan, preceding, 0
         else:
             scan.truncate(lead + start - 1)
+        conversation = policy.conversation
+        if conversation is not None:
+            # the conversation's last move, taken by the walk as its own (paid_boundary's moved)
+            moved = conversation.paid_move(self._change, len(self._uses))
+            scan.move(None if moved is None else (lead + moved[0], moved[1]))
         scan.extend(self._apis[start:])
         self._scanned = n
         keep = scan.keep("paid")
-        conversation = policy.conversation
         if conversation is None:
             return keep
         floor = 0  # tool results after the last assistant message (trailing_results)
@@ -273,9 +277,13 @@ class IncrementalClearing:
             if r.assistant:
                 break
             floor += r.trailing
-        return conversation.keep(
+        moves = conversation.moves
+        keep = conversation.keep(
             self._change, self._prints, len(self._uses), floor, self.edit.keep, keep, policy.level
         )
+        if conversation.moves != moves:  # a move on this request: the walk's last point
+            scan.move((lead + n - 1, conversation.forced))
+        return keep
 
     def _keep(self) -> int:
         """``edit_for_request``'s keep for the records synced."""

@@ -182,13 +182,15 @@ class Conversation:
     boundary the last move set (held until a compaction), and the prompt tokens of the reply
     to the last request (:meth:`observe`; used once, by the next request)."""
 
-    __slots__ = ("forced", "moves", "previous", "prompt")
+    __slots__ = ("forced", "moved", "moves", "previous", "prompt")
 
     def __init__(self) -> None:
         self.previous: Fingerprint | None = None
         self.forced = 0  # tool uses the last move cleared
         self.moves = 0  # moves made (free and near)
         self.prompt: int | None = None  # the last reply's prompt tokens, until the next request
+        # (the index of the last message of the request the last move was made on, forced)
+        self.moved: tuple[int, int] | None = None
 
     def observe(self, prompt: int) -> None:
         """The reply to the last request reported ``prompt`` tokens of prompt (its usage's
@@ -214,7 +216,19 @@ class Conversation:
             how, self.forced, uses, floor, edit_keep, paid_keep, near
         )
         self.moves += moved
+        if moved:
+            self.moved = (len(prints) - 1, self.forced)
+        elif not self.forced:
+            self.moved = None
         return keep
+
+    def paid_move(self, how: str, uses: int) -> tuple[int, int] | None:
+        """The last move for the stateless rule's walk of a request told :func:`change` ``how``
+        with ``uses`` tool uses (:func:`engine.twins.policy.paid_boundary`'s ``moved``): none
+        for another conversation or a list below the boundary held (both end the hold)."""
+        if how == NEW or uses < self.forced:
+            return None
+        return self.moved
 
 
 def free_edit(
@@ -232,11 +246,13 @@ def free_edit(
     the free move on: :func:`engine.twins.policy.paid_edit`'s, lowered by a free or near move
     of ``conversation`` (which this call updates: call it once per request, in order, and
     :meth:`Conversation.observe` each reply). ``level``: :func:`near_level`."""
-    fitted = paid_edit(edit, messages, ceiling, patience, preceding, rest, extra)
     prints = fingerprint(messages)
     uses = assistant_tool_uses(messages)
+    how = change(conversation.previous, prints)
+    moved = conversation.paid_move(how, uses)
+    fitted = paid_edit(edit, messages, ceiling, patience, preceding, rest, extra, moved)
     keep = conversation.keep(
-        change(conversation.previous, prints),
+        how,
         prints,
         uses,
         trailing_results(messages),

@@ -197,6 +197,7 @@ def paid_boundary(
     preceding: int = 0,
     rest: int = 0,
     extra: int = WRITE_EXTRA_X20,
+    moved: tuple[int, int] | None = None,
 ) -> int:
     """How many of the oldest tool uses the ``paid`` policy clears with ``messages``.
 
@@ -204,7 +205,12 @@ def paid_boundary(
     passes the history its file does not hold, which the client would send as messages).
     ``rest``: characters of the prompt before the messages that a move writes again
     (:func:`uncached_system` of the request's system prompt). ``extra``: 20 × the extra price
-    of a write over a read (:func:`write_extra` of the request's system prompt)."""
+    of a write over a read (:func:`write_extra` of the request's system prompt). ``moved``:
+    (the index of a message, a boundary): the conversation's memory moved the cleared part to
+    that boundary on the request whose list ended with that message (a free or near move,
+    :mod:`engine.twins.free_moves`); the walk takes it as its own move there, after that
+    message's own decision (the boundary, if higher, and the rent restarted), so that the rule
+    does not pay for a second move soon after one it did not make."""
     results: dict[Any, Any] = {}
     for m in messages:
         if m.get("role") == "user":
@@ -237,21 +243,23 @@ def paid_boundary(
                     if name not in edit.exclude_tools:
                         gain = _use_gain(b, results.get(b.get("id")), _clears_input(edit, name))
                     gains.append(gains[-1] + gain)
-            continue
-        if role == "user":
-            trailing += sum(1 for b in blocks_of(m) if is_block(b, "tool_result"))
-        if i != last and not (role == "user" and following[i] == "assistant"):
-            continue
-        # a request point: the list up to here was (or is) sent
-        limit = len(gains) - 1 - max(edit.keep, trailing)
-        if limit <= cleared:
-            continue
-        free = gains[limit] - gains[cleared]
-        kept = total - gains[cleared]
-        rent += free
-        if kept >= 4 * ceiling or READ_X20 * rent * 100 >= extra * patience * (kept - free + rest):
-            cleared = limit
-            rent = 0
+        else:
+            if role == "user":
+                trailing += sum(1 for b in blocks_of(m) if is_block(b, "tool_result"))
+            if i == last or (role == "user" and following[i] == "assistant"):
+                # a request point: the list up to here was (or is) sent
+                limit = len(gains) - 1 - max(edit.keep, trailing)
+                if limit > cleared:
+                    free = gains[limit] - gains[cleared]
+                    kept = total - gains[cleared]
+                    rent += free
+                    if kept >= 4 * ceiling or READ_X20 * rent * 100 >= extra * patience * (
+                        kept - free + rest
+                    ):
+                        cleared = limit
+                        rent = 0
+        if moved is not None and i == moved[0] and moved[1] > cleared:
+            cleared, rent = moved[1], 0  # the memory's move there, taken as the walk's own
     return cleared
 
 
@@ -274,12 +282,13 @@ def paid_edit(
     preceding: int = 0,
     rest: int = 0,
     extra: int = WRITE_EXTRA_X20,
+    moved: tuple[int, int] | None = None,
 ) -> ClearToolUses:
     """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy: it
     keeps all but the policy's boundary (never fewer than KEEP or the round in progress).
     ``rest``: :func:`uncached_system` of the request's system prompt; ``extra``:
-    :func:`write_extra` of it."""
+    :func:`write_extra` of it; ``moved``: see :func:`paid_boundary`."""
     n = assistant_tool_uses(messages)
-    cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra)
+    cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra, moved)
     keep = max(n - cleared, trailing_results(messages), edit.keep)
     return edit if keep == edit.keep else replace(edit, keep=keep)

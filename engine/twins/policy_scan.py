@@ -239,6 +239,8 @@ class PolicyScan:
         self.use_at: dict[Any, int] = {}  # tool use id -> the first message naming it
         self.result_at: dict[Any, int] = {}  # tool result id -> the first user message naming it
         self._introduced: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+        # paid_boundary's ``moved``: (message index, boundary), applied when the walk passes it
+        self.moved: tuple[int, int] | None = None
 
     @property
     def knobs(self) -> tuple[ClearToolUses, int, int, int, int]:
@@ -251,6 +253,19 @@ class PolicyScan:
 
     def __len__(self) -> int:
         return len(self.points)
+
+    def move(self, moved: tuple[int, int] | None) -> None:
+        """The conversation's last move (:func:`engine.twins.policy.paid_boundary`'s ``moved``,
+        in this walk's message indices), or ``None``. A move on the last message walked is
+        taken into its point at once; one on a later message when the walk passes it; one on a
+        message walked before the last cannot change what was walked (it is only remembered:
+        call it before :meth:`extend` walks that message, or after it, on the last one)."""
+        self.moved = moved
+        if moved is None or moved[0] != len(self.points) - 1:
+            return
+        p = self.points[-1]
+        if moved[1] > p.cleared:
+            self.points[-1] = p._replace(cleared=moved[1], rent=0)
 
     # --- resuming ------------------------------------------------------------------------------
 
@@ -332,6 +347,7 @@ class PolicyScan:
         ceiling4, extra_patience, rest = 4 * self.ceiling, self.extra * self.patience, self.rest
         use_at, result_at = self.use_at, self.result_at
         introduce, add_point = self._introduced.append, self.points.append
+        moved = self.moved
         sent_role: Any = None
         size = 0
         for k, m in enumerate(tail):
@@ -392,6 +408,8 @@ class PolicyScan:
                         ):
                             cleared = limit
                             rent = 0
+            if moved is not None and index == moved[0] and moved[1] > cleared:
+                cleared, rent = moved[1], 0  # the memory's move there (paid_boundary)
             introduce((tuple(new_uses), tuple(new_results)) if new_uses or new_results else _NO_IDS)
             add_point(
                 Point(

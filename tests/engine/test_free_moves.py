@@ -24,7 +24,7 @@ from engine.twins.free_moves import (
     near_level,
     stable_block_size,
 )
-from engine.twins.policy import block_size, paid_edit
+from engine.twins.policy import block_size, paid_boundary, paid_edit
 
 MARK = {"type": "ephemeral"}
 EDIT = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
@@ -203,3 +203,24 @@ def test_no_near_move_for_another_conversation_or_with_the_level_off() -> None:
     assert isinstance(free_off, PaidPolicy) and free_off.level == 0
     free_off.observe(10**6)  # no memory: nothing to tell
     assert free_off.conversation is None
+
+
+def test_the_paid_walk_takes_the_memorys_move_as_its_own() -> None:
+    """Three rounds (prompt 100 characters, each answer 33, each result 1,000, KEEP 1), PATIENCE
+    10: at the second round's request the rule may clear 1 use (rent 1,000; it moves when
+    2 × rent × 100 ≥ 23 × 10 × (kept − free): 200,000 < 230 × 1,166); at the third it may clear 2
+    (rent 2,000: 400,000 ≥ 230 × 1,199) and moves. Told that the memory moved to 1 at the second
+    (the message at index 4), the walk restarts its rent there: 200,000 < 230 × 1,199, so it
+    holds 1 instead of paying for a second move one request after the first."""
+    assert EDIT is not None
+    msgs = rounds(3)
+    assert paid_boundary(msgs, EDIT, 10**9, 10) == 2
+    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(4, 1)) == 1
+    # a move the walk had made itself, or a lower one, changes nothing
+    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(4, 0)) == 2
+    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(6, 2)) == 2
+    # the conversation hands its last move to the walk only while it holds it
+    conv = Conversation()
+    conv.forced, conv.moved = 1, (4, 1)
+    assert conv.paid_move(GREW, 3) == (4, 1)
+    assert conv.paid_move(NEW, 3) is None and conv.paid_move(BROKE, 0) is None

@@ -121,3 +121,47 @@ def test_a_growing_conversation_resumes_after_its_last_shared_round() -> None:
     scan.extend(msgs[7:])
     assert scan.fitted() == paid_edit(edit, msgs)
     assert scan.points == scan_of(msgs, edit).points
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    msgs=conversations(odd=True),
+    edit=EDITS,
+    ceiling=CEILINGS,
+    patience=PATIENCES,
+    at=st.integers(0, 200),
+    boundary=st.integers(0, 40),
+    cut=st.integers(0, 200),
+)
+def test_a_walk_told_a_move_keeps_what_the_twin_told_it_keeps(
+    msgs, edit, ceiling, patience, at, boundary, cut
+) -> None:
+    """The conversation's last move (paid_boundary's ``moved``) told before the walk, or after
+    it on its last message (as the replay and the gateway tell it when they make the move), then
+    a longer list resumed: the same points as the walk told it from the start, and the twin's
+    keep. A move at a message past the list is never passed."""
+    if not msgs:
+        return
+    moved = (at % (len(msgs) + 2), boundary)
+    told = PolicyScan(edit, ceiling, patience)
+    told.move(moved)
+    told.extend(msgs)
+    assert told.fitted("paid") == paid_edit(edit, msgs, ceiling, patience, moved=moved)
+    # told after: the walk of the first part, the move on its last message, then the rest
+    first = cut % len(msgs) + 1
+    late = PolicyScan(edit, ceiling, patience)
+    late.extend(msgs[:first])
+    on_last = (first - 1, boundary)
+    late.move(on_last)
+    early = PolicyScan(edit, ceiling, patience)
+    early.move(on_last)
+    early.extend(msgs[:first])
+    assert late.points == early.points
+    assert late.fitted("paid") == paid_edit(edit, msgs[:first], ceiling, patience, moved=on_last)
+    if late.resumable(first - 1, msgs[first:]):
+        late.extend(msgs[first:])
+        early = PolicyScan(edit, ceiling, patience)
+        early.move(on_last)
+        early.extend(msgs)
+        assert late.points == early.points
+        assert late.fitted("paid") == paid_edit(edit, msgs, ceiling, patience, moved=on_last)
