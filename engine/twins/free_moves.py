@@ -62,7 +62,7 @@ Fingerprint = list[tuple[Any, int]]
 
 
 WINDOW, WINDOW_1M = 200_000, 1_000_000
-DEFAULT_MARGIN = 7_000
+DEFAULT_MARGIN = 10_000
 
 
 def margin_from_env(env: Mapping[str, str]) -> int:

@@ -154,7 +154,7 @@ def near_keep(conv: Conversation, msgs: list[dict], level: int) -> int:
 
 
 def test_near_level_is_the_window_less_the_reserve_and_the_margin() -> None:
-    assert margin_from_env({}) == DEFAULT_MARGIN == 7_000
+    assert margin_from_env({}) == DEFAULT_MARGIN == 10_000
     assert margin_from_env({"CLAUDE_CTX_CLEAR_MARGIN": " 12_000 "}) == 12_000
     assert margin_from_env({"CLAUDE_CTX_CLEAR_MARGIN": "0"}) == 0
     assert margin_from_env({"CLAUDE_CTX_CLEAR_MARGIN": "-5"}) == DEFAULT_MARGIN
@@ -196,7 +196,7 @@ def test_no_near_move_for_another_conversation_or_with_the_level_off() -> None:
     assert near_keep(conv, rounds(6, prompt="The summary."), 0) == 6 and conv.moves == 0
     # the replay's policy: the level from the knob and the model; off with the free move
     on = clear_policy_from_env({}, model="claude-opus-4-6")
-    assert isinstance(on, PaidPolicy) and on.level == 160_000
+    assert isinstance(on, PaidPolicy) and on.level == 157_000
     off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_MARGIN": "0"}, model="claude-opus-4-6")
     assert isinstance(off, PaidPolicy) and off.level == 0
     free_off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_FREE": "0"}, model="x")
