@@ -25,8 +25,21 @@ gateway's memory):
   the list holds fewer tool uses than it (a compaction);
 * the edit then clears ``max(paid, min(forced, limit))``.
 
+The *near move* (:func:`near_level`, :func:`is_near`): the memory also keeps the prompt tokens the
+reply to the conversation's last request reported (its usage's input, cache write and cache read
+tokens; :meth:`Conversation.observe`), the real size Claude Code's auto-compaction counts, which
+the message list does not give. When it reached Claude Code's threshold (the window less its
+reserve of 33,000) less ``CLAUDE_CTX_CLEAR_MARGIN`` (default :data:`DEFAULT_MARGIN`; 0: never), the
+next request of the conversation (not another one) clears ``limit`` and holds it, as a free move
+does. The prompt is read once.
+
+The memory hands its last move (free or near) to the stateless rule's walk
+(:meth:`Conversation.paid_move`, :func:`engine.twins.policy.paid_boundary`'s ``moved``), which takes
+it as its own move there: the rule then does not pay for a second move soon after one it did not
+make.
+
 Off with ``CLAUDE_CTX_CLEAR_FREE=0`` (also ``false``, ``no``, ``off``): the stateless ``paid``
-rule alone. Integers and equality only, so that JavaScript and Python agree exactly.
+rule alone (no memory: no free move, no near move). Integers and equality only, so that JavaScript and Python agree exactly.
 """
 
 from __future__ import annotations

@@ -24,8 +24,10 @@ in short, with the prices of :mod:`engine.api.prompt_cache`:
   90K of messages alone, for no compaction fewer).
 
 Stateless: the injected code sees one request at a time, so the policy is replayed over the
-message list itself (its one stateful addition, the free move where the cache breaks anyway, is
-:mod:`engine.twins.free_moves`; the replays' policy object, :mod:`engine.twins.conversation_policy`). Every earlier request is a *request point* (a user message followed by an
+message list itself (its stateful additions, the free move where the cache breaks anyway and the
+near move where the last reply's prompt neared Claude Code's threshold, are
+:mod:`engine.twins.free_moves`, which hands the walk its last move as ``moved``; the replays'
+policy object, :mod:`engine.twins.conversation_policy`). Every earlier request is a *request point* (a user message followed by an
 assistant one: the list the model answered then), the current request the last; the same
 list always gives the same edit and a list that only grew repeats the decisions taken before. Sizes are characters (:func:`value_size`: no serialisation, which
 would cost the injected code ~10 ms per request), the ceiling is in tokens of 4 characters.
