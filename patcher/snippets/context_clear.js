@@ -39,6 +39,10 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   the prompt cache breaks anyway (an older message
   //                                   changed, the list got shorter), the cleared part moves
   //                                   as far as it may and stays there until a compaction
+  //   CLAUDE_CTX_CLEAR_MARGIN         paid, with FREE on: the near move (integer >= 0; default
+  //                                   7000; 0 = never): once a reply reports a prompt within
+  //                                   MARGIN tokens of Claude Code's auto-compact threshold,
+  //                                   the conversation's next request moves as a free move does
   //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
   //   CLAUDE_CTX_CLEAR_DEBUG=FILE     append one JSON line per decision to FILE
   //                                   (default: CLAUDE_TEXT_PRUNE_DEBUG)
@@ -73,7 +77,9 @@ function _ctxpatchContextClearing(value, mode) {
   // Linux, ~/Library/Application Support on macOS; none on Windows) + /ledger/ledger.jsonl,
   // directory 700, file 600, O_APPEND, rotated past LEDGER_MAX_BYTES (LEDGER_KEEP files kept;
   // tests/patcher/test_ledger_js.py holds them equal to usage/ledger.py's) by the debug log's
-  // queued writer. Reading never delays, changes or fails the reply Claude Code reads.
+  // queued writer. Reading never delays, changes or fails the reply Claude Code reads. The same
+  // reading gives the near move its prompt (message_start's usage, or a JSON reply's); with the
+  // ledger off and the near move on, the copy is read up to message_start only, then cancelled.
   var BETA = "context-management-2025-06-27";
   var CLEAR_TOOL_USES = "clear_tool_uses_20250919";
   var CLEAR_THINKING = "clear_thinking_20251015";
@@ -402,6 +408,15 @@ function _ctxpatchContextClearing(value, mode) {
   // (a compaction). A conversation is told by Claude Code's session id and its first message
   // (role, size, its first 64 characters of text); the 16 most recently used are remembered.
   // Integers and equality only. Off with CLAUDE_CTX_CLEAR_FREE=0.
+  //
+  // The near move (twin: near_level, is_near): the conversation also remembers the prompt tokens
+  // the reply to its last request reported (input + cache write + cache read, from message_start
+  // or a JSON reply; the entry is carried from the request to watch() and its reply reader, an
+  // entry evicted meanwhile is left alone). The next request reads it once (and forgets it):
+  // when it reached the level, the window (1,000,000 for a "[1m]" model or a "context-1m" beta,
+  // else 200,000) less Claude Code's reserve (RESERVE, 33000) less CLAUDE_CTX_CLEAR_MARGIN, a
+  // list that GREW moves as a BROKE one does: Claude Code would soon compact, which rewrites the
+  // cache anyway. A new conversation never moves.
   var MARK_LEN = 13; // "cache_control".length
   // a role that is not a string, number, boolean or null: one value for all (a constant kept
   // across calls, which an object made per call would not be; JSON has no Infinity)
@@ -410,10 +425,29 @@ function _ctxpatchContextClearing(value, mode) {
   var NEW = 0;
   var GREW = 1;
   var BROKE = 2;
+  var DEFAULT_MARGIN = 7000; // twin: free_moves.DEFAULT_MARGIN
+  var WINDOW = 200000;
+  var WINDOW_1M = 1000000;
 
   function freeOn(env) {
     var raw = strip(envText(env, "CLAUDE_CTX_CLEAR_FREE")).toLowerCase();
     return raw !== "0" && raw !== "false" && raw !== "no" && raw !== "off";
+  }
+
+  // CLAUDE_CTX_CLEAR_MARGIN (twin: margin_from_env).
+  function marginFromEnv(env) {
+    var margin = envInt(env, "CLAUDE_CTX_CLEAR_MARGIN", 0);
+    return margin === null ? DEFAULT_MARGIN : margin;
+  }
+
+  // The prompt from which a reply makes the next request a near move; 0: never (twin: near_level).
+  function nearLevel(model, betas, margin) {
+    if (margin <= 0) return 0;
+    var oneM = String(model).indexOf("[1m]") >= 0;
+    if (Array.isArray(betas)) {
+      for (var i = 0; i < betas.length && !oneM; i++) oneM = String(betas[i]).indexOf("context-1m") >= 0;
+    }
+    return (oneM ? WINDOW_1M : WINDOW) - RESERVE - margin;
   }
 
   // A role as Python compares it: null for none, a boolean as its number (True == 1).
@@ -485,25 +519,47 @@ function _ctxpatchContextClearing(value, mode) {
         break;
       }
     }
-    if (conv === null) conv = { key: key, roles: [], sizes: [], forced: 0 };
+    if (conv === null) conv = { key: key, roles: [], sizes: [], forced: 0, prompt: null };
     list.push(conv);
     while (list.length > CONVERSATIONS) list.shift();
     return conv;
   }
 
-  // Tool uses the edit clears (twin: Conversation.cleared_after): the paid rule's, or more
-  // after a free move. limit: what it may clear; paid: what the paid rule clears.
-  function freeCleared(conv, prints, uses, limit, paid) {
+  // Tool uses the edit clears (twin: Conversation.keep, free_step): the paid rule's, or more
+  // after a free or near move. limit: what it may clear; paid: what the paid rule clears;
+  // level: nearLevel's (the remembered prompt is read once, here).
+  function freeCleared(conv, prints, uses, limit, paid, level) {
     var how = change(conv, prints);
+    var near = level > 0 && typeof conv.prompt === "number" && conv.prompt >= level;
+    conv.prompt = null;
     conv.roles = prints.roles;
     conv.sizes = prints.sizes;
     if (how === NEW || uses < conv.forced) conv.forced = 0;
-    if (how === BROKE && limit > Math.max(paid, conv.forced)) conv.forced = limit;
+    if ((how === BROKE || (near && how === GREW)) && limit > Math.max(paid, conv.forced)) {
+      conv.forced = limit;
+    }
     return Math.max(paid, Math.min(conv.forced, limit));
   }
 
+  // The reply to a request of conv reported this usage: its prompt tokens (input, cache write,
+  // cache read), remembered unless conv was evicted meanwhile (twin: Conversation.observe).
+  function notePrompt(conv, u) {
+    if (!isObject(u)) return;
+    var parts = [u.input_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens];
+    var prompt = 0;
+    var seen = false;
+    for (var i = 0; i < parts.length; i++) {
+      var v = count(parts[i]);
+      if (v !== null) {
+        prompt += v;
+        seen = true;
+      }
+    }
+    if (seen && memory().conversations.indexOf(conv) >= 0) conv.prompt = prompt;
+  }
+
   // Process-wide memory: models the API refused the edit for, the last model sent, the
-  // conversations of the free move.
+  // conversations of the free move, the one whose reply the next watch() reads for its prompt.
   function memory() {
     var self = _ctxpatchContextClearing;
     if (!isObject(self.memory)) {
@@ -513,6 +569,7 @@ function _ctxpatchContextClearing(value, mode) {
         lastModel: null,
         decision: null,
         conversations: [],
+        replyConv: null,
         log: { busy: false, queue: [], fs: null, opening: null, hooked: false, open: [] },
       };
     }
@@ -776,6 +833,7 @@ function _ctxpatchContextClearing(value, mode) {
     var env = process.env;
     var mem = memory();
     mem.decision = null;
+    mem.replyConv = null;
     if (ledgerOn(env)) {
       mem.decision = decision(request);
       hook(mem.log);
@@ -817,8 +875,10 @@ function _ctxpatchContextClearing(value, mode) {
           var session = mem.decision !== null ? mem.decision.session : sessionOf(request);
           var conv = conversationOf(mem, session, messages, prints);
           var limit = Math.max(0, uses - least);
-          var more = freeCleared(conv, prints, uses, limit, Math.max(0, uses - keep));
+          var level = nearLevel(request.model, request.betas, marginFromEnv(env));
+          var more = freeCleared(conv, prints, uses, limit, Math.max(0, uses - keep), level);
           keep = Math.max(uses - more, least);
+          if (level > 0) mem.replyConv = conv; // its reply's prompt: for the next request
         } catch (e) {
           // the paid rule's keep: the memory never breaks a request
         }
@@ -961,6 +1021,9 @@ function _ctxpatchContextClearing(value, mode) {
 
   function takeMessage(rec, msg) {
     if (!isObject(msg)) return;
+    rec.started = true;
+    if (rec.conv !== null) notePrompt(rec.conv, msg.usage);
+    if (rec.dir === null) return; // the near move's reader: the prompt only
     takeUsage(rec, msg.usage);
     takeEdits(rec, msg.context_management);
   }
@@ -1007,9 +1070,14 @@ function _ctxpatchContextClearing(value, mode) {
     }
   }
 
-  function newRecord(dir, d) {
+  // A reply's record: the ledger's (dir: its directory), and/or the near move's (conv: the
+  // conversation told the prompt; a record with dir null writes no line and is read up to
+  // message_start only).
+  function newRecord(dir, d, conv) {
     var rec = {
       dir: dir,
+      conv: conv,
+      started: false,
       t: Date.now() / 1000,
       session: d === null ? null : d.session,
       model: d === null ? null : d.model,
@@ -1027,6 +1095,7 @@ function _ctxpatchContextClearing(value, mode) {
       partial: "",
       skip: false,
     };
+    if (dir === null) return rec;
     var open = memory().log.open;
     // a reply that never ends is not tracked for ever (it still writes its line if it ends)
     if (open.length >= 64) open.shift();
@@ -1048,7 +1117,7 @@ function _ctxpatchContextClearing(value, mode) {
       var open = memory().log.open;
       var at = open.indexOf(rec);
       if (at >= 0) open.splice(at, 1);
-      ledgerLine(rec);
+      if (rec.dir !== null) ledgerLine(rec);
     } catch (e) {
       // no line: the ledger never breaks a request
     }
@@ -1134,6 +1203,12 @@ function _ctxpatchContextClearing(value, mode) {
           return finish(rec);
         }
         takeText(rec, decoder.decode(chunk.value, { stream: true }));
+        if (rec.dir === null && rec.started) {
+          // the near move's reader has its prompt: the copy is let go (the reply reads on)
+          finish(rec);
+          reader.cancel().then(undefined, function () {});
+          return;
+        }
         reader.read().then(pump, broke);
       } catch (e) {
         broke();
@@ -1209,14 +1284,15 @@ function _ctxpatchContextClearing(value, mode) {
   function watch(pending) {
     var mem = memory();
     var d = mem.decision;
+    var conv = mem.replyConv;
     mem.decision = null;
+    mem.replyConv = null;
     var rec = null;
     var ledger = function () {
-      if (typeof process === "undefined" || !isObject(process.env) || !ledgerOn(process.env)) {
-        return null;
-      }
-      var dir = ledgerDir(process.env);
-      return dir === null ? null : newRecord(dir, d);
+      var on = typeof process !== "undefined" && isObject(process.env) && ledgerOn(process.env);
+      var dir = on ? ledgerDir(process.env) : null;
+      if (dir === null && conv === null) return null;
+      return newRecord(dir, d, conv);
     };
     var onError = function (err) {
       var refused = false;

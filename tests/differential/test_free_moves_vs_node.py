@@ -8,10 +8,15 @@ rewind), a compaction (a new first message and the last few messages); every req
 ``cache_control`` on the last block of its last one or two messages (Claude Code 2.1.112 marks the
 last one, 2.0.x-2.1.7 the last two; a tool_use block is marked too); two or three conversations
 are interleaved (different first messages, or the same first message under different session ids
-in ``metadata.user_id``); the knob is turned off now and then. The twin keeps one
+in ``metadata.user_id``); the knob is turned off now and then. Most requests get a reply (SSE or
+JSON, read through the snippet's own reply path: ``watch`` and the fetch Response's clone) whose
+usage reports a prompt around the near move's level (CLAUDE_CTX_CLEAR_MARGIN unset, 0, custom
+or invalid; a 200K model, a ``[1m]`` one or a ``context-1m`` beta). The twin keeps one
 :class:`Conversation` per conversation key (:func:`js_key`, the JavaScript's: the session id,
 the first message's role, size and first 64 UTF-16 units of text), the 16 most recently used,
-like the JavaScript. The keeps must be equal request by request, and free moves must happen.
+like the JavaScript, and tells it each reply's prompt (:meth:`Conversation.observe`) where the
+JavaScript reads one (the free move on, the level above 0). The keeps must be equal request by
+request, and free and near moves must happen.
 """
 
 from __future__ import annotations
@@ -30,24 +35,55 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_conversations import conversations
 
-from engine.twins.context_clear import ENV_FREE, ENV_NAMES, knobs_from_env
+from engine.twins.context_clear import ENV_FREE, ENV_MARGIN, ENV_NAMES, knobs_from_env
 from engine.twins.free_moves import (
+    GREW,
     Conversation,
+    change,
+    fingerprint,
     free_edit,
     free_from_env,
+    is_near,
+    margin_from_env,
     message_size,
+    near_level,
     role_of,
 )
 from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env
 from engine.twins.policy_scan import system_facts
 
+# A step: [env, body, reply]; reply null (no reply read: an error, or none yet) or {kind: "sse" |
+# "json", usage}: given to the snippet's watch() as the SDK's APIPromise with a fetch Response (as
+# tests/patcher/test_ledger_js.py builds them), read to its end by "Claude Code" (which must read
+# every byte), then one macrotask for the snippet's copy to be read.
 DRIVER = r"""
 import { readFileSync } from "node:fs";
 const STEPS = JSON.parse(readFileSync(0, "utf8"));
 const fn = SNIPPET;
 const names = [...NAMES, "CLAUDE_CTX_CLEAR_WINDOW_GUARD", "CTXPATCH_LEDGER"];
+class FakeAPIPromise extends Promise {
+  constructor(response, json) { super((r) => r(null)); this.response = response; this.json = json; }
+  static get [Symbol.species]() { return Promise; }
+  asResponse() { return Promise.resolve(this.response); }
+  parse() {
+    if (!this.parsed) this.parsed = Promise.resolve().then(() => this.json ? this.response.json() : this.response.text());
+    return this.parsed;
+  }
+  then(a, b) { return this.parse().then(a, b); }
+}
+function replyText(r) {
+  const message = {id: "msg_1", type: "message", role: "assistant", model: "m", content: [], usage: r.usage};
+  if (r.kind === "json") return JSON.stringify({...message, content: [{type: "text", text: "ok"}]});
+  const events = [{type: "message_start", message}, {type: "ping"},
+    {type: "content_block_start", index: 0, content_block: {type: "text", text: ""}},
+    {type: "content_block_delta", index: 0, delta: {type: "text_delta", text: "ok ".repeat(2000)}},
+    {type: "content_block_stop", index: 0},
+    {type: "message_delta", delta: {stop_reason: "end_turn"}, usage: {output_tokens: 5}},
+    {type: "message_stop"}];
+  return events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+}
 const out = [];
-for (const [env, body] of STEPS) {
+for (const [env, body, reply] of STEPS) {
   for (const n of names) delete process.env[n];
   Object.assign(process.env, env);
   const req = JSON.parse(body);
@@ -55,6 +91,15 @@ for (const [env, body] of STEPS) {
   const sent = fn(req);
   if (JSON.stringify(req) !== frozen) throw new Error("the input was mutated");
   out.push(sent === req ? null : sent.context_management.edits.at(-1).keep.value);
+  if (reply == null) continue;  // none, or a step of two (env, body)
+  const text = replyText(reply);
+  const type = reply.kind === "json" ? "application/json" : "text/event-stream; charset=utf-8";
+  const response = new Response(text, {status: 200, headers: {"content-type": type, "request-id": "req_1"}});
+  const pending = new FakeAPIPromise(response, reply.kind === "json");
+  if (fn(pending, "watch") !== pending) throw new Error("watch returned something else");
+  const read = await pending;
+  if ((reply.kind === "json" ? JSON.stringify(read) : read) !== text) throw new Error("the reply was changed");
+  await new Promise((r) => setTimeout(r, 0));
 }
 const kept = fn.memory.conversations.length;
 process.stdout.write(JSON.stringify({keeps: out, kept}));
@@ -70,6 +115,13 @@ SYSTEMS: list[Any] = [
     [{"type": "text", "text": "You are Claude Code.", "cache_control": {**MARK, "ttl": "1h"}}],
 ]
 OFF = ["0", "off", " FALSE ", "No"]
+# CLAUDE_CTX_CLEAR_MARGIN: unset (None), the default's, custom ones, 0 (never), invalid (default)
+MARGINS: list[str | None] = [None, None, "7000", "5_000", " 20000 ", "0", "abc", "-1", "999999"]
+MODELS = [("claude-sonnet-4-5", []), ("claude-sonnet-4-5[1m]", [])]
+MODELS += [("claude-sonnet-4-5", ["context-1m-2025-08-07", "interleaved-thinking-2025-05-14"])]
+MODELS += [("claude-opus-4-5", ["interleaved-thinking-2025-05-14"])]
+# around the level: just under, at, just over, well over, well under
+DELTAS = [-30_000, -1_000, -1, 0, 0, 1, 2_000, 50_000]
 ON = ["", "1", "on", "yes", "whatever"]
 CONVERSATIONS = 16  # what the JavaScript remembers
 
@@ -116,13 +168,20 @@ def js_key(session: str | None, messages: list[dict]) -> tuple[str, str, str, st
 
 
 class Twin:
-    """The twin of the JavaScript's process-wide memory: a Conversation per key, LRU of 16."""
+    """The twin of the JavaScript's process-wide memory: a Conversation per key, LRU of 16.
+    ``near``: False for a twin without the near move (the level always 0)."""
 
-    def __init__(self) -> None:
+    def __init__(self, near: bool = True) -> None:
         self.conversations: OrderedDict[tuple[str, ...], Conversation] = OrderedDict()
-        self.moves = 0  # free moves made (all conversations, evicted ones too)
+        self.moves = 0  # free and near moves made (all conversations, evicted ones too)
+        self.near_moves = 0  # moves made where the list GREW: the near move's alone
+        self.near = near
 
-    def keep(self, env: dict[str, str], session: str | None, body: dict) -> int | None:
+    def keep(
+        self, env: dict[str, str], session: str | None, body: dict, prompt: int | None = None
+    ) -> int | None:
+        """The keep sent (None: no edit); ``prompt``: what the reply to it reported (None: no
+        reply, or a usage without a prompt)."""
         edit = knobs_from_env(env)
         if edit is None:
             return None
@@ -136,9 +195,15 @@ class Twin:
         self.conversations[key] = conv
         while len(self.conversations) > CONVERSATIONS:
             self.conversations.popitem(last=False)
+        level = near_level(body["model"], body["betas"], margin_from_env(env)) if self.near else 0
+        grew = change(conv.previous, fingerprint(messages)) == GREW
+        near = grew and is_near(conv.prompt, level)
         before = conv.moves
-        keep = free_edit(conv, edit, messages, *knobs).keep
+        keep = free_edit(conv, edit, messages, *knobs, level=level).keep
         self.moves += conv.moves - before
+        self.near_moves += (conv.moves - before) if near else 0
+        if level > 0 and prompt is not None:
+            conv.observe(prompt)
         return keep
 
 
@@ -258,11 +323,42 @@ def _step(rnd: random.Random, t: Thread) -> None:
         t.history = t.history[:-1] if t.history[-1]["role"] == "assistant" else t.history
 
 
-def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str]], list[Any]]:
-    """The steps of one case (env and body per request, for node) and what the twin needs
-    (env, session, body) per request."""
+def reply(rnd: random.Random, env: dict[str, str], body: dict) -> tuple[Any, int | None]:
+    """A reply to ``body`` for node (None: none read) and the prompt its usage reports (None:
+    none): around the near move's level for the request's model and betas (the default margin's
+    where the margin is 0), split over input, cache write and cache read, a field left out now
+    and then (it counts 0), rarely no prompt at all."""
+    if rnd.random() < 0.15:
+        return None, None
+    level = near_level(body["model"], body["betas"], margin_from_env(env) or 7_000)
+    prompt = max(0, level + rnd.choice(DELTAS) + rnd.randint(-50, 50))
+    read = rnd.randint(0, prompt)
+    write = rnd.randint(0, prompt - read)
+    usage: dict[str, Any] = {
+        "input_tokens": prompt - read - write,
+        "cache_creation_input_tokens": write,
+        "cache_read_input_tokens": read,
+        "output_tokens": 1,
+    }
+    roll = rnd.random()
+    if roll < 0.1:  # a field left out: the prompt is what is there
+        gone = rnd.choice(["input_tokens", "cache_creation_input_tokens"])
+        prompt -= usage.pop(gone)
+    elif roll < 0.13:  # no prompt at all
+        usage = {"output_tokens": 1, "input_tokens": "many"}
+        return {"kind": rnd.choice(["sse", "json"]), "usage": usage}, None
+    return {"kind": rnd.choice(["sse", "json"]), "usage": usage}, prompt
+
+
+def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str, Any]], list[Any]]:
+    """The steps of one case (env, body and reply per request, for node) and what the twin
+    needs (env, session, body, the reply's prompt) per request."""
     rnd = random.Random(seed)
     env: dict[str, str] = {}
+    margin = rnd.choice(MARGINS)
+    if margin is not None:
+        env[ENV_MARGIN] = margin
+    model, betas = rnd.choice(MODELS)
     if rnd.random() < 0.5:
         env["CLAUDE_CTX_CLEAR_KEEP"] = rnd.choice(["0", "1", "3"])
     if rnd.random() < 0.5:
@@ -282,7 +378,7 @@ def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str]], li
         t = Thread(base, session, _user_id(rnd, session), rnd.choice([1, 2]))
         _grow(t)
         threads.append(t)
-    steps: list[tuple[dict, str]] = []
+    steps: list[tuple[dict, str, Any]] = []
     twin: list[Any] = []
     for _ in range(rnd.randint(10, 60)):
         t = rnd.choice(threads)
@@ -291,15 +387,13 @@ def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str]], li
         if free:
             step_env[ENV_FREE] = free
         step_env["CTXPATCH_LEDGER"] = rnd.choice(["0", "1"])  # the session read twice ways
-        body: dict[str, Any] = {
-            "model": "claude-sonnet-4-5",
-            "messages": marked(t.history, t.marks),
-        }
-        body.update({"system": system, "betas": [], "max_tokens": 1})
+        body: dict[str, Any] = {"model": model, "messages": marked(t.history, t.marks)}
+        body.update({"system": system, "betas": betas, "max_tokens": 1})
         if t.user_id is not None:
             body["metadata"] = {"user_id": t.user_id}
-        steps.append((step_env, json.dumps(body, ensure_ascii=False)))
-        twin.append((step_env, t.session, body))
+        node_reply, prompt = reply(rnd, step_env, body)
+        steps.append((step_env, json.dumps(body, ensure_ascii=False), node_reply))
+        twin.append((step_env, t.session, body, prompt))
         _step(rnd, t)
     return steps, twin
 
@@ -307,7 +401,7 @@ def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str]], li
 _CACHE: list[str] = []
 
 
-def run_node(steps: list[tuple[dict, str]]) -> dict:
+def run_node(steps: list[tuple[dict, str, Any]]) -> dict:
     node = need("node", "node is the ground truth for JavaScript")
     if not _CACHE:
         _CACHE.append(injected_clearing_js())
@@ -328,7 +422,7 @@ def run_node(steps: list[tuple[dict, str]]) -> dict:
 
 def twin_keeps(twin_steps: list[Any], twin: Twin | None = None) -> tuple[list[int | None], Twin]:
     twin = twin or Twin()
-    return [twin.keep(env, session, body) for env, session, body in twin_steps], twin
+    return [twin.keep(*step) for step in twin_steps], twin
 
 
 _BASES = st.lists(conversations(), min_size=1, max_size=3)
@@ -364,8 +458,10 @@ def _base(rounds: int, result: int = 3_000) -> list[dict]:
 def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     """Fixed seeds over long conversations: the JavaScript's keeps equal the twin's request by
     request, the twin made free moves, and they changed what was sent (the stateless rule's
-    keeps differ on some requests): the free move is there, and the test can fail."""
-    steps: list[tuple[dict, str]] = []
+    keeps differ on some requests): the free move is there, and the test can fail. Near moves
+    too (moves where the list grew), and without them (a twin whose level is always 0) the keeps
+    differ on some requests."""
+    steps: list[tuple[dict, str, Any]] = []
     twin_steps: list[Any] = []
     for seed in range(12):
         rnd = random.Random(seed)
@@ -377,8 +473,11 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     want, twin = twin_keeps(twin_steps)
     assert got["keeps"] == want
     assert twin.moves >= 10, twin.moves
+    assert twin.near_moves >= 20, twin.near_moves
+    far, _ = twin_keeps(twin_steps, Twin(near=False))
+    assert sum(1 for a, b in zip(got["keeps"], far, strict=True) if a != b) >= 20
     stateless = []
-    for env, _session, body in twin_steps:
+    for env, _session, body, _prompt in twin_steps:
         edit = knobs_from_env(env)
         assert edit is not None
         rest, extra = system_facts(body.get("system"))

@@ -479,3 +479,200 @@ def test_an_exit_before_the_copy_is_read_writes_a_cut_line(node: str, state: Pat
     (line,) = _lines(state)
     assert line["input"] == 3_210 and line["session"] == SID
     assert _numbers(line) == WANT if "cut" not in line else line["output"] in (1, 321)
+
+
+# --- the near move's prompt, read through the same reply path ----------------------------------
+# Two requests of one conversation in one process: the first one's reply (SSE in chunks, a JSON
+# reply, or a 1.0.x MessageStream's events) reports its prompt; the second request (the list grown
+# by a round) then makes the near move when that prompt reached the level (200,000 - 33,000 -
+# MARGIN). The paid rule alone never moves at this patience: it keeps every tool use.
+NEAR_DRIVER = r"""
+const fn = SNIPPET;
+const cfg = JSON.parse(process.argv[1]);
+const freeze = (o) => { if (o && typeof o === "object") { Object.values(o).forEach(freeze); Object.freeze(o); } return o; };
+const enc = new TextEncoder();
+function body(text, chunks) {
+  const bytes = enc.encode(text);
+  let at = 0, k = 0;
+  return new ReadableStream({pull(c) {
+    if (at >= bytes.length) { c.close(); return; }
+    const n = chunks[k++ % chunks.length];
+    c.enqueue(bytes.slice(at, at + n)); at += n;
+  }});
+}
+class FakeAPIPromise extends Promise {
+  constructor(response, stream) { super((r) => r(null)); this.response = response; this.stream = stream; }
+  static get [Symbol.species]() { return Promise; }
+  asResponse() { return Promise.resolve(this.response); }
+  parse() {
+    if (!this.parsed) this.parsed = Promise.resolve().then(async () => {
+      if (!this.stream) return this.response.json();
+      const reader = this.response.body.getReader(); const dec = new TextDecoder(); let text = "";
+      for (;;) { const {done, value} = await reader.read(); if (done) break; text += dec.decode(value, {stream: true}); }
+      return text;
+    });
+    return this.parsed;
+  }
+  then(a, b) { return this.parse().then(a, b); }
+}
+class FakeMessageStream {
+  constructor() { this.listeners = {}; }
+  on(ev, f) { (this.listeners[ev] = this.listeners[ev] || []).push(f); return this; }
+  emit(ev, ...args) { for (const f of this.listeners[ev] || []) f(...args); }
+}
+const out = {keeps: []};
+const conv = () => fn.memory.conversations.length ? fn.memory.conversations.at(-1).prompt : "none";
+for (const [i, messages] of cfg.lists.entries()) {
+  const request = freeze({model: cfg.model, max_tokens: 9, betas: cfg.betas, messages,
+    metadata: {user_id: cfg.user_id}});
+  const before = JSON.stringify(request);
+  const sent = fn(request);
+  if (JSON.stringify(request) !== before) throw new Error("the input was mutated");
+  out.keeps.push(sent === request ? null : sent.context_management.edits.at(-1).keep.value);
+  if (i === cfg.lists.length - 1) break;
+  if (cfg.kind === "stream") {
+    const ms = new FakeMessageStream();
+    if (fn(ms, "watch") !== ms) throw new Error("watch returned something else");
+    ms.emit("connect");
+    for (const ev of cfg.events) ms.emit("streamEvent", ev, {});
+    ms.emit("end");
+  } else {
+    const json = cfg.kind === "json";
+    const response = new Response(body(cfg.text, cfg.chunks), {status: 200,
+      headers: {"content-type": json ? "application/json" : "text/event-stream", "request-id": "req_1"}});
+    const pending = new FakeAPIPromise(response, !json);
+    if (fn(pending, "watch") !== pending) throw new Error("watch returned something else");
+    const read = await pending;
+    out.read = json ? JSON.stringify(read) : read;
+  }
+  await new Promise((r) => setTimeout(r, 0));
+  out.prompt = conv();
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+NEAR_READ = 160_000  # with START_USAGE's input and cache write: a prompt of 164,844
+
+
+def _near_usage(read: int) -> dict[str, Any]:
+    return {**START_USAGE, "cache_read_input_tokens": read}
+
+
+def _near_lists() -> list[list[dict[str, Any]]]:
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Fix the tests, please."}]
+    for k in range(13):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"p": "f" * 40}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 3_000}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    return [msgs[:-2], msgs]  # 12 tool uses; then a round more (13, the last one in progress)
+
+
+def _twin_keeps(env: dict[str, str], prompt: int | None) -> list[int]:
+    """The twin's keeps for the two requests (engine.twins.free_moves), the reply's prompt
+    observed between them where the near move is on."""
+    from engine.twins.context_clear import knobs_from_env
+    from engine.twins.free_moves import (
+        Conversation,
+        free_edit,
+        free_from_env,
+        margin_from_env,
+        near_level,
+    )
+    from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env
+
+    edit = knobs_from_env(env)
+    assert edit is not None
+    knobs = (ceiling_from_env(env), patience_from_env(env))
+    lists = _near_lists()
+    if not free_from_env(env):
+        return [paid_edit(edit, m, *knobs).keep for m in lists]
+    level = near_level(MODEL, [], margin_from_env(env))
+    conv = Conversation()
+    first = free_edit(conv, edit, lists[0], *knobs, level=level).keep
+    if prompt is not None and level > 0:
+        conv.observe(prompt)
+    return [first, free_edit(conv, edit, lists[1], *knobs, level=level).keep]
+
+
+def _drive_near(
+    node: str, kind: str, read: int, env: dict[str, str], chunks: list[int] | None = None
+) -> dict[str, Any]:
+    events = _events()
+    events[0]["message"]["usage"] = _near_usage(read)
+    cfg: dict[str, Any] = {
+        "model": MODEL,
+        "betas": [],
+        "user_id": USER_ID,
+        "lists": _near_lists(),
+        "kind": kind,
+        "chunks": chunks or [1_000_000],
+        "events": events,
+        "text": json.dumps({**json_reply(), "usage": _near_usage(read)})
+        if kind == "json"
+        else sse(events),
+    }
+    js = NEAR_DRIVER.replace("SNIPPET", snippet.clear_source().decode().strip())
+    full = {"CLAUDE_CTX_CLEAR_PATIENCE": "100000", **env}
+    res = run_node(node, ["--input-type=module", "-e", js, json.dumps(cfg)], env=full)
+    assert res.returncode == 0 and res.stderr == b"", res.stderr.decode()
+    out = json.loads(res.stdout)
+    if kind == "sse":
+        assert out["read"] == cfg["text"]  # Claude Code read every byte, unchanged
+    elif kind == "json":
+        assert json.loads(out["read"]) == json.loads(cfg["text"])
+    prompt = sum(_near_usage(read)[k] for k in ("input_tokens", "cache_read_input_tokens"))
+    prompt += _near_usage(read)["cache_creation_input_tokens"]
+    assert out["keeps"] == _twin_keeps(full, prompt)
+    return out
+
+
+@pytest.mark.parametrize("ledger", ["1", "0"])
+@pytest.mark.parametrize(
+    ("kind", "chunks"),
+    [("sse", [1_000_000]), ("sse", [7, 13, 1, 64]), ("json", None), ("stream", None)],
+)
+def test_a_reply_near_the_threshold_makes_the_next_request_move(
+    node: str, state: Path, ledger: str, kind: str, chunks: list[int] | None
+) -> None:
+    env = {"XDG_STATE_HOME": str(state), "CTXPATCH_LEDGER": ledger}
+    out = _drive_near(node, kind, NEAR_READ, env, chunks)
+    assert out["prompt"] == 3_210 + 1_634 + NEAR_READ  # the reply's prompt, remembered
+    assert out["keeps"] == [12, 1]  # the paid rule's keep (all), then the near move's
+    if ledger == "1":
+        (line,) = _lines(state)  # the ledger's line is the reply's, as without the near move
+        assert line["cache_read"] == NEAR_READ and line["input"] == 3_210
+        assert "cut" not in line and line["session"] == SID
+    else:
+        assert not state.exists()
+
+
+def test_a_reply_under_the_level_moves_nothing(node: str, state: Path) -> None:
+    for ledger in ("1", "0"):
+        env = {"XDG_STATE_HOME": str(state), "CTXPATCH_LEDGER": ledger}
+        out = _drive_near(node, "sse", NEAR_READ - 4_845, env, [100])  # 159,999: one short
+        assert out["prompt"] == 159_999 and out["keeps"] == [12, 13]
+        assert _drive_near(node, "sse", NEAR_READ - 4_844, env, [100])["keeps"] == [12, 1]
+
+
+@pytest.mark.parametrize("ledger", ["1", "0"])
+def test_the_margin_sets_the_level_and_the_knobs_turn_it_off(
+    node: str, state: Path, ledger: str
+) -> None:
+    base = {"XDG_STATE_HOME": str(state), "CTXPATCH_LEDGER": ledger}
+    # MARGIN 20,000: the level is 147,000; 10,000: 157,000 (a prompt of 154,844 is under)
+    assert _drive_near(node, "sse", 150_000, {**base, "CLAUDE_CTX_CLEAR_MARGIN": "20_000"})[
+        "keeps"
+    ] == [12, 1]
+    assert _drive_near(node, "sse", 150_000, {**base, "CLAUDE_CTX_CLEAR_MARGIN": " 10000 "})[
+        "keeps"
+    ] == [12, 13]
+    # invalid: the default (7,000)
+    assert _drive_near(node, "sse", NEAR_READ, {**base, "CLAUDE_CTX_CLEAR_MARGIN": "-5"})[
+        "keeps"
+    ] == [12, 1]
+    # MARGIN=0: never, and the reply is not read for it (nothing remembered)
+    off = _drive_near(node, "sse", NEAR_READ, {**base, "CLAUDE_CTX_CLEAR_MARGIN": "0"})
+    assert off["keeps"] == [12, 13] and off["prompt"] is None
+    # FREE=0: no memory at all, no near move
+    free_off = _drive_near(node, "sse", NEAR_READ, {**base, "CLAUDE_CTX_CLEAR_FREE": "0"})
+    assert free_off["keeps"] == [12, 13] and free_off["prompt"] == "none"
