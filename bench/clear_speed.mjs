@@ -95,7 +95,9 @@ let text = ev({ type: "message_start", message: { usage: { input_tokens: 3, cach
 for (let i = 0; i < 2000; i++) text += ev({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "word ".repeat(20) } });
 text += ev({ type: "message_delta", usage: { output_tokens: 7 }, context_management: { applied_edits: [] } });
 const bytes = enc.encode(text);
-process.env.CTXPATCH_LEDGER = "1";
+// ledger on: the copy read to its end; off: read for the near move's prompt up to message_start
+for (const ledger of ["1", "0"]) {
+process.env.CTXPATCH_LEDGER = ledger;
 const times = [];
 for (let round = 0; round < 20; round++) {
   let at = 0;
@@ -112,4 +114,5 @@ for (let round = 0; round < 20; round++) {
   times.push(Number(process.hrtime.bigint() - t0) / 1e6);
 }
 times.sort((a, b) => a - b);
-console.log(`a 2,000-event reply (${(bytes.length / 1024).toFixed(0)} KB) read by Claude Code with the copy read beside it: median ${times[10].toFixed(2)} ms`);
+console.log(`a 2,000-event reply (${(bytes.length / 1024).toFixed(0)} KB) read by Claude Code with the copy read beside it (ledger ${ledger === "0" ? "off: to message_start" : "on"}): median ${times[10].toFixed(2)} ms`);
+}
