@@ -18,6 +18,8 @@ from engine.twins.context_clear import ENV_NAMES, edit_for_request, knobs_from_e
 ROOT = Path(__file__).resolve().parents[2]
 
 DRIVER = r"""
+import { readFileSync } from "node:fs";
+const CASES = JSON.parse(readFileSync(0, "utf8"));
 const fn = SNIPPET;
 const names = NAMES;
 const out = [];
@@ -74,11 +76,14 @@ def test_the_javascript_keeps_what_the_twin_keeps(cases) -> None:
     script = (
         DRIVER.replace("SNIPPET", _snippet_cached())
         .replace("NAMES", json.dumps(ENV_NAMES))
-        .replace("CASES", json.dumps(cases))
     )
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("CLAUDE_")}
     res = subprocess.run(
-        [node, "--input-type=module", "-e", script], capture_output=True, env=env, timeout=60
+        [node, "--input-type=module", "-e", script],
+        input=json.dumps(cases).encode(),  # on stdin: an argument holds 128 KiB at most
+        capture_output=True,
+        env=env,
+        timeout=60,
     )
     assert res.returncode == 0, res.stderr.decode()
     got = json.loads(res.stdout)
