@@ -40,7 +40,7 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   changed, the list got shorter), the cleared part moves
   //                                   as far as it may and stays there until a compaction
   //   CLAUDE_CTX_CLEAR_MARGIN         paid, with FREE on: the near move (integer >= 0; default
-  //                                   7000; 0 = never): once a reply reports a prompt within
+  //                                   10000; 0 = never): once a reply reports a prompt within
   //                                   MARGIN tokens of Claude Code's auto-compact threshold,
   //                                   the conversation's next request moves as a free move does
   //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
@@ -324,8 +324,12 @@ function _ctxpatchContextClearing(value, mode) {
   }
 
   // How many of the oldest tool uses the paid policy clears with these messages. prints: null,
-  // or {roles: [], sizes: []} to fill with the messages' fingerprint (the free move's).
-  function paidBoundary(messages, edit, ceiling, patience, rest, extra, prints) {
+  // or {roles: [], sizes: []} to fill with the messages' fingerprint (the free move's). moved:
+  // null, or [index of a message, boundary]: the conversation's memory moved the cleared part
+  // there on the request whose list ended with that message (a free or near move); the walk
+  // takes it as its own move after that message's decision (the boundary if higher, the rent
+  // restarted), so that it does not pay for a second move soon after (twin: paid_boundary).
+  function paidBoundary(messages, edit, ceiling, patience, rest, extra, prints, moved) {
     var results = {};
     var i, j, blocks;
     for (i = 0; i < messages.length; i++) {
@@ -377,17 +381,24 @@ function _ctxpatchContextClearing(value, mode) {
           }
           gains.push(gains[gains.length - 1] + gain);
         }
-        continue;
+      } else {
+        if (role === "user") trailing += countType(blocksOf(messages[i]), "tool_result");
+        if (i === last || (role === "user" && following[i] === "assistant")) {
+          // a request point: the list up to here was (or is) sent
+          var limit = gains.length - 1 - Math.max(keep, trailing);
+          if (limit > cleared) {
+            var free = gains[limit] - gains[cleared];
+            var kept = total - gains[cleared];
+            rent += free;
+            if (kept >= 4 * ceiling || 2 * rent * 100 >= extra * patience * (kept - free + rest)) {
+              cleared = limit;
+              rent = 0;
+            }
+          }
+        }
       }
-      if (role === "user") trailing += countType(blocksOf(messages[i]), "tool_result");
-      if (i !== last && !(role === "user" && following[i] === "assistant")) continue;
-      var limit = gains.length - 1 - Math.max(keep, trailing);
-      if (limit <= cleared) continue;
-      var free = gains[limit] - gains[cleared];
-      var kept = total - gains[cleared];
-      rent += free;
-      if (kept >= 4 * ceiling || 2 * rent * 100 >= extra * patience * (kept - free + rest)) {
-        cleared = limit;
+      if (moved !== null && i === moved[0] && moved[1] > cleared) {
+        cleared = moved[1]; // the memory's move there, taken as the walk's own
         rent = 0;
       }
     }
@@ -417,6 +428,12 @@ function _ctxpatchContextClearing(value, mode) {
   // else 200,000) less Claude Code's reserve (RESERVE, 33000) less CLAUDE_CTX_CLEAR_MARGIN, a
   // list that GREW moves as a BROKE one does: Claude Code would soon compact, which rewrites the
   // cache anyway. A new conversation never moves.
+  //
+  // The paid walk takes the memory's last move as its own (twin: Conversation.paid_move): the
+  // entry keeps moved = [index of the last message of the request moved on, boundary] while the
+  // boundary is held, and the walk of a later list of the same conversation (not NEW, not below
+  // the boundary) takes that boundary there and restarts its rent, so that the paid rule does
+  // not pay for a second move soon after one it did not make.
   var MARK_LEN = 13; // "cache_control".length
   // a role that is not a string, number, boolean or null: one value for all (a constant kept
   // across calls, which an object made per call would not be; JSON has no Infinity)
@@ -425,7 +442,7 @@ function _ctxpatchContextClearing(value, mode) {
   var NEW = 0;
   var GREW = 1;
   var BROKE = 2;
-  var DEFAULT_MARGIN = 7000; // twin: free_moves.DEFAULT_MARGIN
+  var DEFAULT_MARGIN = 10000; // twin: free_moves.DEFAULT_MARGIN
   var WINDOW = 200000;
   var WINDOW_1M = 1000000;
 
@@ -489,8 +506,17 @@ function _ctxpatchContextClearing(value, mode) {
     return GREW;
   }
 
-  // The conversation of these messages (created, or moved to the most recent end).
-  function conversationOf(mem, session, messages, prints) {
+  // The first message's fingerprint ({role, size}: what the walk puts first in prints; both
+  // undefined for an empty list).
+  function headPrint(messages) {
+    if (messages.length === 0) return { role: undefined, size: undefined };
+    var m = messages[0];
+    return { role: roleKey(roleOf(m)), size: (isObject(m) ? contentSize(m.content) : 0) - markSize(m) };
+  }
+
+  // The conversation of these messages (created, or moved to the most recent end). head: their
+  // headPrint.
+  function conversationOf(mem, session, messages, head) {
     var first = messages[0];
     var text = "";
     var content = isObject(first) ? first.content : undefined;
@@ -503,11 +529,11 @@ function _ctxpatchContextClearing(value, mode) {
         }
       }
     }
-    var role = prints.roles[0];
+    var role = head.role;
     var key = [
       typeof session === "string" ? session : "",
       role === OTHER_ROLE ? "\u0001" : String(role),
-      String(prints.sizes[0]),
+      String(head.size),
       text.slice(0, 64),
     ].join("\u0000");
     if (!Array.isArray(mem.conversations)) mem.conversations = [];
@@ -519,7 +545,7 @@ function _ctxpatchContextClearing(value, mode) {
         break;
       }
     }
-    if (conv === null) conv = { key: key, roles: [], sizes: [], forced: 0, prompt: null };
+    if (conv === null) conv = { key: key, roles: [], sizes: [], forced: 0, prompt: null, moved: null };
     list.push(conv);
     while (list.length > CONVERSATIONS) list.shift();
     return conv;
@@ -537,8 +563,19 @@ function _ctxpatchContextClearing(value, mode) {
     if (how === NEW || uses < conv.forced) conv.forced = 0;
     if ((how === BROKE || (near && how === GREW)) && limit > Math.max(paid, conv.forced)) {
       conv.forced = limit;
-    }
+      conv.moved = [prints.roles.length - 1, limit]; // for the walk of the next requests
+    } else if (conv.forced === 0) conv.moved = null;
     return Math.max(paid, Math.min(conv.forced, limit));
+  }
+
+  // The conversation's last move for the walk of this list (twin: Conversation.paid_move): none
+  // for another conversation (change() would say NEW: only the first message tells) or a list
+  // below the boundary held.
+  function paidMove(conv, head, uses) {
+    var n = conv.roles.length;
+    if (n === 0 || head.role === undefined || head.role !== conv.roles[0]) return null;
+    if (head.size !== conv.sizes[0] || uses < conv.forced) return null;
+    return conv.moved;
   }
 
   // The reply to a request of conv reported this usage: its prompt tokens (input, cache write,
@@ -855,6 +892,23 @@ function _ctxpatchContextClearing(value, mode) {
       var patience = envInt(env, "CLAUDE_CTX_CLEAR_PATIENCE", 0);
       var messages = request.messages;
       var prints = freeOn(env) ? { roles: [], sizes: [] } : null;
+      var uses = 0;
+      for (var k = 0; k < messages.length; k++) {
+        if (roleOf(messages[k]) === "assistant") uses += countType(blocksOf(messages[k]), "tool_use");
+      }
+      var conv = null;
+      var moved = null;
+      if (prints !== null) {
+        try {
+          var session = mem.decision !== null ? mem.decision.session : sessionOf(request);
+          var head = headPrint(messages);
+          conv = conversationOf(mem, session, messages, head);
+          moved = paidMove(conv, head, uses);
+        } catch (e) {
+          conv = null; // the paid rule alone: the memory never breaks a request
+          moved = null;
+        }
+      }
       var cleared = paidBoundary(
         messages,
         edit,
@@ -862,18 +916,13 @@ function _ctxpatchContextClearing(value, mode) {
         patience === null ? DEFAULT_PATIENCE : patience,
         uncachedSystem(request.system),
         writeExtra(request.system),
-        prints
+        prints,
+        moved
       );
-      var uses = 0;
-      for (var k = 0; k < messages.length; k++) {
-        if (roleOf(messages[k]) === "assistant") uses += countType(blocksOf(messages[k]), "tool_use");
-      }
       var least = keepFor(messages, edit.keep.value, 1); // KEEP and the round in progress
       keep = Math.max(uses - cleared, least);
-      if (prints !== null) {
+      if (conv !== null) {
         try {
-          var session = mem.decision !== null ? mem.decision.session : sessionOf(request);
-          var conv = conversationOf(mem, session, messages, prints);
           var limit = Math.max(0, uses - least);
           var level = nearLevel(request.model, request.betas, marginFromEnv(env));
           var more = freeCleared(conv, prints, uses, limit, Math.max(0, uses - keep), level);

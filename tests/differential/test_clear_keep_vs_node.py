@@ -73,10 +73,7 @@ _ENV = st.fixed_dictionaries(
 @given(cases=st.lists(st.tuples(_ENV, conversations()), min_size=1, max_size=25))
 def test_the_javascript_keeps_what_the_twin_keeps(cases) -> None:
     node = need("node", "node is the ground truth for JavaScript")
-    script = (
-        DRIVER.replace("SNIPPET", _snippet_cached())
-        .replace("NAMES", json.dumps(ENV_NAMES))
-    )
+    script = DRIVER.replace("SNIPPET", _snippet_cached()).replace("NAMES", json.dumps(ENV_NAMES))
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("CLAUDE_")}
     res = subprocess.run(
         [node, "--input-type=module", "-e", script],

@@ -116,7 +116,7 @@ SYSTEMS: list[Any] = [
 ]
 OFF = ["0", "off", " FALSE ", "No"]
 # CLAUDE_CTX_CLEAR_MARGIN: unset (None), the default's, custom ones, 0 (never), invalid (default)
-MARGINS: list[str | None] = [None, None, "7000", "5_000", " 20000 ", "0", "abc", "-1", "999999"]
+MARGINS: list[str | None] = [None, None, "10000", "5_000", " 20000 ", "0", "abc", "-1", "999999"]
 MODELS = [("claude-sonnet-4-5", []), ("claude-sonnet-4-5[1m]", [])]
 MODELS += [("claude-sonnet-4-5", ["context-1m-2025-08-07", "interleaved-thinking-2025-05-14"])]
 MODELS += [("claude-opus-4-5", ["interleaved-thinking-2025-05-14"])]
@@ -330,7 +330,7 @@ def reply(rnd: random.Random, env: dict[str, str], body: dict) -> tuple[Any, int
     and then (it counts 0), rarely no prompt at all."""
     if rnd.random() < 0.15:
         return None, None
-    level = near_level(body["model"], body["betas"], margin_from_env(env) or 7_000)
+    level = near_level(body["model"], body["betas"], margin_from_env(env) or 10_000)
     prompt = max(0, level + rnd.choice(DELTAS) + rnd.randint(-50, 50))
     read = rnd.randint(0, prompt)
     write = rnd.randint(0, prompt - read)
@@ -463,7 +463,7 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     differ on some requests."""
     steps: list[tuple[dict, str, Any]] = []
     twin_steps: list[Any] = []
-    for seed in range(12):
+    for seed in range(20):
         rnd = random.Random(seed)
         bases = [_base(rnd.randint(10, 30), rnd.choice([500, 3_000, 9_000])) for _ in range(3)]
         s, t = case(seed, bases)
@@ -485,7 +485,9 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
         stateless.append(paid_edit(edit, body["messages"], *knobs).keep)
     lower = sum(1 for a, b in zip(got["keeps"], stateless, strict=True) if a < b)
     assert lower >= 10, lower
-    assert all(a <= b for a, b in zip(got["keeps"], stateless, strict=True))
+    # (not all lower: after a move the walk restarts its rent, and may then move later than the
+    # stateless rule would: engine.twins.policy.paid_boundary's moved)
+    assert any(a > b for a, b in zip(got["keeps"], stateless, strict=True))
 
 
 def _body(messages: list[dict], session: str | None = None) -> str:

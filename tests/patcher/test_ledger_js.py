@@ -649,9 +649,10 @@ def test_a_reply_near_the_threshold_makes_the_next_request_move(
 def test_a_reply_under_the_level_moves_nothing(node: str, state: Path) -> None:
     for ledger in ("1", "0"):
         env = {"XDG_STATE_HOME": str(state), "CTXPATCH_LEDGER": ledger}
-        out = _drive_near(node, "sse", NEAR_READ - 4_845, env, [100])  # 159,999: one short
-        assert out["prompt"] == 159_999 and out["keeps"] == [12, 13]
-        assert _drive_near(node, "sse", NEAR_READ - 4_844, env, [100])["keeps"] == [12, 1]
+        # the level at the default margin (10,000): 157,000; a prompt of 156,999 is one short
+        out = _drive_near(node, "sse", 156_999 - 4_844, env, [100])
+        assert out["prompt"] == 156_999 and out["keeps"] == [12, 13]
+        assert _drive_near(node, "sse", 157_000 - 4_844, env, [100])["keeps"] == [12, 1]
 
 
 @pytest.mark.parametrize("ledger", ["1", "0"])
@@ -659,14 +660,14 @@ def test_the_margin_sets_the_level_and_the_knobs_turn_it_off(
     node: str, state: Path, ledger: str
 ) -> None:
     base = {"XDG_STATE_HOME": str(state), "CTXPATCH_LEDGER": ledger}
-    # MARGIN 20,000: the level is 147,000; 10,000: 157,000 (a prompt of 154,844 is under)
+    # MARGIN 20,000: the level is 147,000; 12,000: 155,000 (a prompt of 154,844 is under)
     assert _drive_near(node, "sse", 150_000, {**base, "CLAUDE_CTX_CLEAR_MARGIN": "20_000"})[
         "keeps"
     ] == [12, 1]
-    assert _drive_near(node, "sse", 150_000, {**base, "CLAUDE_CTX_CLEAR_MARGIN": " 10000 "})[
+    assert _drive_near(node, "sse", 150_000, {**base, "CLAUDE_CTX_CLEAR_MARGIN": " 12000 "})[
         "keeps"
     ] == [12, 13]
-    # invalid: the default (7,000)
+    # invalid: the default (10,000)
     assert _drive_near(node, "sse", NEAR_READ, {**base, "CLAUDE_CTX_CLEAR_MARGIN": "-5"})[
         "keeps"
     ] == [12, 1]
