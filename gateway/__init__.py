@@ -11,6 +11,7 @@ sends; messages are never touched). Modules:
   without parsing the large ones (what makes the splice exact and cheap);
 * :mod:`gateway.redact`: headers as they may be logged (credentials hidden);
 * :mod:`gateway.server`: the aiohttp server and client that stream requests and replies through;
+* :mod:`gateway.reply_prompt`: the prompt a reply reports, read as it passes (the near move);
 * :mod:`gateway.run`: ``ctxpatch run -- claude ...`` (a gateway for the lifetime of one command);
 * :mod:`gateway.fallback`: ``run --fallback`` (the command without the gateway when it cannot
   start: one warning line, then the plain command);

@@ -34,6 +34,13 @@ body that repeats no kept body's first message is a new conversation (a compacti
 first message); one that does but cannot be resumed is walked from the start and compared whole.
 Off: the keep of the stateless rule, exactly as before.
 
+The near move (``CLAUDE_CTX_CLEAR_MARGIN``, :func:`engine.twins.free_moves.near_level`): a kept
+conversation also holds the prompt the reply to its body reported (``_Kept.prompt``; the server
+reads it off the reply, :mod:`gateway.reply_prompt`, and tells the handle :meth:`Fitter.fit_kept`
+gave, :meth:`Kept.observe`). The conversation's next request reads it once (the new kept body
+starts without one): at or past the level of the request's model and betas, a list that only
+grew moves as a free move does.
+
 Bounds (:mod:`gateway.limits`): at most :data:`MEMO_CONVERSATIONS` conversations and
 :data:`MEMO_BYTES` of kept bodies and state (:data:`PER_MESSAGE` bytes a message), least recently
 used dropped first; a body larger than half of that is walked but not kept. Where the messages cannot be placed by the fast walk of the top
@@ -46,7 +53,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,7 +61,18 @@ import orjson
 
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import step_from_env
-from engine.twins.free_moves import BROKE, GREW, NEW, change, free_from_env, free_keep
+from engine.twins.free_moves import (
+    BROKE,
+    DEFAULT_MARGIN,
+    GREW,
+    NEW,
+    change,
+    free_from_env,
+    free_keep,
+    is_near,
+    margin_from_env,
+    near_level,
+)
 from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
 from engine.twins.policy_scan import PolicyScan, fingerprint_of, system_facts
 from gateway import limits
@@ -83,6 +101,7 @@ class Knobs:
     ceiling: int = 90_000
     patience: int = 100
     free: bool = True  # the free move where the cache breaks anyway (CLAUDE_CTX_CLEAR_FREE)
+    margin: int = DEFAULT_MARGIN  # the near move's (CLAUDE_CTX_CLEAR_MARGIN; 0: never)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Knobs:
@@ -92,6 +111,7 @@ class Knobs:
             ceiling_from_env(env),
             patience_from_env(env),
             free_from_env(env),
+            margin_from_env(env),
         )
 
 
@@ -106,7 +126,20 @@ class _Kept:
     scan: PolicyScan
     end: int  # one past the messages array
     rest: int  # one past what follows it up to the walked members (checked: no second one)
-    forced: int = 0  # the boundary the conversation's last free move set (free_moves.free_step)
+    forced: int = 0  # the boundary the conversation's last move set (free_moves.free_step)
+    # (the index of the last message of the request the last move was made on, forced): the
+    # move the walk takes as its own (free_moves.Conversation.moved, PolicyScan.move)
+    moved: tuple[int, int] | None = None
+    prompt: int | None = None  # what the reply to this body reported (the near move), or None
+
+    def observe(self, prompt: int) -> None:
+        """The reply to this body reported ``prompt`` tokens of prompt (its usage's input,
+        cache write and cache read tokens; :mod:`gateway.reply_prompt`): the conversation's
+        next request reads it once."""
+        self.prompt = prompt
+
+
+Kept = _Kept  # the handle a fitted request carries to its reply (Fitter.fit_kept)
 
 
 class _Malformed(Exception):
@@ -131,52 +164,89 @@ class Fitter:
         self._free = knobs.free and knobs.policy == "paid"
         self.resumed = self.walked = 0  # requests walked from a kept point / from the start
         self.tails_parsed_whole = 0  # resumed with the new messages in one orjson parse
-        self.free_moves = 0  # free moves made (engine.twins.free_moves)
+        # the near move (free move on, CLAUDE_CTX_CLEAR_MARGIN > 0): kept bodies hear their
+        # reply's prompt (_Kept.observe)
+        self._near = self._free and knobs.margin > 0
+        self.free_moves = 0  # moves made, free and near (engine.twins.free_moves)
+        self.near_moves = 0  # of which near moves (a list that grew, after a prompt >= level)
 
     def fit(
-        self, edit: ClearToolUses, body: bytes, top: TopLevel, request: Any = None
+        self,
+        edit: ClearToolUses,
+        body: bytes,
+        top: TopLevel,
+        request: Any = None,
+        model: str = "",
+        betas: Collection[str] = (),
     ) -> ClearToolUses:
         """``edit`` with the keep the policy sends with ``body``'s messages. ``top``: the body's
         top level (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller
-        has it. Raises on anything unexpected (the caller sends the plain edit then).
+        has it; ``model`` and ``betas`` (its ``anthropic-beta`` values): the window the near
+        move's level is of (:func:`engine.twins.free_moves.near_level`). Raises on anything
+        unexpected (the caller sends the plain edit then).
 
         The free move (``Knobs.free``) remembers a conversation in its kept body (the kept walk's
         points are its last request's fingerprint; ``_Kept.forced`` the boundary it holds). A
         body parsed whole instead (another key order, a key spelt twice) has no memory: it gets
         the stateless ``paid`` keep and leaves the kept conversation as it was. A body over the
         bound is walked but not kept: the request after it starts its conversation anew."""
+        return self.fit_kept(edit, body, top, request, model, betas)[0]
+
+    def fit_kept(
+        self,
+        edit: ClearToolUses,
+        body: bytes,
+        top: TopLevel,
+        request: Any = None,
+        model: str = "",
+        betas: Collection[str] = (),
+    ) -> tuple[ClearToolUses, Kept | None]:
+        """:meth:`fit`, and the kept conversation the body was fitted in, to tell the prompt its
+        reply reports (:meth:`Kept.observe`, the near move's), or None: no near move (off,
+        ``CLAUDE_CTX_CLEAR_MARGIN=0``), or a body with no memory (parsed whole)."""
         k = self.knobs
         start = _messages_at(body, top)
         if start is not None and body[start : start + 1] != b"[":
-            return edit  # not an array: the JavaScript sends the plain edit
+            return edit, None  # not an array: the JavaScript sends the plain edit
         keep = None
+        kept: _Kept | None = None
         if start is not None:
+            level = 0
+            if self._near:
+                listed = betas if isinstance(betas, Sequence) else tuple(betas)
+                level = near_level(model, listed, k.margin)
             try:
-                keep = self._walk(edit, body, top, start)
+                walked = self._walk(edit, body, top, start, level)
             except _Malformed:
-                return edit
+                return edit, None
+            if walked is not None:
+                keep, kept = walked
         if keep is None:  # not placed by the walk: the parse says (the last one, as JSON.parse)
             if request is None:
                 request = _loads(body)
             messages = request.get("messages") if isinstance(request, dict) else None
             if not isinstance(messages, list):
-                return edit
+                return edit, None
             rest, extra = system_facts(request.get("system"))
             scan = PolicyScan(edit, k.ceiling, k.patience, rest, extra)
             scan.extend(messages)
             self.walked += 1
             keep = scan.keep(k.policy, k.step)
-        return edit if keep == edit.keep else replace(edit, keep=keep)
+        fitted = edit if keep == edit.keep else replace(edit, keep=keep)
+        return fitted, (kept if self._near else None)
 
     # --- the kept conversations ----------------------------------------------------------------
 
-    def _walk(self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int) -> int | None:
-        """The keep, from the kept conversation the body resumes or from a walk of its whole
-        messages array (kept for the next request); None: the caller parses the body."""
+    def _walk(
+        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int, level: int
+    ) -> tuple[int, _Kept] | None:
+        """(the keep, the conversation kept for the next request), from the kept conversation
+        the body resumes or from a walk of its whole messages array; None: the caller parses
+        the body. ``level``: the near move's (0: none)."""
         k = self.knobs
         found, same = self._resume(body, start, (edit, k.ceiling, k.patience), top)
         if found is None:
-            return self._walk_all(edit, body, top, start, same)
+            return self._walk_all(edit, body, top, start, same, level)
         key, j, tail, tail_ends, end = found
         kept = self._kept[key]
         rest = _alone(body, top, end, kept)
@@ -187,13 +257,22 @@ class Fitter:
             return None
         self._drop(key)  # an error below leaves nothing half-walked behind
         if system != kept.scan.system:  # another system prompt: every decision again
-            return self._walk_all(edit, body, top, start, kept)
+            return self._walk_all(edit, body, top, start, kept, level)
         scan = kept.scan
         n = len(scan.points)
         # the old fingerprint past the shared messages (the truncation drops it) up to its last
         before = scan.points[j + 1 : n - 1] if self._free else []
         scan.truncate(j)
+        # the conversation's last move, for the walk (Conversation.paid_move: this list is not
+        # another conversation; whether it holds the boundary's tool uses is known after it)
+        moved = kept.moved if self._free else None
+        scan.move(moved)
         scan.extend(tail)
+        if moved is not None and scan.points[-1].uses < kept.forced:
+            moved = None  # below the boundary held: no move to take (it was after j)
+            scan.truncate(j)
+            scan.move(None)
+            scan.extend(tail)
         self.resumed += 1
         ends = kept.ends[: j + 1]
         ends.extend(e - start for e in tail_ends)
@@ -205,13 +284,21 @@ class Fitter:
                 if old.size != new.size or old.sent_role != new.sent_role:
                     how = BROKE
                     break
-        keep, forced = self._decide(scan, how, kept.forced)
-        self._keep(_Kept(body, start, ends, scan, end, rest, forced))
-        return keep
+        near = is_near(kept.prompt, level)
+        keep, forced, moved = self._decide(scan, how, kept.forced, near, moved)
+        kept = _Kept(body, start, ends, scan, end, rest, forced, moved)
+        self._keep(kept)
+        return keep, kept
 
     def _walk_all(
-        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int, same: _Kept | None
-    ) -> int | None:
+        self,
+        edit: ClearToolUses,
+        body: bytes,
+        top: TopLevel,
+        start: int,
+        same: _Kept | None,
+        level: int,
+    ) -> tuple[int, _Kept] | None:
         """The walk of the whole messages array, kept for the next request. ``same``: the kept
         conversation whose first message the body repeats (none: a new conversation, or one
         after a compaction), which it replaces."""
@@ -223,32 +310,58 @@ class Fitter:
         system = _system_facts(body, top, end, rest, None)
         if system is None:
             return None
+        # the conversation's last move, for the walk (Conversation.paid_move), as it most
+        # likely is: walked again without it if the list turns out not to take it
+        moved = same.moved if self._free and same is not None else None
         scan = PolicyScan(edit, k.ceiling, k.patience, *system, prints=self._free)
+        scan.move(moved)
         scan.extend(tail)
         self.walked += 1
-        how, forced = NEW, 0
+        how, forced, near = NEW, 0, False
         if self._free and same is not None:
             how = change(fingerprint_of(same.scan.points), fingerprint_of(scan.points))
-            forced = same.forced
+            forced, near = same.forced, is_near(same.prompt, level)
+            if moved is not None and (
+                how == NEW or not scan.points or scan.points[-1].uses < forced
+            ):
+                moved = None
+                scan = PolicyScan(edit, k.ceiling, k.patience, *system, prints=self._free)
+                scan.extend(tail)
             if self._kept.get(id(same)) is same:
                 self._drop(id(same))
-        keep, forced = self._decide(scan, how, forced)
-        self._keep(_Kept(body, start, [e - start for e in tail_ends], scan, end, rest, forced))
-        return keep
+        keep, forced, moved = self._decide(scan, how, forced, near, moved)
+        new = _Kept(body, start, [e - start for e in tail_ends], scan, end, rest, forced, moved)
+        self._keep(new)
+        return keep, new
 
-    def _decide(self, scan: PolicyScan, how: str, forced: int) -> tuple[int, int]:
+    def _decide(
+        self, scan: PolicyScan, how: str, forced: int, near: bool, moved: tuple[int, int] | None
+    ) -> tuple[int, int, tuple[int, int] | None]:
         """(the keep sent with the list ``scan`` walked, the boundary its conversation holds
-        after it): the policy's keep, lowered by a free move (:func:`free_keep`) when on."""
+        after it, its last move after it): the policy's keep, lowered by a free or near move
+        (:func:`free_keep`) when on. ``near``: the reply to the conversation's last request
+        reported a prompt at least the near level (:func:`engine.twins.free_moves.is_near`);
+        ``moved``: the conversation's last move (``_Kept.moved``). A move made here is handed to
+        the walk on its last point (:meth:`PolicyScan.move`), as the twin's
+        ``Conversation.moved`` is to ``paid_edit`` on the next requests."""
         k = self.knobs
         keep = scan.keep(k.policy, k.step)
         if not self._free:
-            return keep, 0
+            return keep, 0, None
         if not scan.points:  # an empty list: nothing to clear, nothing held
-            return keep, 0
+            return keep, 0, None
         p = scan.points[-1]
-        keep, forced, moved = free_keep(how, forced, p.uses, p.trailing_any, scan.edit.keep, keep)
-        self.free_moves += moved
-        return keep, forced
+        keep, forced, made = free_keep(
+            how, forced, p.uses, p.trailing_any, scan.edit.keep, keep, near
+        )
+        self.free_moves += made
+        self.near_moves += made and how == GREW
+        if made:
+            moved = (len(scan.points) - 1, forced)
+            scan.move(moved)
+        elif not forced:
+            moved = None
+        return keep, forced, moved
 
     def _resume(
         self, body: bytes, start: int, knobs: tuple[ClearToolUses, int, int], top: TopLevel

@@ -43,7 +43,7 @@ import json
 import logging
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -55,7 +55,7 @@ from engine.api.context_management import (
     ClearToolUses,
     to_json,
 )
-from gateway.policy import Fitter
+from gateway.policy import Fitter, Kept
 from gateway.toplevel import TopLevel, scan
 
 log = logging.getLogger("ctxpatch.gateway")
@@ -91,6 +91,9 @@ class Decision:
     beta: str | None = None  # the new anthropic-beta value (None: leave the header)
     model: str | None = None
     reason: str = ""  # why nothing was added (empty when added)
+    # the conversation the policy fitted the edit in: told the prompt the reply reports (the
+    # near move, gateway.reply_prompt); None: nothing to tell
+    kept: Kept | None = field(default=None, compare=False, repr=False)
 
     @property
     def added(self) -> bool:
@@ -153,9 +156,10 @@ def decide(
     why = _skip_reason(model, cm, refused)
     if why:
         return Decision(model=model, reason=why)
+    kept = None
     if fitter is not None:
         try:
-            edit = fitter.fit(edit, body, top, request)
+            edit, kept = fitter.fit_kept(edit, body, top, request, model, beta_values)
         except Exception as exc:  # the policy never fails a request: the plain edit
             log.warning("clearing policy failed (%s): the plain edit is sent", type(exc).__name__)
     new_cm = _merged(cm, to_json(edit))
@@ -170,7 +174,7 @@ def decide(
         at = top.last_end
         parts = (view[:at], b"," + _KEY + b":" + value, view[at:])
     beta = None if has_beta(beta_values) else merged_beta(beta_values)
-    return Decision(parts=parts, beta=beta, model=model)
+    return Decision(parts=parts, beta=beta, model=model, kept=kept)
 
 
 CM = "context_management"

@@ -56,7 +56,7 @@ from yarl import URL
 from ctxpatch.errors import GatewayFailure, UsageError
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import knobs_from_env
-from gateway import guard, limits, phases, window
+from gateway import guard, limits, phases, reply_prompt, window
 from gateway.network import Route, route, shown, upstream_url
 from gateway.policy import Fitter, Knobs
 from gateway.redact import redacted
@@ -559,6 +559,8 @@ class Gateway:
                 reader.feed(payload)
                 rec.close_tap()
             self._record(rec, up.status, decision, up.headers)
+        if decision.kept is not None:  # the near move: the prompt this reply reports
+            reply_prompt.observe_whole(decision.kept, up.status, up.headers, payload)
         resp = web.Response(status=up.status, reason=up.reason, body=payload)
         for name, value in up.headers.items():
             if name.lower() not in HOP_BY_HOP:
@@ -591,10 +593,15 @@ class Gateway:
         await resp.prepare(request)
         reader = rec.tap(up.headers) if rec is not None else None
         tap = reader.feed if reader is not None else None
+        # the near move: the prompt this reply reports, read off its first bytes as they pass
+        # (before each is sent on: it is the conversation's before the client has the reply)
+        told = reply_prompt.reader(decision.kept, up.status, up.headers)
         try:
             async for chunk in up.content.iter_any():
                 if tap is not None:
                     tap(chunk)
+                if told is not None and told.feed(chunk):
+                    told = None
                 await resp.write(chunk)
         except (aiohttp.ClientError, OSError) as exc:
             # the upstream broke off mid-reply: the status is sent, so the client sees the
@@ -606,6 +613,8 @@ class Gateway:
                 request.transport.close()
             self._record(rec, up.status, decision, up.headers, cut=True)
             return resp
+        if told is not None:
+            told.close()
         await resp.write_eof()
         if rec is not None:
             rec.close_tap()

@@ -196,8 +196,8 @@ def test_the_kept_conversations_stay_within_their_bounds() -> None:
 
 
 class _Broken(Fitter):
-    def fit(self, *args: object, **kwargs: object) -> ClearToolUses:
-        raise KeyError("secret-ish content from the body")
+    def fit_kept(self, *args: object, **kwargs: object) -> tuple[ClearToolUses, None]:
+        raise KeyError("secret-ish content from the body")  # decide calls fit_kept
 
 
 def test_a_failing_policy_sends_the_plain_edit_and_logs_one_line(caplog) -> None:
