@@ -169,12 +169,14 @@ def observe_whole(
     to: Observer | None, status: int, headers: Mapping[str, str], payload: bytes
 ) -> None:
     """A reply read whole (it came with its headers): its prompt to ``to``."""
-    r = reader(to, status, headers)
-    if r is None:
+    if to is None or status != 200:
         return
-    if isinstance(r, JsonBody):
+    enc = headers.get("Content-Encoding")
+    if enc is not None and enc.lower() != "identity":
+        return
+    if "json" in (headers.get("Content-Type") or "").lower():
         prompt = json_prompt(payload)
-        if prompt is not None and to is not None:
+        if prompt is not None:
             to.observe(prompt)
     else:
-        r.feed(payload)
+        SSEStart(to).feed(payload)
