@@ -132,7 +132,8 @@ ROUNDS = 25  # the policy keeps 7 there (13 with SYSTEM), not KEEP's 3: the test
             "messages": _rounds(ROUNDS),
             "model": MODEL,
         },
-        # the key spelt in the unread stretch after messages (nested): parsed whole
+        # the key spelt again, nested, in the stretch after messages: the walk still places the
+        # top-level one
         claude_code(_rounds(ROUNDS), metadata={"messages": 1}),
         # small enough to be walked: placed by the walk
         {"model": MODEL, "messages": _rounds(1, 10), "system": SYSTEM, "tools": TOOLS},
