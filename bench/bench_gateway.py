@@ -284,24 +284,38 @@ def run_aiohttp_relay(
             url = upstream + request.path_qs
             data = Pieces((body,))
             async with session.request(request.method, url, data=data, headers=headers) as up:
-                if up.headers.get("Content-Length"):
-                    return web.Response(status=up.status, body=await up.read())
-                resp = web.StreamResponse(status=up.status)
-                await resp.prepare(request)
-                async for chunk in up.content.iter_any():
-                    await resp.write(chunk)
-                await resp.write_eof()
-                return resp
+                return await relay_reply(request, up)
 
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        port_q.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
+        await serve(handle, port_q)
 
     _run_on_gateway_loop(main())
+
+
+async def relay_reply(request: web.Request, up: aiohttp.ClientResponse) -> web.StreamResponse:
+    """An aiohttp relay's reply: a ``Content-Length`` one read whole, any other streamed on."""
+    if up.headers.get("Content-Length"):
+        return web.Response(status=up.status, body=await up.read())
+    resp = web.StreamResponse(status=up.status)
+    await resp.prepare(request)
+    async for chunk in up.content.iter_any():
+        await resp.write(chunk)
+    await resp.write_eof()
+    return resp
+
+
+async def serve(handle: Any, port_q: mp.Queue, path: str = "") -> None:
+    """Serve ``handle`` on a loopback port (every method and path, or POST ``path``), put the
+    port on ``port_q``, and run until the process ends."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    if path:
+        app.router.add_post(path, handle)
+    else:
+        app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port_q.put(runner.addresses[0][1])
+    await asyncio.Event().wait()
 
 
 def loop_kind() -> str:

@@ -194,16 +194,7 @@ def run_api_upstream(port_q: mp.Queue, kind: str) -> None:
         await resp.write_eof()
         return resp
 
-    async def main() -> None:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/messages", messages)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        port_q.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
+    asyncio.run(B.serve(messages, port_q, "/v1/messages"))
 
 
 def run_gateway_ledger(

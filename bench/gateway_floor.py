@@ -49,6 +49,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -64,6 +65,29 @@ def _length(head: bytes) -> int:
         if line[:15].lower() == b"content-length:":
             return int(line[15:])
     return 0
+
+
+async def _relay_reply(ur: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+    """The upstream's reply to the client: a ``Content-Length`` one in one write, a chunked one
+    (the SSE series) chunk by chunk as it comes."""
+    reply = await ur.readuntil(b"\r\n\r\n")
+    m = _length(reply)
+    if m:
+        w.write(reply + await ur.readexactly(m))
+        return
+    w.write(reply)
+    while True:
+        size_line = await ur.readuntil(b"\r\n")
+        size = int(size_line.strip(), 16)
+        w.write(size_line + await ur.readexactly(size + 2))
+        if size == 0:
+            return
+
+
+async def _serve_streams(handle: Callable[..., Any], port_q: mp.Queue) -> None:
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port_q.put(server.sockets[0].getsockname()[1])
+    await asyncio.Event().wait()
 
 
 def run_asyncio_relay(
@@ -85,27 +109,11 @@ def run_asyncio_relay(
                 ur, uw = up
                 uw.write(head)
                 uw.write(body)
-                reply = await ur.readuntil(b"\r\n\r\n")
-                m = _length(reply)
-                if m:
-                    w.write(reply + await ur.readexactly(m))
-                    continue
-                w.write(reply)  # chunked (the SSE series): chunk by chunk as it comes
-                while True:
-                    size_line = await ur.readuntil(b"\r\n")
-                    size = int(size_line.strip(), 16)
-                    w.write(size_line + await ur.readexactly(size + 2))
-                    if size == 0:
-                        break
+                await _relay_reply(ur, w)
         except (asyncio.IncompleteReadError, ConnectionError):
             w.close()
 
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        port_q.put(server.sockets[0].getsockname()[1])
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
+    asyncio.run(_serve_streams(handle, port_q))
 
 
 def run_pipelined_relay(
@@ -134,27 +142,11 @@ def run_pipelined_relay(
                     left -= len(piece)
                     uw.write(piece)
                     await uw.drain()
-                reply = await ur.readuntil(b"\r\n\r\n")
-                m = _length(reply)
-                if m:
-                    w.write(reply + await ur.readexactly(m))
-                    continue
-                w.write(reply)
-                while True:
-                    size_line = await ur.readuntil(b"\r\n")
-                    size = int(size_line.strip(), 16)
-                    w.write(size_line + await ur.readexactly(size + 2))
-                    if size == 0:
-                        break
+                await _relay_reply(ur, w)
         except (asyncio.IncompleteReadError, ConnectionError):
             w.close()
 
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        port_q.put(server.sockets[0].getsockname()[1])
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
+    asyncio.run(_serve_streams(handle, port_q))
 
 
 PIECE = 256 * 1024  # the most a pipelined relay reads of the body before sending it on
@@ -205,22 +197,9 @@ def run_aiohttp_pipelined(
             url = upstream + request.path_qs
             data = _Streamed(request.content, size)
             async with session.request(request.method, url, data=data, headers=headers) as up:
-                if up.headers.get("Content-Length"):
-                    return web.Response(status=up.status, body=await up.read())
-                resp = web.StreamResponse(status=up.status)
-                await resp.prepare(request)
-                async for chunk in up.content.iter_any():
-                    await resp.write(chunk)
-                await resp.write_eof()
-                return resp
+                return await B.relay_reply(request, up)
 
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        port_q.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
+        await B.serve(handle, port_q)
 
     B._run_on_gateway_loop(main())
 
