@@ -273,6 +273,12 @@ class Fitter:
             scan.truncate(j)
             scan.move(None)
             scan.extend(tail)
+        if not scan.takes_only(moved):
+            # the kept points took an earlier move (the last one is moved, or the boundary is
+            # let go): the twin's walk takes the last move only, so walk it all again (once)
+            scan = PolicyScan(edit, k.ceiling, k.patience, *system, prints=self._free)
+            scan.move(moved)
+            scan.extend(_elements(body, start + 1, True, WINDOW)[0])
         self.resumed += 1
         ends = kept.ends[: j + 1]
         ends.extend(e - start for e in tail_ends)

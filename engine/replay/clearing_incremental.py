@@ -241,6 +241,11 @@ class IncrementalClearing:
         scan = self._scan
         recs = self._recs
         n = len(recs)
+        conversation = policy.conversation
+        moved = None  # the conversation's last move, taken by the walk (paid_boundary's moved)
+        if conversation is not None:
+            last = conversation.paid_move(self._change, len(self._uses))
+            moved = None if last is None else (lead + last[0], last[1])
         start = None  # records the walk keeps
         if scan is not None and preceding == self._preceding:
             done = min(self._scanned, n)
@@ -248,6 +253,10 @@ class IncrementalClearing:
                 if scan.resumable(lead + k - 1, self._apis[k:]):
                     start = k
                     break
+            if start is not None:
+                scan.truncate(lead + start - 1)
+                if not scan.takes_only(moved):  # it kept an earlier move: walk again
+                    start = None
         if start is None or scan is None:
             scan = PolicyScan(
                 self.edit,
@@ -260,13 +269,8 @@ class IncrementalClearing:
             if preceding:
                 scan.extend([{"role": "assistant", "content": "x" * (4 * preceding)}])
             self._scan, self._preceding, start = scan, preceding, 0
-        else:
-            scan.truncate(lead + start - 1)
-        conversation = policy.conversation
         if conversation is not None:
-            # the conversation's last move, taken by the walk as its own (paid_boundary's moved)
-            moved = conversation.paid_move(self._change, len(self._uses))
-            scan.move(None if moved is None else (lead + moved[0], moved[1]))
+            scan.move(moved)
         scan.extend(self._apis[start:])
         self._scanned = n
         keep = scan.keep("paid")

@@ -241,6 +241,7 @@ class PolicyScan:
         self._introduced: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
         # paid_boundary's ``moved``: (message index, boundary), applied when the walk passes it
         self.moved: tuple[int, int] | None = None
+        self._applied: list[int] = []  # the points a move changed, in order (takes_only)
 
     @property
     def knobs(self) -> tuple[ClearToolUses, int, int, int, int]:
@@ -266,6 +267,15 @@ class PolicyScan:
         p = self.points[-1]
         if moved[1] > p.cleared:
             self.points[-1] = p._replace(cleared=moved[1], rent=0)
+            self._applied.append(moved[0])
+
+    def takes_only(self, moved: tuple[int, int] | None) -> bool:
+        """Whether the points walked took no move but ``moved`` (``paid_boundary`` takes the
+        conversation's last move only). An earlier move the walk took stays in the points it
+        kept: after the next move, or when the conversation lets its boundary go, the caller
+        walks the list again from the start (once per move)."""
+        m = moved[0] if moved is not None else None
+        return all(a == m for a in self._applied)
 
     # --- resuming ------------------------------------------------------------------------------
 
@@ -305,6 +315,9 @@ class PolicyScan:
                 self.result_at.pop(i, None)
         del self._introduced[j + 1 :]
         del self.points[j + 1 :]
+        applied = self._applied
+        while applied and applied[-1] > j:
+            applied.pop()
         del self.gains[(self.points[-1].uses if self.points else 0) + 1 :]
 
     def extend(self, tail: Sequence[Any]) -> None:
@@ -410,6 +423,7 @@ class PolicyScan:
                             rent = 0
             if moved is not None and index == moved[0] and moved[1] > cleared:
                 cleared, rent = moved[1], 0  # the memory's move there (paid_boundary)
+                self._applied.append(index)
             introduce((tuple(new_uses), tuple(new_results)) if new_uses or new_results else _NO_IDS)
             add_point(
                 Point(

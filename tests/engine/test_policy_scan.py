@@ -165,3 +165,33 @@ def test_a_walk_told_a_move_keeps_what_the_twin_told_it_keeps(
         early.extend(msgs)
         assert late.points == early.points
         assert late.fitted("paid") == paid_edit(edit, msgs, ceiling, patience, moved=on_last)
+
+
+def test_a_walk_that_took_an_earlier_move_says_so() -> None:
+    """paid_boundary takes the conversation's last move only: a kept walk that took an earlier
+    one (its point still in the list kept after a truncation) is not the twin's walk, and says
+    so (takes_only), so that the replay and the gateway walk the list again from the start."""
+    edit = ClearToolUses(trigger_value=50_000, keep=1)
+    msgs: list[dict] = [{"role": "user", "content": "p"}]
+    for k in range(6):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 1000}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    never = (10**9, 10**6)  # the rule never moves on its own
+    scan = PolicyScan(edit, *never)
+    scan.extend(msgs[:5])
+    scan.move((4, 1))  # a move on the request that ended at message 4
+    assert scan.points[4].cleared == 1 and scan.takes_only((4, 1))
+    scan.extend(msgs[5:9])
+    scan.move((8, 3))  # the next move, at message 8
+    assert not scan.takes_only((8, 3))  # the move at 4 is still in its points
+    scan.truncate(6)  # a rewind between the two: the twin walks without either
+    assert not scan.takes_only(None) and not scan.takes_only((8, 3))
+    fresh = PolicyScan(edit, *never)
+    fresh.move((8, 3))
+    fresh.extend(msgs[:7])
+    assert fresh.takes_only((8, 3))
+    assert fresh.fitted("paid") == paid_edit(edit, msgs[:7], *never, moved=(8, 3))
+    assert scan.points[4].cleared == 1 and fresh.points[4].cleared == 0
+    scan.truncate(3)  # below the first move: nothing taken is left
+    assert scan.takes_only(None)
