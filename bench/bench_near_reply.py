@@ -9,7 +9,7 @@
    previous, so every fit after the first resumes the kept walk): microseconds per fit with the
    near move's knob at its default and at ``CLAUDE_CTX_CLEAR_MARGIN=0`` (no handle, no level),
    interleaved, the median of ``--runs``. Run it with another tree first on ``PYTHONPATH`` to
-   compare its ``Fitter.fit`` (the near move's reads ``fit_kept`` where the tree has it).
+   compare its ``Fitter.fit`` (a tree before the near move returns the edit alone).
 
     python3 bench/bench_near_reply.py [--runs 7] [--rounds 200] [--n 20000]
 """
@@ -169,19 +169,19 @@ def fit_cost(rounds: int, runs: int) -> None:
     print(f"  the last 20 requests of {rounds} rounds ({len(seq[-1]) // 1024} KB each)")
 
     def series(margin: int) -> list[float]:
+        near = True
         try:
             knobs = Knobs(margin=margin)  # type: ignore[call-arg]
         except TypeError:  # a tree without the near move
-            knobs = Knobs()
+            knobs, near = Knobs(), False
         fitter = Fitter(knobs)
-        fit_kept = getattr(fitter, "fit_kept", None)
         for b, top in zip(seq[:-20], tops[:-20], strict=True):
             fitter.fit(EDIT, b, top)  # type: ignore[arg-type]
         out = []
         for b, top in zip(last, tops[-20:], strict=True):
             t = time.perf_counter()
-            if fit_kept is not None:
-                _, kept = fit_kept(EDIT, b, top, None, MODEL, ["context-management-2025-06-27"])
+            if near:
+                _, kept = fitter.fit(EDIT, b, top, None, MODEL, ["context-management-2025-06-27"])
                 if kept is not None:
                     kept.observe(100_000)
             else:

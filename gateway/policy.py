@@ -36,7 +36,7 @@ Off: the keep of the stateless rule, exactly as before.
 
 The near move (``CLAUDE_CTX_CLEAR_MARGIN``, :func:`engine.twins.free_moves.near_level`): a kept
 conversation also holds the prompt the reply to its body reported (``_Kept.prompt``; the server
-reads it off the reply, :mod:`gateway.reply_prompt`, and tells the handle :meth:`Fitter.fit_kept`
+reads it off the reply, :mod:`gateway.reply_prompt`, and tells the handle :meth:`Fitter.fit`
 gave, :meth:`Kept.observe`). The conversation's next request reads it once (the new kept body
 starts without one): at or past the level of the request's model and betas, a list that only
 grew moves as a free move does.
@@ -139,7 +139,7 @@ class _Kept:
         self.prompt = prompt
 
 
-Kept = _Kept  # the handle a fitted request carries to its reply (Fitter.fit_kept)
+Kept = _Kept  # the handle a fitted request carries to its reply (Fitter.fit)
 
 
 class _Malformed(Exception):
@@ -178,32 +178,22 @@ class Fitter:
         request: Any = None,
         model: str = "",
         betas: Collection[str] = (),
-    ) -> ClearToolUses:
-        """``edit`` with the keep the policy sends with ``body``'s messages. ``top``: the body's
-        top level (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller
-        has it; ``model`` and ``betas`` (its ``anthropic-beta`` values): the window the near
-        move's level is of (:func:`engine.twins.free_moves.near_level`). Raises on anything
-        unexpected (the caller sends the plain edit then).
-
-        The free move (``Knobs.free``) remembers a conversation in its kept body (the kept walk's
-        points are its last request's fingerprint; ``_Kept.forced`` the boundary it holds). A
-        body parsed whole instead (another key order, a key spelt twice) has no memory: it gets
-        the stateless ``paid`` keep and leaves the kept conversation as it was. A body over the
-        bound is walked but not kept: the request after it starts its conversation anew."""
-        return self.fit_kept(edit, body, top, request, model, betas)[0]
-
-    def fit_kept(
-        self,
-        edit: ClearToolUses,
-        body: bytes,
-        top: TopLevel,
-        request: Any = None,
-        model: str = "",
-        betas: Collection[str] = (),
     ) -> tuple[ClearToolUses, Kept | None]:
-        """:meth:`fit`, and the kept conversation the body was fitted in, to tell the prompt its
-        reply reports (:meth:`Kept.observe`, the near move's), or None: no near move (off,
-        ``CLAUDE_CTX_CLEAR_MARGIN=0``), or a body with no memory (parsed whole)."""
+        """(``edit`` with the keep the policy sends with ``body``'s messages, the kept
+        conversation the body was fitted in). ``top``: the body's top level
+        (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller has it;
+        ``model`` and ``betas`` (its ``anthropic-beta`` values): the window the near move's level
+        is of (:func:`engine.twins.free_moves.near_level`). Raises on anything unexpected (the
+        caller sends the plain edit then).
+
+        The kept conversation is the handle to tell the prompt the reply reports
+        (:meth:`Kept.observe`, the near move's); None: no near move (off,
+        ``CLAUDE_CTX_CLEAR_MARGIN=0``), or a body with no memory. The free move (``Knobs.free``)
+        remembers a conversation in its kept body (the kept walk's points are its last request's
+        fingerprint; ``_Kept.forced`` the boundary it holds). A body parsed whole instead
+        (another key order, a key spelt twice) has no memory: it gets the stateless ``paid``
+        keep and leaves the kept conversation as it was. A body over the bound is walked but
+        not kept: the request after it starts its conversation anew."""
         k = self.knobs
         start = _messages_at(body, top)
         if start is not None and body[start : start + 1] != b"[":

@@ -159,7 +159,7 @@ def decide(
     kept = None
     if fitter is not None:
         try:
-            edit, kept = fitter.fit_kept(edit, body, top, request, model, beta_values)
+            edit, kept = fitter.fit(edit, body, top, request, model, beta_values)
         except Exception as exc:  # the policy never fails a request: the plain edit
             log.warning("clearing policy failed (%s): the plain edit is sent", type(exc).__name__)
     new_cm = _merged(cm, to_json(edit))

@@ -49,7 +49,7 @@ def check(seed: int, margin: int = DEFAULT_MARGIN, free: bool = True) -> tuple[i
         raw = SERIALISE["javascript"](claude_code(r.messages, system=r.system))
         top = scan(raw)
         assert top is not None
-        got, kept = fitter.fit_kept(EDIT, raw, top, None, MODEL, ["context-management-2025"])
+        got, kept = fitter.fit(EDIT, raw, top, None, MODEL, ["context-management-2025"])
         rest, extra = system_facts(r.system)
         if free:
             twin = twins.setdefault(r.who, Conversation())
@@ -117,7 +117,7 @@ def _fit_seq(
         raw = SERIALISE["javascript"](claude_code(m, model=model))
         top = scan(raw)
         assert top is not None
-        got, kept = fitter.fit_kept(EDIT, raw, top, None, model, betas)
+        got, kept = fitter.fit(EDIT, raw, top, None, model, betas)
         keeps.append(got.keep)
         if i in prompts:
             assert kept is not None
@@ -397,7 +397,7 @@ def test_the_walk_takes_the_last_move_only_while_it_holds(other_system: bool) ->
         raw = SERIALISE["javascript"](claude_code(m, system=system))
         top = scan(raw)
         assert top is not None
-        got, kept = fitter.fit_kept(EDIT, raw, top, None, MODEL, [])
+        got, kept = fitter.fit(EDIT, raw, top, None, MODEL, [])
         rest, extra = system_facts(system)
         keeps.append(got.keep)
         want.append(free_edit(twin, EDIT, m, 90_000, 400, 0, rest, extra, LEVEL).keep)

@@ -62,7 +62,7 @@ SERIALISE = {
 def fit(fitter: Fitter, raw: bytes) -> ClearToolUses:
     top = scan(raw)
     assert top is not None
-    return fitter.fit(EDIT, raw, top)
+    return fitter.fit(EDIT, raw, top)[0]
 
 
 def growing(msgs: list[dict]) -> list[list[dict]]:
@@ -179,7 +179,7 @@ def test_messages_that_are_no_list_get_the_plain_edit(messages: bytes) -> None:
     )
     top = scan(raw)
     assert top is not None
-    assert Fitter(Knobs()).fit(EDIT, raw, top) == EDIT
+    assert Fitter(Knobs()).fit(EDIT, raw, top)[0] == EDIT
 
 
 def test_the_kept_conversations_stay_within_their_bounds() -> None:
@@ -197,8 +197,8 @@ def test_the_kept_conversations_stay_within_their_bounds() -> None:
 
 
 class _Broken(Fitter):
-    def fit_kept(self, *args: object, **kwargs: object) -> tuple[ClearToolUses, None]:
-        raise KeyError("secret-ish content from the body")  # decide calls fit_kept
+    def fit(self, *args: object, **kwargs: object) -> tuple[ClearToolUses, None]:
+        raise KeyError("secret-ish content from the body")  # decide calls fit
 
 
 def test_a_failing_policy_sends_the_plain_edit_and_logs_one_line(caplog) -> None:
