@@ -34,7 +34,7 @@ from engine.api.previous_thinking import (
     strips_previous_thinking,
     thinking_share,
 )
-from engine.api.prompt_cache import PromptCache
+from engine.api.prompt_cache import PromptCache, lifetime, seconds
 from engine.api.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
 from engine.claude_code.compact import Summarizer, full_compact, offline_summary
 from engine.claude_code.count import autocompact_tokens, last_usage_tokens
@@ -277,7 +277,7 @@ def simulate_counterfactual(
     )
     guarded = False  # the previous request went without the edit (the window guard)
     remembers = isinstance(clear_policy, PaidPolicy) and clear_policy.conversation is not None
-    cache = PromptCache(overhead, stable)
+    cache = PromptCache(overhead, stable, lifetime(cal.one_hour))
     # micro-compaction as engine.claude_code.microcompact, from state kept across the requests
     micro = IncrementalMicrocompact(profile, th)
     history: list[dict] = []
@@ -357,8 +357,10 @@ def simulate_counterfactual(
         )
 
     current_usage: dict = {}
+    stamp: float | None = None  # the time of the last record (a request's: the one before it)
     for rec in records:
         line = rec[LINE_KEY]
+        asked_at, stamp = stamp, seconds(rec.get("timestamp")) or stamp
         if is_compact_boundary(rec):
             meta = rec.get("compactMetadata") or {}
             if meta.get("trigger") == "manual":
@@ -461,6 +463,11 @@ def simulate_counterfactual(
             guarded = stop
             # a request the guard sends without the edit still passes the policy: the injected
             # code and the gateway remember it for the free move (engine.twins.free_moves)
+            if remembers:
+                # the request's time: the expiry move's clock (engine.twins.free_moves)
+                clear_policy.asked(  # type: ignore[union-attr]
+                    None if asked_at is None else round(asked_at * 1000)
+                )
             if clear_edit is not None and (not stop or remembers):
                 view = (
                     clearing.view(sent, costs, base, sums)
@@ -493,7 +500,7 @@ def simulate_counterfactual(
             blocks = parts.blocks()
             # the carried history (before the file's first message) is a fixed prefix too: read
             # from the cache like the system prompt (it was written on every request)
-            read = cache.read(sig, costs, blocks, overhead + carried, sums, not brk)
+            read = cache.read(sig, costs, blocks, overhead + carried, sums, not brk, asked_at)
             read = min(prompt, round(read))
             prev_sig = sig
             if th.blocking is not None and tokens >= th.blocking:
@@ -513,6 +520,7 @@ def simulate_counterfactual(
                     cache_write=prompt - read,
                     server_cleared=server_cleared,
                     write_price=cal.write_price,
+                    cache_expired=cache.expired,
                 )
             )
             # The usage the API reports is the edited prompt's, and Claude Code counts it as it

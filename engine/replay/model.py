@@ -70,6 +70,9 @@ class Request:
     cache_read: int = 0  # prompt tokens read from the cache
     cache_write: int = 0  # prompt tokens written to the cache (the rest is uncached input)
     server_cleared: int = 0  # tokens the server's context editing cleared from this prompt
+    # the cache had expired: the request came more than its lifetime after the previous one
+    # (engine.api.prompt_cache.lifetime), so it read nothing
+    cache_expired: bool = False
     # the price of a cache write (engine.api.prompt_cache.write_price: 2.0 in a session that
     # caches for an hour; a recorded request's own mix of the two)
     write_price: float = WRITE_PRICE
@@ -84,6 +87,8 @@ class Request:
         d = asdict(self)
         if self.write_price == WRITE_PRICE:
             del d["write_price"]  # the 5-minute cache's: said only where it is another
+        if not self.cache_expired:
+            del d["cache_expired"]  # said only where the cache had expired
         d["events"] = list(self.events)
         d["cost"] = round(self.cost)
         d["thresholds"] = dict(thresholds)
@@ -145,6 +150,7 @@ class Simulation:
                 (r.prompt_tokens + r.server_cleared for r in self.requests), default=0
             ),
             "cache_breaks": sum(1 for r in self.requests if r.cache_break),
+            "cache_expiries": sum(1 for r in self.requests if r.cache_expired),
             "cache_read_tokens": sum(r.cache_read for r in self.requests),
             "compaction_calls_cost": round(sum(c.cost for c in self.compactions)),
             "cost": round(

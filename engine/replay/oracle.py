@@ -21,7 +21,8 @@ formulation, its assumptions and why the dynamic programme is exact are in
   hour, ``Calibration.write_price``): the cleared part changes before every earlier
   cache breakpoint but the system prompt's, so only what that one caches (``stable``,
   ``Calibration.break_prefix``: the tools and the system prompt up to its breakpoint) is read
-  and everything after it is written again.
+  and everything after it is written again. A request that came after the cache expired
+  (``Request.cache_expired``) reads nothing either way, so a move there costs nothing more.
 * Claude Code's count before request ``r + 1`` is the usage of request ``r`` (its edited prompt)
   plus what came after it, so "no auto-compaction" bounds ``F_r(b_r)`` from below.
 
@@ -197,14 +198,21 @@ class _Request:
 
 
 def _requests(
-    seen: Sequence[Observed], counts: Sequence[int], prompts: Sequence[int], threshold: int | None
+    seen: Sequence[Observed],
+    counts: Sequence[int],
+    prompts: Sequence[int],
+    threshold: int | None,
+    expired: Sequence[bool] = (),
 ) -> list[_Request]:
+    """``expired``: per request, whether the cache had expired before it (the probe's
+    ``Request.cache_expired``): it reads nothing, so a move there costs nothing more."""
     out = []
     prev: Observed | None = None
     n = len(seen)
     for r, cur in enumerate(seen):
         full = cur.overhead + sum(cur.costs)
-        reach = _read_reachable(prev, cur)
+        cold = r < len(expired) and expired[r]
+        reach = not cold and _read_reachable(prev, cur)
         prefix = cur.overhead + sum(cur.costs[: len(prev.contents)]) if prev and reach else 0.0
         bound, unavoidable = None, False
         if threshold is not None and r < n - 1:
@@ -222,7 +230,7 @@ def _requests(
                 cur.limit,
                 reach,
                 prefix,
-                cur.break_read if r else 0.0,
+                cur.break_read if r and not cold else 0.0,
                 bound,
                 unavoidable,
                 cur.write_at,
@@ -238,11 +246,13 @@ def schedule_cost(
     prompts: Sequence[int],
     threshold: int | None,
     boundaries: Sequence[int],
+    expired: Sequence[bool] = (),
 ) -> tuple[float, bool]:
     """The model's cost of a schedule (boundaries clamped to each request's limit), and whether
     it keeps every avoidable compaction away."""
     total, ok, prev = 0.0, True, None
-    for q, b in zip(_requests(seen, counts, prompts, threshold), boundaries, strict=True):
+    reqs = _requests(seen, counts, prompts, threshold, expired)
+    for q, b in zip(reqs, boundaries, strict=True):
         e = min(b, q.limit)
         total += q.cost(e, e == prev)
         ok = ok and q.allowed(e)
@@ -255,12 +265,13 @@ def plan(
     counts: Sequence[int],
     prompts: Sequence[int],
     threshold: int | None,
+    expired: Sequence[bool] = (),
 ) -> Plan:
     """The dynamic programme (module docstring). ``counts``/``prompts``: the probe's count before
     each request and its (edited) prompt; ``threshold``: the auto-compact threshold (``None``:
     off). ``O(requests × tool uses)``."""
     inf = math.inf
-    reqs = _requests(seen, counts, prompts, threshold)
+    reqs = _requests(seen, counts, prompts, threshold, expired)
     prev_cost: list[float] = []
     choice: list[list[int]] = []
     for r, q in enumerate(reqs):
@@ -379,6 +390,7 @@ def simulate_oracle(
             _counts_before(seen_sim),
             [q.prompt_tokens for q in seen_sim.requests],
             th.auto_compact if th.auto_compact_enabled else None,
+            [q.cache_expired for q in seen_sim.requests],
         )
         sim = simulate_counterfactual(
             tr, profile, scenario, clear_policy=Follow(p.boundaries), **kw

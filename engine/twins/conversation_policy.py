@@ -15,6 +15,7 @@ from engine.twins.free_moves import (
     Conversation,
     free_edit,
     free_from_env,
+    lifetime_ms,
     margin_from_env,
     near_level,
 )
@@ -65,6 +66,12 @@ class PaidPolicy:
         self.extra = WRITE_EXTRA_X20_1H if one_hour else WRITE_EXTRA_X20
         self.conversation = Conversation() if free else None
         self.level = level if free else 0
+
+    def asked(self, now: int | None) -> None:
+        """The coming request is sent at ``now`` (ms since the epoch; ``None``: unknown): the
+        expiry move's clock (:meth:`engine.twins.free_moves.Conversation.asked`)."""
+        if self.conversation is not None:
+            self.conversation.asked(now, lifetime_ms(self.extra))
 
     def observe(self, prompt: int) -> None:
         """The reply to the last request reported ``prompt`` tokens of prompt."""

@@ -33,7 +33,15 @@ reserve of 33,000) less ``CLAUDE_CTX_CLEAR_MARGIN`` (default :data:`DEFAULT_MARG
 next request of the conversation (not another one) clears ``limit`` and holds it, as a free move
 does. The prompt is read once.
 
-The memory hands its last move (free or near) to the stateless rule's walk
+The *expiry move* (:func:`is_expired`): the memory also keeps the time of the conversation's last
+request. A request that comes more than the prompt cache's lifetime after it (5 minutes, or an
+hour where the system prompt's breakpoints say ``ttl: "1h"``: :func:`lifetime_ms`), plus
+:data:`EXPIRY_SLACK_MS` for the request's way to the API, finds nothing cached: it writes its
+whole prompt whatever the edit says, so it clears ``limit`` and holds it, as a free move does.
+Times are integer milliseconds (the injected code's ``Date.now()``, the gateway's clock, a
+replay's transcript timestamps).
+
+The memory hands its last move (free, near or expiry) to the stateless rule's walk
 (:meth:`Conversation.paid_move`, :func:`engine.twins.policy.paid_boundary`'s ``moved``), which takes
 it as its own move there: the rule then does not pay for a second move soon after one it did not
 make.
@@ -62,6 +70,7 @@ from engine.twins.policy import (
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
     WRITE_EXTRA_X20,
+    WRITE_EXTRA_X20_1H,
     assistant_tool_uses,
     block_size,
     paid_edit,
@@ -76,6 +85,22 @@ Fingerprint = list[tuple[Any, int]]
 
 WINDOW, WINDOW_1M = 200_000, 1_000_000
 DEFAULT_MARGIN = 10_000
+EXPIRY_5M_MS = 300_000  # the 5-minute cache's lifetime after an entry's last use
+EXPIRY_1H_MS = 3_600_000  # the 1-hour cache's
+EXPIRY_SLACK_MS = 10_000  # the request's way to the API: a longer gap than this is surely past
+
+
+def lifetime_ms(extra: int) -> int:
+    """The cache lifetime of a request whose write costs ``extra`` (:func:`write_extra`: the
+    1-hour cache's where the system prompt's breakpoints say ``ttl: "1h"``), in milliseconds."""
+    return EXPIRY_1H_MS if extra == WRITE_EXTRA_X20_1H else EXPIRY_5M_MS
+
+
+def is_expired(at: int | None, now: int | None, lifetime: int) -> bool:
+    """Whether a request at ``now`` (ms; ``None``: unknown) finds the conversation's cache expired:
+    its last request, at ``at`` (``None``: none remembered), came more than ``lifetime`` plus
+    :data:`EXPIRY_SLACK_MS` before."""
+    return at is not None and now is not None and now - at > lifetime + EXPIRY_SLACK_MS
 
 
 def margin_from_env(env: Mapping[str, str]) -> int:
@@ -146,7 +171,7 @@ def free_step(
     boundary held after it, whether a move was made). ``forced``: the boundary held before;
     ``uses``: the list's tool uses, of which the edit may clear ``limit``; ``paid``: what the
     stateless rule clears; ``near``: the previous reply's prompt reached the near level (the
-    near move, :func:`is_near`). Pure: :class:`Conversation` and the gateway's kept
+    near move, :func:`is_near`) or the cache expired (the expiry move, :func:`is_expired`). Pure: :class:`Conversation` and the gateway's kept
     conversations (``gateway.policy``) hold ``forced`` each their own way."""
     if how == NEW or uses < forced:  # another conversation, or a shorter one
         forced = 0
@@ -192,12 +217,16 @@ def is_near(prompt: int | None, level: int) -> bool:
 
 class Conversation:
     """What the rule remembers of one conversation: the last request's fingerprint, the
-    boundary the last move set (held until a compaction), and the prompt tokens of the reply
-    to the last request (:meth:`observe`; used once, by the next request)."""
+    boundary the last move set (held until a compaction), the prompt tokens of the reply
+    to the last request (:meth:`observe`; used once, by the next request), and the last
+    request's time (:meth:`asked`)."""
 
-    __slots__ = ("forced", "moved", "moves", "previous", "prompt")
+    __slots__ = ("at", "forced", "lifetime", "moved", "moves", "now", "previous", "prompt")
 
     def __init__(self) -> None:
+        self.at: int | None = None  # the last request's time (ms)
+        self.now: int | None = None  # the coming request's (:meth:`asked`; None: unknown)
+        self.lifetime = EXPIRY_5M_MS  # the coming request's cache lifetime
         self.previous: Fingerprint | None = None
         self.forced = 0  # tool uses the last move cleared
         self.moves = 0  # moves made (free and near)
@@ -209,6 +238,11 @@ class Conversation:
         """The reply to the last request reported ``prompt`` tokens of prompt (its usage's
         input, cache write and cache read tokens)."""
         self.prompt = prompt
+
+    def asked(self, now: int | None, lifetime: int = EXPIRY_5M_MS) -> None:
+        """The coming request is sent at ``now`` (ms) and its cache lives ``lifetime`` ms
+        (:func:`lifetime_ms`); :meth:`keep` reads both."""
+        self.now, self.lifetime = now, lifetime
 
     def keep(
         self,
@@ -223,8 +257,10 @@ class Conversation:
         """The keep sent: ``paid_keep`` (the stateless rule's) lowered by a free or near move.
         ``uses``: the list's tool uses; ``floor``: its tool results after the last assistant
         message (the round in progress); ``edit_keep``: KEEP; ``level``: :func:`near_level`."""
-        near = is_near(self.prompt, level)
+        near = is_near(self.prompt, level) or is_expired(self.at, self.now, self.lifetime)
         self.previous, self.prompt = prints, None
+        if self.now is not None:
+            self.at, self.now = self.now, None
         keep, self.forced, moved = free_keep(
             how, self.forced, uses, floor, edit_keep, paid_keep, near
         )
@@ -254,11 +290,16 @@ def free_edit(
     rest: int = 0,
     extra: int = WRITE_EXTRA_X20,
     level: int = 0,
+    now: int | None = None,
 ) -> ClearToolUses:
     """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy with
-    the free move on: :func:`engine.twins.policy.paid_edit`'s, lowered by a free or near move
-    of ``conversation`` (which this call updates: call it once per request, in order, and
-    :meth:`Conversation.observe` each reply). ``level``: :func:`near_level`."""
+    the free move on: :func:`engine.twins.policy.paid_edit`'s, lowered by a free, near or expiry
+    move of ``conversation`` (which this call updates: call it once per request, in order, and
+    :meth:`Conversation.observe` each reply). ``level``: :func:`near_level`; ``now``: the
+    request's time in ms (``None``: unknown, no expiry move; the cache's lifetime from
+    ``extra``)."""
+    if now is not None:
+        conversation.asked(now, lifetime_ms(extra))
     prints = fingerprint(messages)
     uses = assistant_tool_uses(messages)
     how = change(conversation.previous, prints)

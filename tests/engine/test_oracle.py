@@ -39,28 +39,30 @@ def counts_prompts(seen: list[Observed]) -> tuple[list[int], list[int]]:
     return counts, prompts
 
 
-def brute_force(seen, counts, prompts, threshold) -> float:
+def brute_force(seen, counts, prompts, threshold, expired=()) -> float:
     best = math.inf
     limits = [o.limit for o in seen]
     for seq in itertools.product(*(range(lim + 1) for lim in limits)):
         if any(b < a for a, b in itertools.pairwise(seq)):
             continue  # the boundary only moves forward
-        cost, ok = schedule_cost(seen, counts, prompts, threshold, seq)
+        cost, ok = schedule_cost(seen, counts, prompts, threshold, seq, expired)
         if ok:
             best = min(best, cost)
     return best
 
 
+@pytest.mark.parametrize("expired", [(), (False, False, True, False, False, True)])
 @pytest.mark.parametrize("stable", [None, 1_500.0])
 @pytest.mark.parametrize("threshold", [None, 11_000, 9_500])
 @pytest.mark.parametrize("result", [100.0, 800.0, 3_000.0])
-def test_the_programme_finds_the_cheapest_schedule(threshold, result, stable):
+def test_the_programme_finds_the_cheapest_schedule(threshold, result, stable, expired):
+    """``expired``: the cache had expired before those requests (they read nothing)."""
     seen = growing(6, result=result, stable=stable)
     counts, prompts = counts_prompts(seen)
-    p = plan(seen, counts, prompts, threshold)
-    cost, ok = schedule_cost(seen, counts, prompts, threshold, p.boundaries)
+    p = plan(seen, counts, prompts, threshold, expired)
+    cost, ok = schedule_cost(seen, counts, prompts, threshold, p.boundaries, expired)
     assert ok and cost == pytest.approx(p.model_cost)
-    assert p.model_cost == pytest.approx(brute_force(seen, counts, prompts, threshold))
+    assert p.model_cost == pytest.approx(brute_force(seen, counts, prompts, threshold, expired))
     assert all(b >= a for a, b in itertools.pairwise(p.boundaries))
 
 
