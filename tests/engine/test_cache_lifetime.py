@@ -178,6 +178,9 @@ def test_the_replays_cache_expires_where_the_recorded_one_did():
     # every pause is priced in every scenario: the patched replay expires at the same requests
     pa = simulate(tr, prof, "patched", calibration=cal)
     assert [q.line for q in pa.requests if q.cache_expired] == [q.line for q in expired]
+    # and the paid policy moves the cleared part where it writes everything anyway (the expiry
+    # move, engine.twins.free_moves): a changed prefix on a request that read nothing
+    assert any(q.cache_break for q in pa.requests if q.cache_expired)
 
 
 def test_the_oracle_moves_for_free_where_the_cache_expired():

@@ -2,7 +2,9 @@
 hand: no move while the list only grows (cache marks moving included), a prune-like change moves
 the cleared part to all it may clear, held on the next requests, reset by a compaction or a
 rewind below it; the knob off gives the stateless paid rule's keep. The near move: a reply whose
-prompt reached the level makes the next request of the conversation clear all it may."""
+prompt reached the level makes the next request of the conversation clear all it may. The
+expiry move: a request more than the cache's lifetime (and the slack) after the conversation's
+last one does too."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ from engine.twins.conversation_policy import PaidPolicy, clear_policy_from_env
 from engine.twins.free_moves import (
     BROKE,
     DEFAULT_MARGIN,
+    EXPIRY_1H_MS,
+    EXPIRY_5M_MS,
+    EXPIRY_SLACK_MS,
     GREW,
     NEW,
     Conversation,
@@ -18,13 +23,21 @@ from engine.twins.free_moves import (
     fingerprint,
     free_edit,
     free_from_env,
+    is_expired,
     is_near,
+    lifetime_ms,
     margin_from_env,
     message_size,
     near_level,
     stable_block_size,
 )
-from engine.twins.policy import block_size, paid_boundary, paid_edit
+from engine.twins.policy import (
+    WRITE_EXTRA_X20,
+    WRITE_EXTRA_X20_1H,
+    block_size,
+    paid_boundary,
+    paid_edit,
+)
 
 MARK = {"type": "ephemeral"}
 EDIT = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
@@ -224,3 +237,54 @@ def test_the_paid_walk_takes_the_memorys_move_as_its_own() -> None:
     conv.forced, conv.moved = 1, (4, 1)
     assert conv.paid_move(GREW, 3) == (4, 1)
     assert conv.paid_move(NEW, 3) is None and conv.paid_move(BROKE, 0) is None
+
+
+def timed_keep(conv: Conversation, msgs: list[dict], now: int | None, hour: bool = False) -> int:
+    assert EDIT is not None
+    extra = WRITE_EXTRA_X20_1H if hour else WRITE_EXTRA_X20
+    return free_edit(conv, EDIT, msgs, **NEVER, extra=extra, now=now).keep
+
+
+def test_the_cache_lifetime_is_the_requests_and_a_gap_must_pass_it_and_the_slack() -> None:
+    assert lifetime_ms(WRITE_EXTRA_X20) == EXPIRY_5M_MS == 300_000
+    assert lifetime_ms(WRITE_EXTRA_X20_1H) == EXPIRY_1H_MS == 3_600_000
+    edge = EXPIRY_5M_MS + EXPIRY_SLACK_MS
+    assert not is_expired(0, edge, EXPIRY_5M_MS) and is_expired(0, edge + 1, EXPIRY_5M_MS)
+    assert not is_expired(None, 10**9, EXPIRY_5M_MS) and not is_expired(0, None, EXPIRY_5M_MS)
+
+
+def test_a_request_after_the_cache_expired_clears_all_it_may() -> None:
+    conv = Conversation()
+    gap = EXPIRY_5M_MS + EXPIRY_SLACK_MS
+    t = 1_000_000
+    assert timed_keep(conv, rounds(3), t) == 3
+    assert timed_keep(conv, rounds(4), t + gap) == 4 and conv.moves == 0  # not past it
+    # past it (counted from the last request, not the first): all but KEEP and the round
+    t += gap
+    assert timed_keep(conv, rounds(5), t + gap + 1) == 1
+    assert conv.moves == 1 and conv.forced == 4 and conv.moved == (10, 4)
+    t += gap + 1
+    # held on the next requests; no time known: no expiry move, the boundary still held
+    assert timed_keep(conv, rounds(6), t + 1_000) == 2 and conv.moves == 1
+    assert timed_keep(conv, rounds(7), None) == 3 and conv.moves == 1
+    # the time of the request before the unknown one still counts
+    assert timed_keep(conv, rounds(8), t + 1_000 + gap + 1) == 1 and conv.moves == 2
+
+
+def test_the_hour_cache_waits_an_hour_and_a_new_conversation_never_moves() -> None:
+    conv = Conversation()
+    assert timed_keep(conv, rounds(3), 0, hour=True) == 3
+    assert timed_keep(conv, rounds(4), EXPIRY_1H_MS, hour=True) == 4 and conv.moves == 0
+    later = EXPIRY_1H_MS + 2 * (EXPIRY_1H_MS + EXPIRY_SLACK_MS)
+    # another first message (after a compaction): nothing held, nothing moves, its time kept
+    assert timed_keep(conv, rounds(5, prompt="The summary."), later, hour=True) == 5
+    assert conv.moves == 0 and conv.at == later
+    assert timed_keep(conv, rounds(6, prompt="The summary."), later + 1, hour=True) == 6
+    # the replay's policy hands its clock to the memory with the session's lifetime
+    pol = clear_policy_from_env({}, one_hour=True, model="claude-opus-4-6")
+    assert isinstance(pol, PaidPolicy) and pol.conversation is not None
+    pol.asked(123)
+    assert (pol.conversation.now, pol.conversation.lifetime) == (123, EXPIRY_1H_MS)
+    off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_FREE": "0"})
+    assert isinstance(off, PaidPolicy) and off.conversation is None
+    off.asked(123)  # no memory: nothing to tell
