@@ -74,7 +74,7 @@ from engine.twins.free_moves import (
     near_level,
 )
 from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
-from engine.twins.policy_scan import PolicyScan, fingerprint_of, system_facts
+from engine.twins.policy_scan import PolicyScan, fingerprint_of, system_facts, unmarked
 from gateway import limits
 from gateway.toplevel import TopLevel, value_end
 
@@ -82,6 +82,7 @@ MEMO_CONVERSATIONS = limits.MEMO_CONVERSATIONS
 MEMO_BYTES = limits.MEMO_BYTES
 WINDOW = 64 * 1024  # the first stretch decoded after the shared prefix (grown x4 as needed)
 PER_MESSAGE = 640  # bytes held per kept message (a Point, offset, ids; ~565 measured)
+LAST_PER_BYTE = 4  # bytes held per byte of the kept last message's value (an upper estimate)
 TRIES = 4  # resumable points tried per kept conversation before walking from the start
 _WS = re.compile(r"[ \t\n\r]*")
 _ESCAPED_ASCII = re.compile(rb"\\u00[5-7]")
@@ -131,6 +132,9 @@ class _Kept:
     # move the walk takes as its own (free_moves.Conversation.moved, PolicyScan.move)
     moved: tuple[int, int] | None = None
     prompt: int | None = None  # what the reply to this body reported (the near move), or None
+    # the value of the last message (the one Claude Code marks for the cache), or None: the
+    # next body's bytes of it proven to be its writing without the marks resume after it
+    last: Any = None
 
     def observe(self, prompt: int) -> None:
         """The reply to this body reported ``prompt`` tokens of prompt (its usage's input,
@@ -164,6 +168,7 @@ class Fitter:
         self._free = knobs.free and knobs.policy == "paid"
         self.resumed = self.walked = 0  # requests walked from a kept point / from the start
         self.tails_parsed_whole = 0  # resumed with the new messages in one orjson parse
+        self.remarked = 0  # the kept last message proven the same but for its cache marks
         # the near move (free move on, CLAUDE_CTX_CLEAR_MARGIN > 0): kept bodies hear their
         # reply's prompt (_Kept.observe)
         self._near = self._free and knobs.margin > 0
@@ -237,7 +242,7 @@ class Fitter:
         found, same = self._resume(body, start, (edit, k.ceiling, k.patience), top)
         if found is None:
             return self._walk_all(edit, body, top, start, same, level)
-        key, j, tail, tail_ends, end = found
+        key, j, at, tail, tail_ends, end = found
         kept = self._kept[key]
         rest = _alone(body, top, end, kept)
         if rest is None:
@@ -271,6 +276,8 @@ class Fitter:
             scan.extend(_elements(body, start + 1, True, WINDOW)[0])
         self.resumed += 1
         ends = kept.ends[: j + 1]
+        if ends:
+            ends[-1] = at - start  # the message's end (shorter by its marks: _unmarked_end)
         ends.extend(e - start for e in tail_ends)
         how = NEW
         if self._free:  # free_moves.change: the first j + 1 messages are the same bytes
@@ -282,7 +289,8 @@ class Fitter:
                     break
         near = is_near(kept.prompt, level)
         keep, forced, moved = self._decide(scan, how, kept.forced, near, moved)
-        kept = _Kept(body, start, ends, scan, end, rest, forced, moved)
+        last = tail[-1] if tail else None
+        kept = _Kept(body, start, ends, scan, end, rest, forced, moved, last=last)
         self._keep(kept)
         return keep, kept
 
@@ -326,7 +334,17 @@ class Fitter:
             if self._kept.get(id(same)) is same:
                 self._drop(id(same))
         keep, forced, moved = self._decide(scan, how, forced, near, moved)
-        new = _Kept(body, start, [e - start for e in tail_ends], scan, end, rest, forced, moved)
+        new = _Kept(
+            body,
+            start,
+            [e - start for e in tail_ends],
+            scan,
+            end,
+            rest,
+            forced,
+            moved,
+            last=tail[-1] if tail else None,
+        )
         self._keep(new)
         return keep, new
 
@@ -361,10 +379,12 @@ class Fitter:
 
     def _resume(
         self, body: bytes, start: int, knobs: tuple[ClearToolUses, int, int], top: TopLevel
-    ) -> tuple[tuple[int, int, list[Any], list[int], int] | None, _Kept | None]:
-        """((kept key, last shared message, the messages after it, their ends, the array's end)
-        from the kept conversation sharing the longest resumable prefix with ``body``, or None;
-        the most recent kept conversation whose first message ``body`` repeats, or None)."""
+    ) -> tuple[tuple[int, int, int, list[Any], list[int], int] | None, _Kept | None]:
+        """((kept key, last shared message, where it ends in ``body``, the messages after it,
+        their ends, the array's end) from the kept conversation sharing the longest resumable
+        prefix with ``body``, or None; the most recent kept conversation whose first message
+        ``body`` repeats, or None). The kept last message counts as shared when its new bytes
+        are its writing without its cache marks (:func:`_unmarked_end`)."""
         same: _Kept | None = None
         for key in reversed(self._kept):
             kept = self._kept[key]
@@ -379,6 +399,13 @@ class Fitter:
             if kept.scan.knobs[:3] != knobs:
                 continue
             hi = _shared(body, start, old, base, ends)
+            last = len(ends) - 1
+            remarked = None  # where the kept last message ends in body, its marks taken off
+            if hi == last - 1 and kept.last is not None:
+                remarked = _unmarked_end(body, start + ends[hi], kept.last)
+                if remarked is not None:
+                    hi = last
+                    self.remarked += 1
             points = kept.scan.points
             tries = 0
             j = hi
@@ -388,7 +415,7 @@ class Fitter:
                     j -= 1
                     continue
                 tries += 1
-                at = start + ends[j]
+                at = remarked if remarked is not None and j == last else start + ends[j]
                 found = _tail_as_kept_ends(body, at, kept, top)
                 if found is not None:
                     self.tails_parsed_whole += 1
@@ -400,7 +427,7 @@ class Fitter:
                         return None, same
                 tail, tail_ends, end = found
                 if kept.scan.resumable(j, tail):
-                    return (key, j, tail, tail_ends, end), same
+                    return (key, j, at, tail, tail_ends, end), same
                 j -= 1
         return None, same
 
@@ -430,8 +457,31 @@ class Fitter:
 def _held(kept: _Kept) -> int:
     """What a kept conversation holds: its body and, per message, the walk's state, offset and
     ids (:data:`PER_MESSAGE`, an upper estimate: a list of millions of tiny messages is bounded
-    by its count, not only by its bytes)."""
-    return len(kept.body) + PER_MESSAGE * len(kept.ends)
+    by its count, not only by its bytes), and its last message's value (:data:`LAST_PER_BYTE`
+    times its bytes)."""
+    held = len(kept.body) + PER_MESSAGE * len(kept.ends)
+    if kept.last is not None and kept.ends:
+        held += LAST_PER_BYTE * (kept.ends[-1] - (kept.ends[-2] if len(kept.ends) > 1 else 1))
+    return held
+
+
+def _unmarked_end(body: bytes, at: int, last: Any) -> int | None:
+    """Where the message after byte ``at`` (the end of the one before it) ends when its bytes
+    are orjson's compact writing (JSON.stringify's) of ``last`` without its cache marks
+    (:func:`engine.twins.policy_scan.unmarked`: the walk reads it as it read ``last``), else
+    None. Claude Code marks the newest message's last block for the cache and takes the mark
+    off on the next request: this message is then resumed after, not parsed and walked
+    again."""
+    if body[at : at + 1] != b",":
+        return None
+    value = unmarked(last)
+    if value is None:
+        return None
+    try:
+        written = orjson.dumps(value)
+    except TypeError:
+        return None
+    return at + 1 + len(written) if body.startswith(written, at + 1) else None
 
 
 # --- reading the body -------------------------------------------------------------------------

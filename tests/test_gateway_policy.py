@@ -292,3 +292,33 @@ def test_a_number_written_otherwise_is_walked_with_the_same_keep() -> None:
         raw = SERIALISE["javascript"](claude_code(m))
         assert fit(fitter, raw) == paid_edit(EDIT, m, rest=REST)
     assert 0 < fitter.tails_parsed_whole < fitter.resumed
+
+
+@pytest.mark.parametrize("style", sorted(SERIALISE))
+def test_the_message_that_lost_its_cache_mark_is_resumed_after(style) -> None:
+    """Claude Code marks the newest message for the cache and takes the mark off on the next
+    request: when its new bytes are the kept value's writing without the mark, the walk
+    resumes after it (only the new messages parsed and walked); other writings walk it
+    again. The twin's keep either way."""
+    fitter = Fitter(Knobs("paid"))
+    lists = growing(_rounds(12))
+    for m in lists:
+        assert fit(fitter, SERIALISE[style](claude_code(m))) == paid_edit(EDIT, m, rest=REST)
+    assert fitter.resumed == len(lists) - 1
+    # all but the second request (the first one's only message is a string: no mark)
+    assert fitter.remarked == (fitter.resumed - 1 if style == "javascript" else 0)
+
+
+def test_a_message_changed_besides_its_mark_is_walked_again() -> None:
+    """The kept last message's bytes changed otherwise too (here its result grew): not the
+    kept value without its mark, so it is parsed and walked again, with the twin's keep."""
+    fitter = Fitter(Knobs("paid"))
+    msgs = _rounds(6)
+    first = marked(msgs[:9])
+    assert fit(fitter, SERIALISE["javascript"](claude_code(first))) == paid_edit(
+        EDIT, first, rest=REST
+    )
+    msgs[8] = {**msgs[8], "content": [{**msgs[8]["content"][0], "content": "é" * 30_000}]}
+    for m in (marked(msgs[:11]), marked(msgs)):
+        assert fit(fitter, SERIALISE["javascript"](claude_code(m))) == paid_edit(EDIT, m, rest=REST)
+    assert fitter.resumed == 2 and fitter.remarked == 1  # the second one only

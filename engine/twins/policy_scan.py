@@ -160,6 +160,25 @@ def _marks_size(content: Any) -> int:
     return n
 
 
+def unmarked(message: Any) -> Any:
+    """``message`` without the ``cache_control`` entries of its blocks whose sizes never count
+    one (text, thinking, media, ``tool_result``), or None when it has none. The walk reads both
+    alike (the same sizes, fingerprint entry, ids and roles: the same :class:`Point` after the
+    same messages). Claude Code marks the newest message's last block and takes the mark off
+    on the next request: the gateway proves a message's new bytes to be this value's writing and
+    resumes after it (``gateway.policy``) instead of walking it again."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return None
+    out: list[Any] | None = None
+    for i, b in enumerate(content):
+        if isinstance(b, dict) and MARK in b and b.get("type") in _UNMARKED:
+            if out is None:
+                out = list(content)
+            out[i] = {k: v for k, v in b.items() if k != MARK}
+    return None if out is None else {**message, "content": out}
+
+
 def fingerprint_of(points: Sequence[Point]) -> Fingerprint:
     """:func:`engine.twins.free_moves.fingerprint` of the list a ``prints`` scan walked."""
     return [(p.sent_role, p.size) for p in points]

@@ -14,7 +14,7 @@ from policy_conversations import conversations
 from engine.api.context_management import ClearToolUses
 from engine.twins.context_clear import edit_for_request
 from engine.twins.policy import paid_edit
-from engine.twins.policy_scan import PolicyScan, scan_of
+from engine.twins.policy_scan import PolicyScan, scan_of, unmarked
 
 EDITS = st.builds(
     ClearToolUses,
@@ -195,3 +195,51 @@ def test_a_walk_that_took_an_earlier_move_says_so() -> None:
     assert scan.points[4].cleared == 1 and fresh.points[4].cleared == 0
     scan.truncate(3)  # below the first move: nothing taken is left
     assert scan.takes_only(None)
+
+
+MARKS = st.sampled_from([{"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}, {}])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    msgs=conversations(odd=True),
+    edit=EDITS,
+    at=st.integers(0, 200),
+    marks=st.lists(st.tuples(st.integers(0, 5), MARKS), max_size=3),
+    odd=st.sampled_from(["tool_use", "text", "image", "server_tool_use", None]),
+)
+def test_a_message_without_its_marks_is_walked_as_the_message(msgs, edit, at, marks, odd) -> None:
+    """unmarked takes off the cache marks a walk never counts (the gateway resumes after a
+    message proven to be it): the walk's point after it (its fingerprint entry too) is the
+    same, and a mark on a block whose size counts it (or none at all) is left alone."""
+    i = at % len(msgs)
+    m = msgs[i]
+    content = (
+        m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+    )
+    if odd is not None:  # a block of another type, marked or not
+        content = [*content, {"type": odd, "id": "x", "name": "Read", "input": {"a": 1}}]
+    content = list(content)
+    for k, mark in marks:
+        j = k % len(content)
+        content[j] = {**content[j], "cache_control": mark}
+    with_marks = {**m, "content": content}
+    plain = unmarked(with_marks)
+    counted = [
+        b for b in content
+        if "cache_control" in b
+        and b.get("type") not in ("text", "thinking", "image", "document", "tool_result")
+    ]  # fmt: skip
+    if not any("cache_control" in b for b in content) or all(
+        b in counted for b in content if "cache_control" in b
+    ):
+        assert plain is None
+        return
+    assert plain is not None and with_marks["content"] == content  # not mutated
+    left = [b for b in plain["content"] if "cache_control" in b]
+    assert left == counted and list(plain) == list(with_marks)
+    one = PolicyScan(edit, prints=True)
+    one.extend([*msgs[:i], with_marks, *msgs[i + 1 :]])
+    two = PolicyScan(edit, prints=True)
+    two.extend([*msgs[:i], plain, *msgs[i + 1 :]])
+    assert one.points == two.points and one.gains == two.gains
