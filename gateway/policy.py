@@ -55,7 +55,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -74,7 +74,13 @@ from engine.twins.free_moves import (
     near_level,
 )
 from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
-from engine.twins.policy_scan import PolicyScan, fingerprint_of, system_facts, unmarked
+from engine.twins.policy_scan import (
+    Facts,
+    PolicyScan,
+    fingerprint_of,
+    system_facts,
+    unmarked,
+)
 from gateway import limits
 from gateway.toplevel import TopLevel, value_end
 
@@ -144,6 +150,19 @@ class _Kept:
 
 
 Kept = _Kept  # the handle a fitted request carries to its reply (Fitter.fit)
+
+
+class _Found(NamedTuple):
+    """Where a body resumes a kept conversation (:meth:`Fitter._resume`)."""
+
+    key: int  # the kept conversation's
+    j: int  # the last message shared (or proven the same but for its marks)
+    at: int  # one past it in the body
+    tail: list[Any]  # the messages after it
+    facts: list[Facts]  # theirs (PolicyScan.resumable, PolicyScan.extend)
+    ends: list[int]  # one past each in the body
+    end: int  # one past the array
+    same_rest: bool  # the bytes after the array proven the kept body's (_tail_as_kept_ends)
 
 
 class _Malformed(Exception):
@@ -242,12 +261,12 @@ class Fitter:
         found, same = self._resume(body, start, (edit, k.ceiling, k.patience), top)
         if found is None:
             return self._walk_all(edit, body, top, start, same, level)
-        key, j, at, tail, tail_ends, end = found
+        key, j, at, tail, facts, tail_ends, end, same_rest = found
         kept = self._kept[key]
-        rest = _alone(body, top, end, kept)
+        rest = _alone(body, top, end, kept, same_rest)
         if rest is None:
             return None
-        system = _system_facts(body, top, end, rest, kept)
+        system = _system_facts(body, top, end, rest, kept, same_rest)
         if system is None:
             return None
         self._drop(key)  # an error below leaves nothing half-walked behind
@@ -262,12 +281,12 @@ class Fitter:
         # another conversation; whether it holds the boundary's tool uses is known after it)
         moved = kept.moved if self._free else None
         scan.move(moved)
-        scan.extend(tail)
+        scan.extend(tail, facts)
         if moved is not None and scan.points[-1].uses < kept.forced:
             moved = None  # below the boundary held: no move to take (it was after j)
             scan.truncate(j)
             scan.move(None)
-            scan.extend(tail)
+            scan.extend(tail, facts)
         if not scan.takes_only(moved):
             # the kept points took an earlier move (the last one is moved, or the boundary is
             # let go): the twin's walk takes the last move only, so walk it all again (once)
@@ -379,9 +398,10 @@ class Fitter:
 
     def _resume(
         self, body: bytes, start: int, knobs: tuple[ClearToolUses, int, int], top: TopLevel
-    ) -> tuple[tuple[int, int, int, list[Any], list[int], int] | None, _Kept | None]:
-        """((kept key, last shared message, where it ends in ``body``, the messages after it,
-        their ends, the array's end) from the kept conversation sharing the longest resumable
+    ) -> tuple[_Found | None, _Kept | None]:
+        """(:class:`_Found`: the kept conversation sharing the longest resumable prefix with
+        ``body`` and where, or None (its last shared message's end, the messages after it, their
+        facts and ends, the array's end, whether the bytes after it are the kept body's), from the kept conversation sharing the longest resumable
         prefix with ``body``, or None; the most recent kept conversation whose first message
         ``body`` repeats, or None). The kept last message counts as shared when its new bytes
         are its writing without its cache marks (:func:`_unmarked_end`)."""
@@ -417,6 +437,7 @@ class Fitter:
                 tries += 1
                 at = remarked if remarked is not None and j == last else start + ends[j]
                 found = _tail_as_kept_ends(body, at, kept, top)
+                same_rest = found is not None  # it proved the bytes after the array the same
                 if found is not None:
                     self.tails_parsed_whole += 1
                 else:
@@ -426,8 +447,9 @@ class Fitter:
                     except _Malformed:
                         return None, same
                 tail, tail_ends, end = found
-                if kept.scan.resumable(j, tail):
-                    return (key, j, at, tail, tail_ends, end), same
+                facts = list(map(kept.scan.sizes.facts, tail))
+                if kept.scan.resumable(j, tail, facts):
+                    return _Found(key, j, at, tail, facts, tail_ends, end, same_rest), same
                 j -= 1
         return None, same
 
@@ -521,16 +543,20 @@ def _messages_at(body: bytes, top: TopLevel) -> int | None:
     return None if named else top.gap[0]
 
 
-def _alone(body: bytes, top: TopLevel, end: int, kept: _Kept | None) -> int | None:
+def _alone(
+    body: bytes, top: TopLevel, end: int, kept: _Kept | None, same_rest: bool = False
+) -> int | None:
     """Where the stretch after the messages array ending at ``end`` stops (the walked members)
     when no second ``messages`` member can hide in it (it holds neither the key's spelling nor
     an escaped ASCII letter, or it is byte for byte the kept body's, which was checked), else
-    None."""
+    None. ``same_rest``: the caller proved those bytes the kept body's."""
     if top.gap is None or end > top.gap[1]:
         return end  # nothing unread after it
     gap_end = top.gap[1]
     same = kept is not None and gap_end - end == kept.rest - kept.end
-    if same and body.startswith(memoryview(kept.body)[kept.end : kept.rest], end):  # type: ignore[union-attr]
+    if same and (
+        same_rest or body.startswith(memoryview(kept.body)[kept.end : kept.rest], end)  # type: ignore[union-attr]
+    ):
         return gap_end  # system, tools...: the same bytes as last time (~100 KB, a memcmp)
     if body.find(_MESSAGES, end, gap_end) >= 0:
         return None
@@ -583,7 +609,7 @@ def _tail_as_kept_ends(
 
 
 def _system_facts(
-    body: bytes, top: TopLevel, end: int, rest: int, kept: _Kept | None
+    body: bytes, top: TopLevel, end: int, rest: int, kept: _Kept | None, same_rest: bool = False
 ) -> tuple[int, int] | None:
     """:func:`engine.twins.policy_scan.system_facts` of the body's ``system`` as ``JSON.parse``
     reads it (what a cache break writes again of the system prompt, the price of a write), when the body says where
@@ -609,7 +635,7 @@ def _system_facts(
             kept is not None
             and not walked
             and rest - end == kept.rest - kept.end
-            and body.startswith(memoryview(kept.body)[kept.end : kept.rest], end)
+            and (same_rest or body.startswith(memoryview(kept.body)[kept.end : kept.rest], end))
         ):
             return kept.scan.system  # the same system prompt and tools as last time
         m = _SYSTEM_NEXT.match(body, end, rest)

@@ -84,7 +84,8 @@ def _blocks(m: Any) -> list[Any]:
 
 
 def _typed(block: Any, kind: str) -> bool:
-    return isinstance(block, Mapping) and block.get("type") == kind
+    # a dict first: the Mapping check runs Python code (abc), several times the cost
+    return (type(block) is dict or isinstance(block, Mapping)) and block.get("type") == kind
 
 
 # The sizes of engine.twins.policy (value_size, result_size, block_size, content_size), without
@@ -298,21 +299,24 @@ class PolicyScan:
 
     # --- resuming ------------------------------------------------------------------------------
 
-    def resumable(self, j: int, tail: Sequence[Any]) -> bool:
+    def resumable(self, j: int, tail: Sequence[Any], facts: Sequence[Facts] | None = None) -> bool:
         """Whether the list of the first ``j + 1`` messages walked so far, followed by ``tail``,
-        is walked exactly by :meth:`truncate` ``(j)`` then :meth:`extend` ``(tail)``."""
+        is walked exactly by :meth:`truncate` ``(j)`` then :meth:`extend` ``(tail)``.
+        ``facts``: the tail's facts (``sizes.facts`` of each message) when the caller has
+        them."""
         if not 0 <= j < len(self.points):
             return j == -1
         p = self.points[j]
         if p.role is None or p.reach > j:
             return False
-        facts = self.sizes.facts
+        if facts is None:
+            facts = list(map(self.sizes.facts, tail))
         if p.role == _USER:
-            nxt = next((r for r in (facts(m)[0] for m in tail) if r is not None), None)
+            nxt = next((f[0] for f in facts if f[0] is not None), None)
             if p.decided != (not tail or nxt == _ASSISTANT):
                 return False
         use_at, result_at = self.use_at, self.result_at
-        for role, uses, results in map(facts, tail):
+        for role, uses, results in facts:
             if role == _USER:
                 for b in results:
                     at = use_at.get(b.get("tool_use_id"))
@@ -339,10 +343,12 @@ class PolicyScan:
             applied.pop()
         del self.gains[(self.points[-1].uses if self.points else 0) + 1 :]
 
-    def extend(self, tail: Sequence[Any]) -> None:
-        """Walk ``tail``, the messages after those walked so far (see :meth:`resumable`)."""
+    def extend(self, tail: Sequence[Any], facts: Sequence[Facts] | None = None) -> None:
+        """Walk ``tail``, the messages after those walked so far (see :meth:`resumable`;
+        ``facts``: as there)."""
         base = len(self.points)
-        facts = list(map(self.sizes.facts, tail))
+        if facts is None:
+            facts = list(map(self.sizes.facts, tail))
         roles = [f[0] for f in facts]
         # the tail's results, last one per id (the twin's dict), and where each id's last is
         results: dict[Any, Any] = {}
@@ -412,7 +418,7 @@ class PolicyScan:
                     gain = 0
                     if name not in exclude:
                         result = results.get(uid)
-                        if isinstance(result, Mapping):
+                        if type(result) is dict or isinstance(result, Mapping):
                             gain = result_size(result.get("content"))
                         if _clears_input(edit, name):
                             gain += input_size(use_input)
