@@ -94,6 +94,7 @@ _WS = re.compile(r"[ \t\n\r]*")
 _ESCAPED_ASCII = re.compile(rb"\\u00[5-7]")
 _DECODER = json.JSONDecoder()
 _RBRACKET, _COMMA = 0x5D, 0x2C
+_BLANK = b" \t\n\r"  # JSON's whitespace (an int in it: a byte of the body)
 _MESSAGES = b'"messages"'
 _SYSTEM = b'"system"'
 _SYSTEM_NEXT = re.compile(rb'[ \t\n\r]*,[ \t\n\r]*"system"[ \t\n\r]*:[ \t\n\r]*')
@@ -567,15 +568,17 @@ def _tail_as_kept_ends(
     body: bytes, at: int, kept: _Kept, top: TopLevel
 ) -> tuple[list[Any], list[int], int] | None:
     """:func:`_elements` from ``at`` (just after a shared message) for a body whose messages are
-    followed by the kept body's very bytes (``system``, ``tools``: the usual case), in one
-    orjson parse (several times faster than ``json``'s ``raw_decode`` over decoded text). The
-    array's end is where those bytes start (the gap's end less their length, checked); the
-    stretch up to it parsed as the rest of an array proves it is the array's end (its brackets
-    and strings balance). Each message's end is then found, and proven, by its bytes being
-    orjson's own compact writing of the value parsed (JSON.stringify's, byte for byte, for the
-    strings, objects and integers Claude Code sends). None when any of this does not hold
-    (whitespace, another number format, NaN, a lone surrogate, a key spelt twice): the
-    decoding walk settles it, exactly as before."""
+        followed by the kept body's very bytes (``system``, ``tools``: the usual case), in one
+        orjson parse (several times faster than ``json``'s ``raw_decode`` over decoded text). The
+        array's end is where those bytes start (the gap's end less their length, checked); the
+        stretch up to it parsed as the rest of an array proves it is the array's end (its brackets
+        and strings balance). Each message's end is then found, and proven, by its bytes being
+        orjson's own compact writing of the value parsed (JSON.stringify's, byte for byte, for the
+        strings, objects and integers Claude Code sends); the last one ends where the array does (it
+    holds what the parse read after the others' ends, no blank at either end), so the largest
+    message, the newest tool result, is not written again. None when any of this does not hold
+        (whitespace, another number format, NaN, a lone surrogate, a key spelt twice): the
+        decoding walk settles it, exactly as before."""
     if top.gap is None:
         return None
     rest = memoryview(kept.body)[kept.end : kept.rest]
@@ -593,7 +596,7 @@ def _tail_as_kept_ends(
         return None
     ends: list[int] = []
     pos = at
-    for value in values:
+    for value in values[:-1]:
         if body[pos] != _COMMA:
             return None
         pos += 1
@@ -605,7 +608,16 @@ def _tail_as_kept_ends(
             return None
         pos += len(written)
         ends.append(pos)
-    return (values, ends, after) if pos == close else None
+    # the last one: from the comma after the others to the array's end (no blank at either)
+    if (
+        body[pos] != _COMMA
+        or pos + 1 >= close
+        or body[pos + 1] in _BLANK
+        or body[close - 1] in _BLANK
+    ):
+        return None
+    ends.append(close)
+    return values, ends, after
 
 
 def _system_facts(

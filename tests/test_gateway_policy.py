@@ -322,3 +322,19 @@ def test_a_message_changed_besides_its_mark_is_walked_again() -> None:
     for m in (marked(msgs[:11]), marked(msgs)):
         assert fit(fitter, SERIALISE["javascript"](claude_code(m))) == paid_edit(EDIT, m, rest=REST)
     assert fitter.resumed == 2 and fitter.remarked == 1  # the second one only
+
+
+def test_a_blank_before_the_arrays_end_is_walked_message_by_message() -> None:
+    """The newest message is taken from the one parse up to the array's end without being
+    written again: a blank there (or after its comma) is not JSON.stringify's writing, so
+    that body's messages are walked one by one; the twin's keep either way."""
+    fitter = Fitter(Knobs("paid"))
+    lists = growing(_rounds(8))
+    for i, m in enumerate(lists):
+        raw = SERIALISE["javascript"](claude_code(m))
+        if i == len(lists) - 1:
+            assert raw.count(b'}]}],"system"') == 1
+            raw = raw.replace(b'}]}],"system"', b'}]}\n],"system"')
+        assert fit(fitter, raw) == paid_edit(EDIT, m, rest=REST)
+    assert fitter.resumed == len(lists) - 1
+    assert fitter.tails_parsed_whole == fitter.resumed - 1  # all but the last
