@@ -14,7 +14,11 @@ body is matched against the kept ones (``bytes.startswith``, a memcmp: the longe
 whole messages both bodies share, found by a binary search over the offsets); only the
 messages after it are decoded (``json``'s ``raw_decode``, from that offset) and walked. The
 first request of a conversation (or one that rewrote its history: a compaction, a resumed
-session) pays the whole walk once.
+session) pays the whole walk once. Claude Code marks the newest message for the cache and
+takes the mark off on the next request: the kept last message (its value kept) is shared too
+when its new bytes are its compact writing without the marks a walk never counts
+(:func:`engine.twins.policy_scan.unmarked`), so a request parses and walks its new messages
+only, whatever the conversation's length (what grows with it is the memcmp).
 
 The paid rule also weighs what a move writes again of the system prompt (its blocks after the
 last ``cache_control``: :func:`engine.twins.policy_scan.system_rest`) and the price of a write
@@ -401,11 +405,9 @@ class Fitter:
         self, body: bytes, start: int, knobs: tuple[ClearToolUses, int, int], top: TopLevel
     ) -> tuple[_Found | None, _Kept | None]:
         """(:class:`_Found`: the kept conversation sharing the longest resumable prefix with
-        ``body`` and where, or None (its last shared message's end, the messages after it, their
-        facts and ends, the array's end, whether the bytes after it are the kept body's), from the kept conversation sharing the longest resumable
-        prefix with ``body``, or None; the most recent kept conversation whose first message
-        ``body`` repeats, or None). The kept last message counts as shared when its new bytes
-        are its writing without its cache marks (:func:`_unmarked_end`)."""
+        ``body`` and where it resumes, or None; the most recent kept conversation whose first
+        message ``body`` repeats, or None). The kept last message counts as shared when its new
+        bytes are its writing without its cache marks (:func:`_unmarked_end`)."""
         same: _Kept | None = None
         for key in reversed(self._kept):
             kept = self._kept[key]
