@@ -37,8 +37,11 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   move (integer >= 0; 100 = break even)
   //   CLAUDE_CTX_CLEAR_FREE           paid: the free move (on unless 0/false/no/off): where
   //                                   the prompt cache breaks anyway (an older message
-  //                                   changed, the list got shorter), the cleared part moves
-  //                                   as far as it may and stays there until a compaction
+  //                                   changed, the list got shorter) or has expired (the
+  //                                   conversation's last request came more than the cache's
+  //                                   lifetime, 5 min or 1 h, plus 10 s before), the cleared
+  //                                   part moves as far as it may and stays there until a
+  //                                   compaction
   //   CLAUDE_CTX_CLEAR_MARGIN         paid, with FREE on: the near move (integer >= 0; default
   //                                   10000; 0 = never): once a reply reports a prompt within
   //                                   MARGIN tokens of Claude Code's auto-compact threshold,
@@ -429,6 +432,14 @@ function _ctxpatchContextClearing(value, mode) {
   // list that GREW moves as a BROKE one does: Claude Code would soon compact, which rewrites the
   // cache anyway. A new conversation never moves.
   //
+  // The expiry move (twin: is_expired, lifetime_ms): the conversation also remembers the time
+  // of its last request (Date.now(), read once per request; every request of the conversation
+  // sets it, a new one too). A request that comes more than the prompt cache's lifetime after
+  // it (EXPIRY_5M_MS, or EXPIRY_1H_MS where the system prompt's breakpoints say ttl "1h", as
+  // writeExtra tells) plus EXPIRY_SLACK_MS (the request's way to the API) finds nothing cached:
+  // it writes its whole prompt whatever the edit says, so a list that GREW moves as a BROKE one
+  // does. Another conversation's requests never refresh this one's time.
+  //
   // The paid walk takes the memory's last move as its own (twin: Conversation.paid_move): the
   // entry keeps moved = [index of the last message of the request moved on, boundary] while the
   // boundary is held, and the walk of a later list of the same conversation (not NEW, not below
@@ -445,6 +456,14 @@ function _ctxpatchContextClearing(value, mode) {
   var DEFAULT_MARGIN = 10000; // twin: free_moves.DEFAULT_MARGIN
   var WINDOW = 200000;
   var WINDOW_1M = 1000000;
+  var EXPIRY_5M_MS = 300000; // twin: free_moves.EXPIRY_5M_MS, the 5-minute cache's lifetime
+  var EXPIRY_1H_MS = 3600000; // twin: EXPIRY_1H_MS, the 1-hour cache's
+  var EXPIRY_SLACK_MS = 10000; // twin: EXPIRY_SLACK_MS
+
+  // The cache lifetime (ms) of a request whose writeExtra is extra (twin: lifetime_ms).
+  function lifetimeMs(extra) {
+    return extra === 38 ? EXPIRY_1H_MS : EXPIRY_5M_MS;
+  }
 
   function freeOn(env) {
     var raw = strip(envText(env, "CLAUDE_CTX_CLEAR_FREE")).toLowerCase();
@@ -545,18 +564,25 @@ function _ctxpatchContextClearing(value, mode) {
         break;
       }
     }
-    if (conv === null) conv = { key: key, roles: [], sizes: [], forced: 0, prompt: null, moved: null };
+    if (conv === null) {
+      conv = { key: key, roles: [], sizes: [], forced: 0, prompt: null, moved: null, at: null };
+    }
     list.push(conv);
     while (list.length > CONVERSATIONS) list.shift();
     return conv;
   }
 
   // Tool uses the edit clears (twin: Conversation.keep, free_step): the paid rule's, or more
-  // after a free or near move. limit: what it may clear; paid: what the paid rule clears;
-  // level: nearLevel's (the remembered prompt is read once, here).
-  function freeCleared(conv, prints, uses, limit, paid, level) {
+  // after a free, near or expiry move. limit: what it may clear; paid: what the paid rule clears;
+  // level: nearLevel's (the remembered prompt is read once, here); now: the request's time (ms;
+  // not a number: unknown, no expiry move and the time remembered stays); lifetime: lifetimeMs's.
+  function freeCleared(conv, prints, uses, limit, paid, level, now, lifetime) {
     var how = change(conv, prints);
     var near = level > 0 && typeof conv.prompt === "number" && conv.prompt >= level;
+    if (typeof now === "number" && isFinite(now)) {
+      if (typeof conv.at === "number" && now - conv.at > lifetime + EXPIRY_SLACK_MS) near = true;
+      conv.at = now;
+    }
     conv.prompt = null;
     conv.roles = prints.roles;
     conv.sizes = prints.sizes;
@@ -909,13 +935,14 @@ function _ctxpatchContextClearing(value, mode) {
           moved = null;
         }
       }
+      var extra = writeExtra(request.system);
       var cleared = paidBoundary(
         messages,
         edit,
         ceiling === null ? DEFAULT_CEILING : ceiling,
         patience === null ? DEFAULT_PATIENCE : patience,
         uncachedSystem(request.system),
-        writeExtra(request.system),
+        extra,
         prints,
         moved
       );
@@ -925,7 +952,9 @@ function _ctxpatchContextClearing(value, mode) {
         try {
           var limit = Math.max(0, uses - least);
           var level = nearLevel(request.model, request.betas, marginFromEnv(env));
-          var more = freeCleared(conv, prints, uses, limit, Math.max(0, uses - keep), level);
+          var paid = Math.max(0, uses - keep);
+          var now = Date.now(); // the request's time: the expiry move's clock
+          var more = freeCleared(conv, prints, uses, limit, paid, level, now, lifetimeMs(extra));
           keep = Math.max(uses - more, least);
           if (level > 0) mem.replyConv = conv; // its reply's prompt: for the next request
         } catch (e) {

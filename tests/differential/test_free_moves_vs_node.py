@@ -15,8 +15,12 @@ or invalid; a 200K model, a ``[1m]`` one or a ``context-1m`` beta). The twin kee
 :class:`Conversation` per conversation key (:func:`js_key`, the JavaScript's: the session id,
 the first message's role, size and first 64 UTF-16 units of text), the 16 most recently used,
 like the JavaScript, and tells it each reply's prompt (:meth:`Conversation.observe`) where the
-JavaScript reads one (the free move on, the level above 0). The keeps must be equal request by
-request, and free and near moves must happen.
+JavaScript reads one (the free move on, the level above 0). Every request carries a time (ms): the
+driver stubs ``Date.now`` in node (the snippet reads it once per request) and the twin is given
+the same (``free_edit(now=)``); the gaps between requests are mostly short, sometimes around the
+expiry move's bounds (the cache's lifetime, 5 minutes or an hour under a system prompt marked
+``ttl: "1h"``, plus 10 s of slack). The keeps must be equal request by request, and free, near
+and expiry moves must happen.
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ from engine.twins.free_moves import (
     fingerprint,
     free_edit,
     free_from_env,
+    is_expired,
     is_near,
+    lifetime_ms,
     margin_from_env,
     message_size,
     near_level,
@@ -52,7 +58,8 @@ from engine.twins.free_moves import (
 from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env
 from engine.twins.policy_scan import system_facts
 
-# A step: [env, body, reply]; reply null (no reply read: an error, or none yet) or {kind: "sse" |
+# A step: [env, body, reply, now]; now: the request's time in ms, what Date.now() returns while
+# the snippet builds it (null or left out: 1 ms after the previous step's); reply null (no reply read: an error, or none yet) or {kind: "sse" |
 # "json", usage}: given to the snippet's watch() as the SDK's APIPromise with a fetch Response (as
 # tests/patcher/test_ledger_js.py builds them), read to its end by "Claude Code" (which must read
 # every byte), then one macrotask for the snippet's copy to be read.
@@ -60,6 +67,8 @@ DRIVER = r"""
 import { readFileSync } from "node:fs";
 const STEPS = JSON.parse(readFileSync(0, "utf8"));
 const fn = SNIPPET;
+let clock = 1_700_000_000_000;
+Date.now = () => clock;  // the requests' times (the snippet reads Date.now() once per request)
 const names = [...NAMES, "CLAUDE_CTX_CLEAR_WINDOW_GUARD", "CTXPATCH_LEDGER"];
 class FakeAPIPromise extends Promise {
   constructor(response, json) { super((r) => r(null)); this.response = response; this.json = json; }
@@ -83,7 +92,8 @@ function replyText(r) {
   return events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
 }
 const out = [];
-for (const [env, body, reply] of STEPS) {
+for (const [env, body, reply, now] of STEPS) {
+  clock = now == null ? clock + 1 : now;
   for (const n of names) delete process.env[n];
   Object.assign(process.env, env);
   const req = JSON.parse(body);
@@ -173,15 +183,22 @@ class Twin:
 
     def __init__(self, near: bool = True) -> None:
         self.conversations: OrderedDict[tuple[str, ...], Conversation] = OrderedDict()
-        self.moves = 0  # free and near moves made (all conversations, evicted ones too)
-        self.near_moves = 0  # moves made where the list GREW: the near move's alone
+        self.moves = 0  # free, near and expiry moves made (all conversations, evicted ones too)
+        self.near_moves = 0  # moves made where the list GREW and the prompt was near
+        self.expiry_moves = 0  # moves made where the list GREW, the cache expired, not near
         self.near = near
 
     def keep(
-        self, env: dict[str, str], session: str | None, body: dict, prompt: int | None = None
+        self,
+        env: dict[str, str],
+        session: str | None,
+        body: dict,
+        prompt: int | None = None,
+        now: int | None = None,
     ) -> int | None:
         """The keep sent (None: no edit); ``prompt``: what the reply to it reported (None: no
-        reply, or a usage without a prompt)."""
+        reply, or a usage without a prompt); ``now``: the request's time in ms (None: unknown,
+        no expiry move)."""
         edit = knobs_from_env(env)
         if edit is None:
             return None
@@ -198,10 +215,12 @@ class Twin:
         level = near_level(body["model"], body["betas"], margin_from_env(env)) if self.near else 0
         grew = change(conv.previous, fingerprint(messages)) == GREW
         near = grew and is_near(conv.prompt, level)
+        expired = grew and not near and is_expired(conv.at, now, lifetime_ms(extra))
         before = conv.moves
-        keep = free_edit(conv, edit, messages, *knobs, level=level).keep
+        keep = free_edit(conv, edit, messages, *knobs, level=level, now=now).keep
         self.moves += conv.moves - before
         self.near_moves += (conv.moves - before) if near else 0
+        self.expiry_moves += (conv.moves - before) if expired else 0
         if level > 0 and prompt is not None:
             conv.observe(prompt)
         return keep
@@ -350,10 +369,27 @@ def reply(rnd: random.Random, env: dict[str, str], body: dict) -> tuple[Any, int
     return {"kind": rnd.choice(["sse", "json"]), "usage": usage}, prompt
 
 
-def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str, Any]], list[Any]]:
-    """The steps of one case (env, body and reply per request, for node) and what the twin
-    needs (env, session, body, the reply's prompt) per request."""
+T0 = 1_800_000_000_000  # a request's time (ms since the epoch)
+# gaps between requests around the expiry move's bounds: 5 min + 10 s, 1 h + 10 s
+EDGES = [299_999, 309_999, 310_000, 310_001, 400_000, 3_609_999, 3_610_000, 3_610_001, 4_000_000]
+
+
+def gaps(rnd: random.Random, far: float) -> int:
+    """The gap before a request: short (under a minute), or with probability ``far`` one of
+    :data:`EDGES`."""
+    return rnd.choice(EDGES) if rnd.random() < far else rnd.randint(0, 60_000)
+
+
+def case(
+    seed: int, bases: list[list[dict]], far: float = 0.3
+) -> tuple[list[tuple[dict, str, Any, int]], list[Any]]:
+    """The steps of one case (env, body, reply and time per request, for node) and what the
+    twin needs (env, session, body, the reply's prompt, the time) per request. ``far``: how
+    often a gap is one of :data:`EDGES` (the times are drawn apart from the rest, so that a
+    seed makes the same conversations whatever ``far``)."""
     rnd = random.Random(seed)
+    clock = random.Random(seed + 1)
+    now = T0
     env: dict[str, str] = {}
     margin = rnd.choice(MARGINS)
     if margin is not None:
@@ -378,9 +414,10 @@ def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str, Any]
         t = Thread(base, session, _user_id(rnd, session), rnd.choice([1, 2]))
         _grow(t)
         threads.append(t)
-    steps: list[tuple[dict, str, Any]] = []
+    steps: list[tuple[dict, str, Any, int]] = []
     twin: list[Any] = []
     for _ in range(rnd.randint(10, 60)):
+        now += gaps(clock, far)
         t = rnd.choice(threads)
         step_env = dict(env)
         free = rnd.choice(OFF) if rnd.random() < 0.1 else rnd.choice(ON)
@@ -392,8 +429,8 @@ def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str, Any]
         if t.user_id is not None:
             body["metadata"] = {"user_id": t.user_id}
         node_reply, prompt = reply(rnd, step_env, body)
-        steps.append((step_env, json.dumps(body, ensure_ascii=False), node_reply))
-        twin.append((step_env, t.session, body, prompt))
+        steps.append((step_env, json.dumps(body, ensure_ascii=False), node_reply, now))
+        twin.append((step_env, t.session, body, prompt, now))
         _step(rnd, t)
     return steps, twin
 
@@ -401,7 +438,7 @@ def case(seed: int, bases: list[list[dict]]) -> tuple[list[tuple[dict, str, Any]
 _CACHE: list[str] = []
 
 
-def run_node(steps: list[tuple[dict, str, Any]]) -> dict:
+def run_node(steps: list[Any]) -> dict:
     node = need("node", "node is the ground truth for JavaScript")
     if not _CACHE:
         _CACHE.append(injected_clearing_js())
@@ -460,13 +497,15 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     request, the twin made free moves, and they changed what was sent (the stateless rule's
     keeps differ on some requests): the free move is there, and the test can fail. Near moves
     too (moves where the list grew), and without them (a twin whose level is always 0) the keeps
-    differ on some requests."""
-    steps: list[tuple[dict, str, Any]] = []
+    differ on some requests. Expiry moves too (moves where the list grew and the cache had
+    expired, not near), and without them (the twin told no time) the keeps differ on some
+    requests."""
+    steps: list[Any] = []
     twin_steps: list[Any] = []
     for seed in range(20):
         rnd = random.Random(seed)
         bases = [_base(rnd.randint(10, 30), rnd.choice([500, 3_000, 9_000])) for _ in range(3)]
-        s, t = case(seed, bases)
+        s, t = case(seed, bases, far=0.15)
         steps += s
         twin_steps += t
     got = run_node(steps)
@@ -474,10 +513,13 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     assert got["keeps"] == want
     assert twin.moves >= 10, twin.moves
     assert twin.near_moves >= 20, twin.near_moves
+    assert twin.expiry_moves >= 10, twin.expiry_moves
     far, _ = twin_keeps(twin_steps, Twin(near=False))
     assert sum(1 for a, b in zip(got["keeps"], far, strict=True) if a != b) >= 20
+    timeless, _ = twin_keeps([step[:4] for step in twin_steps])
+    assert sum(1 for a, b in zip(got["keeps"], timeless, strict=True) if a != b) >= 10
     stateless = []
-    for env, _session, body, _prompt in twin_steps:
+    for env, _session, body, _prompt, _now in twin_steps:
         edit = knobs_from_env(env)
         assert edit is not None
         rest, extra = system_facts(body.get("system"))
@@ -572,3 +614,99 @@ def test_odd_messages_never_break_the_memory() -> None:
     assert got["keeps"][:2] == [2, 2]  # no break: the object roles are equal
     assert all(isinstance(k, int) for k in got["keeps"])
     assert twin.moves >= 1
+
+
+# --- the expiry move: the cache's lifetime -------------------------------------------------------
+
+
+def _rounds(n: int) -> list[dict]:
+    """A conversation whose lists end at its request points: the k-th list holds k tool uses
+    (the last one's result the round in progress)."""
+    msgs: list[dict] = [{"role": "user", "content": "Fix the tests, please."}]
+    for k in range(n):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"p": "f" * 40}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 3_000}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    return msgs
+
+
+def _timed(
+    requests: list[tuple[int, str | None, int, int]], env: dict[str, str] = PATIENT
+) -> tuple[list[Any], list[Any]]:
+    """Steps for node and the twin: per request (its time after :data:`T0` in ms, its session,
+    its tool uses, the system prompt's index in :data:`SYSTEMS`)."""
+    steps: list[Any] = []
+    twin: list[Any] = []
+    for at, session, uses, system in requests:
+        body = json.loads(_body(_rounds(uses), session))
+        body["system"] = SYSTEMS[system]
+        steps.append((env, json.dumps(body), None, T0 + at))
+        twin.append((env, session, body, None, T0 + at))
+    return steps, twin
+
+
+FIVE, HOUR = 300_000 + 10_000, 3_600_000 + 10_000  # the lifetimes with the slack
+
+
+@pytest.mark.node
+@pytest.mark.parametrize(
+    ("system", "gap", "moves"),
+    [
+        (0, FIVE - 1, False),
+        (0, FIVE, False),  # "more than": the bound itself is not past
+        (0, FIVE + 1, True),
+        (1, FIVE + 1, True),  # marked without a ttl: 5 minutes
+        (2, FIVE + 1, False),  # ttl "1h": an hour
+        (2, HOUR, False),
+        (2, HOUR + 1, True),
+    ],
+)
+def test_a_request_after_the_cache_expired_clears_all_it_may(
+    system: int, gap: int, moves: bool
+) -> None:
+    """Two requests of one conversation, the list grown by a round: the paid rule alone keeps
+    all 12 tool uses at this patience, and the second request keeps all 13 unless it comes more
+    than the cache's lifetime plus 10 s after the first one (then KEEP 1: the last tool use,
+    whose result is the round in progress)."""
+    steps, twin = _timed([(0, None, 12, system), (gap, None, 13, system)])
+    got = run_node(steps)
+    want, t = twin_keeps(twin)
+    assert got["keeps"] == want
+    assert got["keeps"] == [12, 1 if moves else 13]
+    assert t.expiry_moves == int(moves)
+
+
+@pytest.mark.node
+def test_each_conversation_keeps_its_own_time() -> None:
+    """Two interleaved conversations (sessions a and b): one's requests never refresh the
+    other's time; every request refreshes its own (a new one's first too), so gaps under the
+    lifetime that add up past it move nothing; a move holds its boundary (later lists keep 1
+    + the tool uses since)."""
+    a, b = _uuid(random.Random(1)), _uuid(random.Random(2))
+    requests = [
+        (0, a, 10, 0),  # new: never moves
+        (1, b, 10, 0),  # new: a's request did not make b's
+        (200_000, a, 11, 0),  # 200 s: warm
+        (FIVE + 2, b, 11, 0),  # b's gap from 1 ms: FIVE + 1, expired though a asked at 200 s
+        (400_000, a, 12, 0),  # a: 200 s since its last one
+        (400_001, b, 12, 0),  # b: 90 s, the boundary held (10 cleared of 12)
+        (600_000, a, 13, 0),  # a: 200 s again (600 s since its first): warm
+        (600_000 + FIVE + 1, a, 14, 0),  # expired
+        (700_000 + FIVE, a, 15, 0),  # 100 s after: the boundary held
+    ]
+    steps, twin = _timed(requests)
+    got = run_node(steps)
+    want, t = twin_keeps(twin)
+    assert got["keeps"] == want
+    assert got["keeps"] == [10, 10, 11, 1, 12, 2, 13, 1, 2]
+    assert t.expiry_moves == 2 and got["kept"] == 2
+    # FREE=0: no memory, no expiry move (the paid rule's keeps); and the memory is not told
+    # the times of the requests sent with it off
+    off = {**PATIENT, ENV_FREE: "0"}
+    steps_off, twin_off = _timed(requests, off)
+    got_off = run_node(steps_off)
+    assert got_off["keeps"] == twin_keeps(twin_off)[0] == [10, 10, 11, 11, 12, 12, 13, 14, 15]
+    assert got_off["kept"] == 0
+    mixed = [steps[0], steps_off[2], (PATIENT, *steps[4][1:])]  # a at 0, off at 200 s, on at 400 s
+    assert run_node(mixed)["keeps"] == [10, 11, 1]  # 400 s since the memory's last request
+    assert twin_keeps([twin[0], twin_off[2], (PATIENT, *twin[4][1:])])[0] == [10, 11, 1]

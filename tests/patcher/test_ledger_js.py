@@ -485,10 +485,14 @@ def test_an_exit_before_the_copy_is_read_writes_a_cut_line(node: str, state: Pat
 # Two requests of one conversation in one process: the first one's reply (SSE in chunks, a JSON
 # reply, or a 1.0.x MessageStream's events) reports its prompt; the second request (the list grown
 # by a round) then makes the near move when that prompt reached the level (200,000 - 33,000 -
-# MARGIN). The paid rule alone never moves at this patience: it keeps every tool use.
+# MARGIN). The paid rule alone never moves at this patience: it keeps every tool use. cfg.times:
+# what Date.now() returns while each request is built and its reply read (the requests' times, ms;
+# the expiry move's clock); none: the real clock.
 NEAR_DRIVER = r"""
 const fn = SNIPPET;
 const cfg = JSON.parse(process.argv[1]);
+let clock = null;
+if (cfg.times) Date.now = () => clock;
 const freeze = (o) => { if (o && typeof o === "object") { Object.values(o).forEach(freeze); Object.freeze(o); } return o; };
 const enc = new TextEncoder();
 function body(text, chunks) {
@@ -523,6 +527,7 @@ class FakeMessageStream {
 const out = {keeps: []};
 const conv = () => fn.memory.conversations.length ? fn.memory.conversations.at(-1).prompt : "none";
 for (const [i, messages] of cfg.lists.entries()) {
+  if (cfg.times) clock = cfg.times[i];
   const request = freeze({model: cfg.model, max_tokens: 9, betas: cfg.betas, messages,
     metadata: {user_id: cfg.user_id}});
   const before = JSON.stringify(request);
@@ -567,9 +572,11 @@ def _near_lists() -> list[list[dict[str, Any]]]:
     return [msgs[:-2], msgs]  # 12 tool uses; then a round more (13, the last one in progress)
 
 
-def _twin_keeps(env: dict[str, str], prompt: int | None) -> list[int]:
+def _twin_keeps(
+    env: dict[str, str], prompt: int | None, times: list[int] | None = None
+) -> list[int]:
     """The twin's keeps for the two requests (engine.twins.free_moves), the reply's prompt
-    observed between them where the near move is on."""
+    observed between them where the near move is on; ``times``: the requests' (ms)."""
     from engine.twins.context_clear import knobs_from_env
     from engine.twins.free_moves import (
         Conversation,
@@ -588,14 +595,20 @@ def _twin_keeps(env: dict[str, str], prompt: int | None) -> list[int]:
         return [paid_edit(edit, m, *knobs).keep for m in lists]
     level = near_level(MODEL, [], margin_from_env(env))
     conv = Conversation()
-    first = free_edit(conv, edit, lists[0], *knobs, level=level).keep
+    now = times or [None, None]
+    first = free_edit(conv, edit, lists[0], *knobs, level=level, now=now[0]).keep
     if prompt is not None and level > 0:
         conv.observe(prompt)
-    return [first, free_edit(conv, edit, lists[1], *knobs, level=level).keep]
+    return [first, free_edit(conv, edit, lists[1], *knobs, level=level, now=now[1]).keep]
 
 
 def _drive_near(
-    node: str, kind: str, read: int, env: dict[str, str], chunks: list[int] | None = None
+    node: str,
+    kind: str,
+    read: int,
+    env: dict[str, str],
+    chunks: list[int] | None = None,
+    times: list[int] | None = None,
 ) -> dict[str, Any]:
     events = _events()
     events[0]["message"]["usage"] = _near_usage(read)
@@ -610,6 +623,7 @@ def _drive_near(
         "text": json.dumps({**json_reply(), "usage": _near_usage(read)})
         if kind == "json"
         else sse(events),
+        "times": times,
     }
     js = NEAR_DRIVER.replace("SNIPPET", snippet.clear_source().decode().strip())
     full = {"CLAUDE_CTX_CLEAR_PATIENCE": "100000", **env}
@@ -622,7 +636,7 @@ def _drive_near(
         assert json.loads(out["read"]) == json.loads(cfg["text"])
     prompt = sum(_near_usage(read)[k] for k in ("input_tokens", "cache_read_input_tokens"))
     prompt += _near_usage(read)["cache_creation_input_tokens"]
-    assert out["keeps"] == _twin_keeps(full, prompt)
+    assert out["keeps"] == _twin_keeps(full, prompt, times)
     return out
 
 
@@ -677,3 +691,32 @@ def test_the_margin_sets_the_level_and_the_knobs_turn_it_off(
     # FREE=0: no memory at all, no near move
     free_off = _drive_near(node, "sse", NEAR_READ, {**base, "CLAUDE_CTX_CLEAR_FREE": "0"})
     assert free_off["keeps"] == [12, 13] and free_off["prompt"] == "none"
+
+
+# --- the expiry move, through the same request path ---------------------------------------------
+# The two requests with Date.now() stubbed: the first one's reply reports a prompt well under the
+# near move's level, so only the time between the requests can move the second one.
+T0 = 1_800_000_000_000
+FAR_READ = 100_000  # a prompt of 104,844: no near move
+LIFETIME = 300_000 + 10_000  # the 5-minute cache's lifetime and the slack (free_moves)
+
+
+@pytest.mark.parametrize("ledger", ["1", "0"])
+@pytest.mark.parametrize("kind", ["sse", "json", "stream"])
+def test_a_request_after_the_cache_expired_moves(
+    node: str, state: Path, ledger: str, kind: str
+) -> None:
+    env = {"XDG_STATE_HOME": str(state), "CTXPATCH_LEDGER": ledger}
+    warm = _drive_near(node, kind, FAR_READ, env, times=[T0, T0 + LIFETIME])
+    assert warm["keeps"] == [12, 13] and warm["prompt"] == FAR_READ + 4_844
+    if ledger == "1":
+        (line,) = _lines(state)  # the record's time is the stubbed clock's: the stub took
+        assert line["t"] == T0 / 1000 and line["cache_read"] == FAR_READ
+    cold = _drive_near(node, kind, FAR_READ, env, times=[T0, T0 + LIFETIME + 1])
+    assert cold["keeps"] == [12, 1]  # the expiry move: all but KEEP 1 cleared
+    # FREE=0: no memory, no expiry move
+    off = {**env, "CLAUDE_CTX_CLEAR_FREE": "0"}
+    assert _drive_near(node, kind, FAR_READ, off, times=[T0, T0 + 10 * LIFETIME])["keeps"] == [
+        12,
+        13,
+    ]
