@@ -45,6 +45,15 @@ gave, :meth:`Kept.observe`). The conversation's next request reads it once (the 
 starts without one): at or past the level of the request's model and betas, a list that only
 grew moves as a free move does.
 
+The expiry move (:func:`engine.twins.free_moves.is_expired`, with the free move): a kept
+conversation also holds the time of its last request (``_Kept.at``, integer milliseconds of the
+clock the server reads once per request and hands to :meth:`Fitter.fit`; every request of the
+conversation sets it, a new one too). A request more than the prompt cache's lifetime (5
+minutes, an hour where the system prompt's breakpoints say ``ttl: "1h"``: the ``extra`` of its
+system facts, :func:`engine.twins.free_moves.lifetime_ms`) plus
+:data:`engine.twins.free_moves.EXPIRY_SLACK_MS` after it finds nothing cached: a list that only
+grew moves as a free move does. No time given (``now=None``): no expiry move, the time kept.
+
 Bounds (:mod:`gateway.limits`): at most :data:`MEMO_CONVERSATIONS` conversations and
 :data:`MEMO_BYTES` of kept bodies and state (:data:`PER_MESSAGE` bytes a message), least recently
 used dropped first; a body larger than half of that is walked but not kept. Where the messages cannot be placed by the fast walk of the top
@@ -73,7 +82,9 @@ from engine.twins.free_moves import (
     change,
     free_from_env,
     free_keep,
+    is_expired,
     is_near,
+    lifetime_ms,
     margin_from_env,
     near_level,
 )
@@ -146,6 +157,7 @@ class _Kept:
     # the value of the last message (the one Claude Code marks for the cache), or None: the
     # next body's bytes of it proven to be its writing without the marks resume after it
     last: Any = None
+    at: int | None = None  # the time (ms) of the conversation's last request (the expiry move)
 
     def observe(self, prompt: int) -> None:
         """The reply to this body reported ``prompt`` tokens of prompt (its usage's input,
@@ -198,6 +210,7 @@ class Fitter:
         self._near = self._free and knobs.margin > 0
         self.free_moves = 0  # moves made, free and near (engine.twins.free_moves)
         self.near_moves = 0  # of which near moves (a list that grew, after a prompt >= level)
+        self.expiry_moves = 0  # and expiry moves (a list that grew, after the cache's lifetime)
 
     def fit(
         self,
@@ -207,12 +220,15 @@ class Fitter:
         request: Any = None,
         model: str = "",
         betas: Collection[str] = (),
+        now: int | None = None,
     ) -> tuple[ClearToolUses, Kept | None]:
         """(``edit`` with the keep the policy sends with ``body``'s messages, the kept
         conversation the body was fitted in). ``top``: the body's top level
         (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller has it;
         ``model`` and ``betas`` (its ``anthropic-beta`` values): the window the near move's level
-        is of (:func:`engine.twins.free_moves.near_level`). Raises on anything unexpected (the
+        is of (:func:`engine.twins.free_moves.near_level`); ``now``: the request's time in
+        milliseconds of a monotonic clock (the expiry move's; None: unknown, no expiry move, the
+        conversation's time left as it was). Raises on anything unexpected (the
         caller sends the plain edit then).
 
         The kept conversation is the handle to tell the prompt the reply reports
@@ -235,7 +251,7 @@ class Fitter:
                 listed = betas if isinstance(betas, Sequence) else tuple(betas)
                 level = near_level(model, listed, k.margin)
             try:
-                walked = self._walk(edit, body, top, start, level)
+                walked = self._walk(edit, body, top, start, level, now)
             except _Malformed:
                 return edit, None
             if walked is not None:
@@ -257,15 +273,21 @@ class Fitter:
     # --- the kept conversations ----------------------------------------------------------------
 
     def _walk(
-        self, edit: ClearToolUses, body: bytes, top: TopLevel, start: int, level: int
+        self,
+        edit: ClearToolUses,
+        body: bytes,
+        top: TopLevel,
+        start: int,
+        level: int,
+        now: int | None,
     ) -> tuple[int, _Kept] | None:
         """(the keep, the conversation kept for the next request), from the kept conversation
         the body resumes or from a walk of its whole messages array; None: the caller parses
-        the body. ``level``: the near move's (0: none)."""
+        the body. ``level``: the near move's (0: none); ``now``: the request's time (ms)."""
         k = self.knobs
         found, same = self._resume(body, start, (edit, k.ceiling, k.patience), top)
         if found is None:
-            return self._walk_all(edit, body, top, start, same, level)
+            return self._walk_all(edit, body, top, start, same, level, now)
         key, j, at, tail, facts, tail_ends, end, same_rest = found
         kept = self._kept[key]
         rest = _alone(body, top, end, kept, same_rest)
@@ -276,7 +298,7 @@ class Fitter:
             return None
         self._drop(key)  # an error below leaves nothing half-walked behind
         if system != kept.scan.system:  # another system prompt: every decision again
-            return self._walk_all(edit, body, top, start, kept, level)
+            return self._walk_all(edit, body, top, start, kept, level, now)
         scan = kept.scan
         n = len(scan.points)
         # the old fingerprint past the shared messages (the truncation drops it) up to its last
@@ -312,9 +334,11 @@ class Fitter:
                     how = BROKE
                     break
         near = is_near(kept.prompt, level)
-        keep, forced, moved = self._decide(scan, how, kept.forced, near, moved)
+        expired = is_expired(kept.at, now, lifetime_ms(system[1]))
+        keep, forced, moved = self._decide(scan, how, kept.forced, near, moved, expired)
         last = tail[-1] if tail else None
-        kept = _Kept(body, start, ends, scan, end, rest, forced, moved, last=last)
+        when = kept.at if now is None else now
+        kept = _Kept(body, start, ends, scan, end, rest, forced, moved, last=last, at=when)
         self._keep(kept)
         return keep, kept
 
@@ -326,6 +350,7 @@ class Fitter:
         start: int,
         same: _Kept | None,
         level: int,
+        now: int | None,
     ) -> tuple[int, _Kept] | None:
         """The walk of the whole messages array, kept for the next request. ``same``: the kept
         conversation whose first message the body repeats (none: a new conversation, or one
@@ -345,10 +370,13 @@ class Fitter:
         scan.move(moved)
         scan.extend(tail)
         self.walked += 1
-        how, forced, near = NEW, 0, False
+        how, forced, near, expired, when = NEW, 0, False, False, now
         if self._free and same is not None:
             how = change(fingerprint_of(same.scan.points), fingerprint_of(scan.points))
             forced, near = same.forced, is_near(same.prompt, level)
+            expired = is_expired(same.at, now, lifetime_ms(system[1]))
+            if now is None:
+                when = same.at
             if moved is not None and (
                 how == NEW or not scan.points or scan.points[-1].uses < forced
             ):
@@ -357,7 +385,7 @@ class Fitter:
                 scan.extend(tail)
             if self._kept.get(id(same)) is same:
                 self._drop(id(same))
-        keep, forced, moved = self._decide(scan, how, forced, near, moved)
+        keep, forced, moved = self._decide(scan, how, forced, near, moved, expired)
         new = _Kept(
             body,
             start,
@@ -368,20 +396,29 @@ class Fitter:
             forced,
             moved,
             last=tail[-1] if tail else None,
+            at=when,
         )
         self._keep(new)
         return keep, new
 
     def _decide(
-        self, scan: PolicyScan, how: str, forced: int, near: bool, moved: tuple[int, int] | None
+        self,
+        scan: PolicyScan,
+        how: str,
+        forced: int,
+        near: bool,
+        moved: tuple[int, int] | None,
+        expired: bool = False,
     ) -> tuple[int, int, tuple[int, int] | None]:
         """(the keep sent with the list ``scan`` walked, the boundary its conversation holds
-        after it, its last move after it): the policy's keep, lowered by a free or near move
-        (:func:`free_keep`) when on. ``near``: the reply to the conversation's last request
+        after it, its last move after it): the policy's keep, lowered by a free, near or expiry
+        move (:func:`free_keep`) when on. ``near``: the reply to the conversation's last request
         reported a prompt at least the near level (:func:`engine.twins.free_moves.is_near`);
-        ``moved``: the conversation's last move (``_Kept.moved``). A move made here is handed to
-        the walk on its last point (:meth:`PolicyScan.move`), as the twin's
-        ``Conversation.moved`` is to ``paid_edit`` on the next requests."""
+        ``expired``: the request came after the cache's lifetime
+        (:func:`engine.twins.free_moves.is_expired`); ``moved``: the conversation's last move
+        (``_Kept.moved``). A move made here is handed to the walk on its last point
+        (:meth:`PolicyScan.move`), as the twin's ``Conversation.moved`` is to ``paid_edit`` on
+        the next requests."""
         k = self.knobs
         keep = scan.keep(k.policy, k.step)
         if not self._free:
@@ -390,10 +427,14 @@ class Fitter:
             return keep, 0, None
         p = scan.points[-1]
         keep, forced, made = free_keep(
-            how, forced, p.uses, p.trailing_any, scan.edit.keep, keep, near
+            how, forced, p.uses, p.trailing_any, scan.edit.keep, keep, near or expired
         )
         self.free_moves += made
-        self.near_moves += made and how == GREW
+        if made and how == GREW:
+            if near:
+                self.near_moves += 1
+            else:
+                self.expiry_moves += 1
         if made:
             moved = (len(scan.points) - 1, forced)
             scan.move(moved)

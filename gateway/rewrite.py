@@ -113,10 +113,12 @@ def decide(
     edit: ClearToolUses | None,
     refused: Collection[str] = (),
     fitter: Fitter | None = None,
+    now: int | None = None,
 ) -> Decision:
     """The rewrite of one request (see the module docstring). ``fitter``: the clearing policy
     (:mod:`gateway.policy`) that fits the edit's keep to the messages; None sends ``edit`` as
-    it is. The policy never fails a request: on any error the plain ``edit`` is sent and one
+    it is. ``now``: the request's time in milliseconds of a monotonic clock, for the policy's
+    expiry move (None: unknown). The policy never fails a request: on any error the plain ``edit`` is sent and one
     line logged."""
     if not is_messages(method, path):
         return Decision(reason="not POST /v1/messages")
@@ -159,7 +161,7 @@ def decide(
     kept = None
     if fitter is not None:
         try:
-            edit, kept = fitter.fit(edit, body, top, request, model, beta_values)
+            edit, kept = fitter.fit(edit, body, top, request, model, beta_values, now)
         except Exception as exc:  # the policy never fails a request: the plain edit
             log.warning("clearing policy failed (%s): the plain edit is sent", type(exc).__name__)
     new_cm = _merged(cm, to_json(edit))

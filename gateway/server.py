@@ -32,6 +32,9 @@ longer added (:mod:`gateway.window`).
 Logging (logger ``ctxpatch.gateway``): one line per request at INFO, headers at DEBUG through
 :func:`gateway.redact.redacted`; credentials are never logged (:mod:`gateway.logs` scrubs
 aiohttp's own lines too).
+
+The clock (:func:`monotonic_ms`): read once per request and handed to the clearing policy, whose
+expiry move (:mod:`gateway.policy`) tells a request that comes after the prompt cache's lifetime.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -186,6 +190,19 @@ async def read_body(request: web.Request) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
+_BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)  # Linux: counts the machine's sleep too
+
+
+def monotonic_ms() -> int:
+    """The gateway's clock, in milliseconds: monotonic (a change of the wall clock never fakes
+    an expiry of the prompt cache), and on Linux counting the time the machine slept
+    (``CLOCK_BOOTTIME``: a laptop closed for an hour finds the cache expired). Where a sleep
+    does not count, the expiry move is only missed, never made wrongly."""
+    if _BOOTTIME is not None:
+        return time.clock_gettime_ns(_BOOTTIME) // 1_000_000
+    return time.monotonic_ns() // 1_000_000
+
+
 @dataclass
 class GatewayState:
     """What the gateway knows across requests."""
@@ -266,10 +283,12 @@ class Gateway:
         env: Mapping[str, str] | None = None,
         ledger: usage_ledger.Ledger | str | None = "env",
         policy: Knobs | str | None = "env",
+        clock: Callable[[], int] | None = None,
     ) -> None:
         """``policy``: the clearing policy's knobs (``"env"``: ``CLAUDE_CTX_CLEAR_POLICY`` and
         its knobs, as the injected JavaScript reads them; None: the plain edit on every
-        request)."""
+        request). ``clock``: milliseconds, read once per request for the policy's expiry move
+        (None: :func:`monotonic_ms`; tests give their own)."""
         env = os.environ if env is None else env
         # usage.ledger: one line of numbers per /v1/messages request (CTXPATCH_LEDGER=0: none)
         self.ledger = usage_ledger.default_ledger() if isinstance(ledger, str) else ledger
@@ -291,6 +310,7 @@ class Gateway:
             auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
             self._basic = auth.encode()
         self._env = env
+        self.clock = monotonic_ms if clock is None else clock
         # where the time goes, per request (gateway.phases): off unless CTXPATCH_GATEWAY_PHASES=1
         self.phases = phases.Phases() if phases.enabled(env) else None
         self._route: Route | None = None
@@ -425,6 +445,7 @@ class Gateway:
             self.state.edit,
             self.state.refused,
             self.state.fitter,
+            self.clock(),
         )
         if decision.added and window.stop_clearing(
             request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env
