@@ -8,8 +8,11 @@
    ~3 KB results, Claude Code's body: ~``--rounds`` x 3 KB; each request a round more than the
    previous, so every fit after the first resumes the kept walk): microseconds per fit with the
    near move's knob at its default and at ``CLAUDE_CTX_CLEAR_MARGIN=0`` (no handle, no level),
-   interleaved, the median of ``--runs``. Run it with another tree first on ``PYTHONPATH`` to
-   compare its ``Fitter.fit`` (a tree before the near move returns the edit alone).
+   interleaved, the median of ``--runs``. Each fit is given the request's time (a second after
+   the previous: no expiry move; the server reads its clock once per request) where the tree's
+   ``Fitter.fit`` takes one (the expiry move, issue #15). Run it with another tree first on
+   ``PYTHONPATH`` to compare its ``Fitter.fit`` (a tree before the near move returns the edit
+   alone).
 
     python3 bench/bench_near_reply.py [--runs 7] [--rounds 200] [--n 20000]
 """
@@ -17,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -166,7 +170,11 @@ def fit_cost(rounds: int, runs: int) -> None:
     seq = bodies(rounds)
     tops = [scan(b) for b in seq]
     last = seq[-20:]
-    print(f"  the last 20 requests of {rounds} rounds ({len(seq[-1]) // 1024} KB each)")
+    timed = "now" in inspect.signature(Fitter.fit).parameters  # the expiry move's clock
+    print(
+        f"  the last 20 requests of {rounds} rounds ({len(seq[-1]) // 1024} KB each)"
+        + ("; each fit told its time" if timed else "; this tree's fit takes no time")
+    )
 
     def series(margin: int) -> list[float]:
         near = True
@@ -178,10 +186,12 @@ def fit_cost(rounds: int, runs: int) -> None:
         for b, top in zip(seq[:-20], tops[:-20], strict=True):
             fitter.fit(EDIT, b, top)  # type: ignore[arg-type]
         out = []
-        for b, top in zip(last, tops[-20:], strict=True):
+        betas = ["context-management-2025-06-27"]
+        for i, (b, top) in enumerate(zip(last, tops[-20:], strict=True)):
             t = time.perf_counter()
             if near:
-                _, kept = fitter.fit(EDIT, b, top, None, MODEL, ["context-management-2025-06-27"])
+                args = (EDIT, b, top, None, MODEL, betas)
+                _, kept = fitter.fit(*args, 1_000 * i) if timed else fitter.fit(*args)  # type: ignore[call-arg]
                 if kept is not None:
                     kept.observe(100_000)
             else:
