@@ -248,15 +248,12 @@ class IncrementalClearing:
             moved = None if last is None else (lead + last[0], last[1])
         start = None  # records the walk keeps
         if scan is not None and preceding == self._preceding:
-            done = min(self._scanned, n)
-            for k in range(done, max(0, done - RESUME_TRIES), -1):
-                if scan.resumable(lead + k - 1, self._apis[k:]):
-                    start = k
-                    break
-            if start is not None:
-                scan.truncate(lead + start - 1)
-                if not scan.takes_only(moved):  # it kept an earlier move: walk again
-                    start = None
+            start = self._resume(scan, lead, min(self._scanned, n))
+            other = None if start is None else scan.other_move(moved)
+            if start is not None and other is not None:
+                # the points kept took an earlier move, which the twin's walk does not take:
+                # walk again from a point before it (the points before it took no move)
+                start = self._resume(scan, lead, min(start, other - lead))
         if start is None or scan is None:
             scan = PolicyScan(
                 self.edit,
@@ -288,6 +285,16 @@ class IncrementalClearing:
         if conversation.moves != moves:  # a move on this request: the walk's last point
             scan.move((lead + n - 1, conversation.forced))
         return keep
+
+    def _resume(self, scan: PolicyScan, lead: int, done: int) -> int | None:
+        """The records the walk keeps when resumed at one of the :data:`RESUME_TRIES` points
+        before record ``done``, the newest that may be (``PolicyScan.resumable``); the scan is
+        truncated there. ``None``: no such point (the list is walked again from the start)."""
+        for k in range(done, max(0, done - RESUME_TRIES), -1):
+            if scan.resumable(lead + k - 1, self._apis[k:]):
+                scan.truncate(lead + k - 1)
+                return k
+        return None
 
     def _keep(self) -> int:
         """``edit_for_request``'s keep for the records synced."""

@@ -293,9 +293,16 @@ class PolicyScan:
         """Whether the points walked took no move but ``moved`` (``paid_boundary`` takes the
         conversation's last move only). An earlier move the walk took stays in the points it
         kept: after the next move, or when the conversation lets its boundary go, the caller
-        walks the list again from the start (once per move)."""
+        walks the list again from a point before it (:meth:`other_move`), or from the start."""
+        return self.other_move(moved) is None
+
+    def other_move(self, moved: tuple[int, int] | None) -> int | None:
+        """The first point that took a move but ``moved`` (``None``: :meth:`takes_only`). The
+        points before it took none: a walk resumed before it (:meth:`resumable`,
+        :meth:`truncate`) with ``moved`` set is the twin's walk again, without walking the list
+        from the start."""
         m = moved[0] if moved is not None else None
-        return all(a == m for a in self._applied)
+        return next((a for a in self._applied if a != m), None)
 
     # --- resuming ------------------------------------------------------------------------------
 

@@ -243,3 +243,87 @@ def test_a_message_without_its_marks_is_walked_as_the_message(msgs, edit, at, ma
     two = PolicyScan(edit, prints=True)
     two.extend([*msgs[:i], plain, *msgs[i + 1 :]])
     assert one.points == two.points and one.gains == two.gains
+
+
+def _resumed_before(scan: PolicyScan, msgs: list, before: int) -> int | None:
+    """Truncate ``scan`` at the newest point before ``before`` a walk of ``msgs`` may resume at
+    (as the replay's clearing does); that point, or ``None``."""
+    for j in range(before - 1, -2, -1):
+        if scan.resumable(j, msgs[j + 1 :]):
+            scan.truncate(j)
+            return j
+    return None
+
+
+def test_a_walk_resumed_before_an_earlier_move_is_the_twins_walk() -> None:
+    """The point :meth:`PolicyScan.other_move` names is the first that took a move the twin
+    does not take: resumed before it with the last move told, the walk is the twin's walk of the
+    whole list (the replay then walks the messages after that point, not the whole list)."""
+    edit = ClearToolUses(trigger_value=50_000, keep=1)
+    msgs: list[dict] = [{"role": "user", "content": "p"}]
+    for k in range(6):
+        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 1000}
+        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
+    never = (10**9, 10**6)  # the rule never moves on its own
+    scan = PolicyScan(edit, *never)
+    scan.extend(msgs[:5])
+    scan.move((4, 1))
+    scan.extend(msgs[5:11])
+    scan.move((10, 4))
+    assert scan.other_move((10, 4)) == 4 and scan.other_move(None) == 4
+    assert _resumed_before(scan, msgs[:11], 4) == 2  # 3 waits for its result at 4
+    assert scan.takes_only((10, 4)) and len(scan.points) == 3
+    scan.move((10, 4))
+    scan.extend(msgs[3:11])
+    fresh = PolicyScan(edit, *never)
+    fresh.move((10, 4))
+    fresh.extend(msgs[:11])
+    assert scan.points == fresh.points and scan.points[4].cleared == 0
+    assert scan.fitted("paid") == paid_edit(edit, msgs[:11], *never, moved=(10, 4))
+    assert scan.fitted("paid").keep == 1  # 5 uses less the boundary's 4
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    msgs=conversations(odd=True),
+    edit=EDITS,
+    ceiling=CEILINGS,
+    patience=PATIENCES,
+    cuts=st.tuples(st.integers(0, 200), st.integers(0, 200)),
+    boundaries=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+)
+def test_two_moves_then_a_walk_resumed_before_the_first_is_the_twins_walk(
+    msgs, edit, ceiling, patience, cuts, boundaries
+) -> None:
+    """A conversation walked as its requests come, a move on two of them: resumed before the
+    point other_move names (or kept whole when it names none), with the last move told, the
+    walk has the points of the twin's walk told that move only, and its keep."""
+    first, second = sorted(c % len(msgs) + 1 for c in cuts) if msgs else (0, 0)
+    if first == second:  # two moves on one message: takes_only cannot tell them apart
+        return
+    scan = PolicyScan(edit, ceiling, patience)
+    scan.extend(msgs[:first])
+    scan.move((first - 1, boundaries[0]))  # a move on the request that ended there
+    # the next request, as the replay resumes it: at a point before its new messages
+    j = _resumed_before(scan, msgs[:second], first)
+    if j is None:
+        return
+    scan.move((first - 1, boundaries[0]))  # still the conversation's last move
+    scan.extend(msgs[j + 1 : second])
+    last = (second - 1, boundaries[1])
+    scan.move(last)  # a move on it
+    other = scan.other_move(last)
+    if other is not None:
+        j = _resumed_before(scan, msgs[:second], other)
+        if j is None:  # no point to resume at: the walk from the start
+            scan = PolicyScan(edit, ceiling, patience)
+            j = -1
+        scan.move(last)
+        scan.extend(msgs[j + 1 : second])
+    assert scan.takes_only(last)
+    fresh = PolicyScan(edit, ceiling, patience)
+    fresh.move(last)
+    fresh.extend(msgs[:second])
+    assert scan.points == fresh.points
+    assert scan.fitted("paid") == paid_edit(edit, msgs[:second], ceiling, patience, moved=last)
