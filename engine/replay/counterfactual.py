@@ -496,7 +496,12 @@ def simulate_counterfactual(
                 # the reply's usage tells the policy's memory the prompt (the near move)
                 clear_policy.observe(prompt)  # type: ignore[union-attr]
             sig = parts.signature(on_server)
-            brk = prev_sig is not None and sig[: len(prev_sig)] != prev_sig
+            # sig[:len(prev_sig)] != prev_sig, compared from the first entry that is not the
+            # very object of the previous signature (equal before it)
+            brk = prev_sig is not None and (
+                len(sig) < len(prev_sig)
+                or sig[parts.same : len(prev_sig)] != prev_sig[parts.same :]
+            )
             blocks = parts.blocks()
             # the carried history (before the file's first message) is a fixed prefix too: read
             # from the cache like the system prompt (it was written on every request)

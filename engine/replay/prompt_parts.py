@@ -59,6 +59,9 @@ class SpecParts:
         self.cost, self.sig_key, self.share = cost, sig_key, share
         self._sent: Sequence[Message] = []
         self._factors: list[float] = []
+        # leading entries of the last signature that are the very objects of the one before
+        # (the caller compares the two lists from there; none: every entry is made afresh)
+        self.same = 0
 
     def factors(self, sent: Sequence[Message], at: int) -> list[float]:
         """Each sent message's share of its cost in the prompt of the request at ``at``:
@@ -173,7 +176,8 @@ class PromptParts(SpecParts):
         return list(costs)
 
     def blocks(self) -> list[int]:
-        return list(self._blocks)
+        """The list kept, not a copy: read it before the next :meth:`price`."""
+        return self._blocks
 
     def sums(self) -> Sequence[float] | None:
         return self._sums.table()
@@ -182,10 +186,12 @@ class PromptParts(SpecParts):
         sent, factors, sig = self._sent, self._factors, self._sig
         sig_key = self.sig_key
         kept = self._kept
+        same = kept  # the entries before it are the objects handed out last time
         del sig[kept:]
         for i in self._redo:
             if i < kept:
                 sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
+                same = min(same, i)
         # the clearing hands out the same map while the edit does not move (and never changes
         # one it handed out): the entries kept still hold, no comparison needed
         if on_server is not self._on_given:
@@ -194,12 +200,14 @@ class PromptParts(SpecParts):
                 for i in {*on_server, *before}:
                     if i < kept and on_server.get(i, ()) != before.get(i, ()):
                         sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
+                        same = min(same, i)
             self._on = dict(on_server)
             self._on_given = on_server
         for i in range(kept, self._n):
             sig.append((*sig_key(sent[i]), on_server.get(i, ()), factors[i]))
         self._kept = self._n
         self._redo = []
+        self.same = same
         return list(sig)
 
 
