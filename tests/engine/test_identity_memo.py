@@ -80,6 +80,8 @@ def test_shared_prefix_reads_the_lists_pointers_on_cpython():
 
     if platform.python_implementation() == "CPython":
         assert memo._POINTERS is not None
+        if platform.system() in ("Linux", "Darwin"):  # the C library's memcmp, in place
+            assert memo._MEMCMP is not None
     objs = [object() for _ in range(300)]
     for n in (1, 2, 7, 8, 9, 63, 64, 65, 300):
         old = objs[:n]
@@ -91,6 +93,11 @@ def test_shared_prefix_reads_the_lists_pointers_on_cpython():
         for new in cases:
             assert memo.shared_prefix(new, old) == memo._scan(new, old)
             assert memo.shared_prefix(old, new) == memo._scan(old, new)
+            m = min(len(new), len(old))
+            if memo._MEMCMP is not None and m:  # the bytes comparison it stands in for, too
+                assert memo._MEMCMP(new, old, m) == memo._scan(new, old)
+                a, b = memo._POINTERS(new, m), memo._POINTERS(old, m)
+                assert (a == b) == (memo._MEMCMP(new, old, m) == m)
     # not lists: compared item by item
     assert memo.shared_prefix(tuple(objs[:5]), objs[:4]) == 4
 
