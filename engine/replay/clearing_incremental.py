@@ -176,6 +176,13 @@ class IncrementalClearing:
     def _reset_prefix(self) -> None:
         self._done = 0  # uses folded into the changed blocks below
         self._folded_ids: set[Any] = set()
+        # per use folded: the blocks it changed, and the last record its fold read (its own or
+        # its result's) as a running maximum, so that a truncation unfolds only the uses that
+        # read a record it drops (``_unfold``); a use id folded twice makes that a reset
+        self._adds: list[tuple[tuple[int, int], ...]] = []
+        self._reads: list[int] = []
+        self._uses_folded: list[Any] = []  # their ids
+        self._twice = False
         self._changed: dict[int, set[int]] = {}
         self._cleared = 0
         # the records with changed blocks by index (``_edited``), each with its changed blocks
@@ -223,12 +230,34 @@ class IncrementalClearing:
         self._recs = self._recs[:k]
         del self._apis[k:]
         self._scanned = min(self._scanned, k)
-        self._uses = [u for u in self._uses if u[0] < k]
+        del self._uses[bisect_left(self._uses, k, key=operator.itemgetter(0)) :]
         self._results = {}
         for i, r in enumerate(self._recs):
             for j, uid in r.results:
                 self._results[uid] = (i, j)
-        self._reset_prefix()
+        self._unfold(k)
+
+    def _unfold(self, k: int) -> None:
+        """Take back the folds of the uses that read a record from ``k`` on (the records kept
+        are the same objects: the folds of the uses before them still hold)."""
+        if self._twice:
+            self._reset_prefix()
+            return
+        start = bisect_left(self._reads, k)
+        changed = self._changed
+        for t in range(self._done - 1, start - 1, -1):
+            adds = self._adds[t]
+            for i, j in adds:
+                blocks = changed[i]
+                blocks.discard(j)
+                if not blocks:
+                    del changed[i]
+                self._stale = min(self._stale, i)
+            if adds:
+                self._cleared -= 1
+            self._folded_ids.discard(self._uses_folded[t])
+        del self._adds[start:], self._reads[start:], self._uses_folded[start:]
+        self._done = min(self._done, start)
 
     # --- the edit -----------------------------------------------------------------------------
 
@@ -315,26 +344,38 @@ class IncrementalClearing:
         edit = self.edit
         ci = edit.clear_tool_inputs
         recs = self._recs
+        adds_of, reads, folded = self._adds, self._reads, self._uses_folded
+        last_read = reads[-1] if reads else -1
         for k in range(self._done, older):
             i, j, use = self._uses[k]
-            self._folded_ids.add(use.get("id"))
+            uid = use.get("id")
+            if uid in self._folded_ids:
+                self._twice = True
+            self._folded_ids.add(uid)
+            folded.append(uid)
+            adds: tuple[tuple[int, int], ...] = ()
+            read = i
             name = use.get("name")
-            if name in edit.exclude_tools:
-                continue
-            changed = False
-            where = self._results.get(use.get("id"))
-            if where is not None:
-                block = recs[where[0]].content[where[1]]  # type: ignore[index]
-                if block.get("content") != PLACEHOLDER:
-                    self._changed.setdefault(where[0], set()).add(where[1])
-                    self._stale = min(self._stale, where[0])
-                    changed = True
-            if (ci if isinstance(ci, bool) else name in ci) and use.get("input") != CLEARED_INPUT:
-                self._changed.setdefault(i, set()).add(j)
-                self._stale = min(self._stale, i)
-                changed = True
-            if changed:
-                self._cleared += 1
+            if name not in edit.exclude_tools:
+                where = self._results.get(uid)
+                if where is not None:
+                    read = max(i, where[0])
+                    block = recs[where[0]].content[where[1]]  # type: ignore[index]
+                    if block.get("content") != PLACEHOLDER:
+                        self._changed.setdefault(where[0], set()).add(where[1])
+                        self._stale = min(self._stale, where[0])
+                        adds = (where,)
+                if (ci if isinstance(ci, bool) else name in ci) and use.get(
+                    "input"
+                ) != CLEARED_INPUT:
+                    self._changed.setdefault(i, set()).add(j)
+                    self._stale = min(self._stale, i)
+                    adds = (*adds, (i, j))
+                if adds:
+                    self._cleared += 1
+            adds_of.append(adds)
+            last_read = max(last_read, read)
+            reads.append(last_read)
         self._done = older
 
     def _refresh(self) -> None:

@@ -7,6 +7,7 @@ ceiling and patience; history the file does not hold, the policy's ``preceding``
 
 from __future__ import annotations
 
+import json
 import operator
 import struct
 from functools import reduce
@@ -151,6 +152,27 @@ def test_compactions_and_the_prune_replay_the_same(policy, monkeypatch):
     assert_same(old, new)
 
 
+def test_a_prune_rewrite_keeps_the_folds_of_the_records_before_it(monkeypatch):
+    """The example session three times over, patched: where the prune rewrites a record in the
+    middle of the history, the uses whose fold read only records before it stay folded (the
+    rest is taken back and folded again), and the replay is the specification's."""
+    from bench.bench_simulate import repeated
+    from engine.replay import clearing_incremental as module
+
+    kept: list[int] = []
+    unfold = module.IncrementalClearing._unfold
+
+    def spy(self, k):
+        unfold(self, k)
+        kept.append(self._done if k else -1)
+
+    monkeypatch.setattr(module.IncrementalClearing, "_unfold", spy)
+    tr = build_transcript(repeated(list(load_transcript(EXAMPLE).records), 3), "x3")
+    old, new = both(tr, "patched", {}, monkeypatch, "paid")
+    assert_same(old, new)
+    assert any(n > 0 for n in kept), kept  # a truncation kept folds
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     values=st.lists(
@@ -199,3 +221,60 @@ def test_the_largest_shared_session_three_times_patched_replays_the_same(policy,
     old, new = both(tr, "patched", {}, monkeypatch, policy)
     assert_same(old, new)
     assert any(e.kind == "text_prune" for e in new.events)
+
+
+def _record(role, content):
+    return {"type": role, "message": {"role": role, "content": content}}
+
+
+def _round(k, result="r" * 900):
+    use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"path": "x" * 40}}
+    res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": result}
+    return [_record("assistant", [use]), _record("user", [res])]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    rounds=st.integers(4, 14),
+    cut=st.integers(1, 30),
+    kind=st.sampled_from(["result", "drop", "late", "same"]),
+    inputs=st.booleans(),
+)
+def test_a_list_rewritten_in_the_middle_is_cleared_as_the_specification(rounds, cut, kind, inputs):
+    """Requests whose list grows, then one whose list differs from a record in the middle on
+    (a tool result rewritten, a record dropped so that every later one shifts, a result that
+    arrives later than its round, or the same messages as copies): the view of every request is
+    clear_on_server's, so the folds the truncation keeps are exact."""
+    from engine.api.context_management import ClearToolUses
+    from engine.api.server_clearing import BlockEstimates
+    from engine.replay.clearing_incremental import IncrementalClearing
+
+    edit = ClearToolUses(trigger_value=100, keep=1, clear_tool_inputs=inputs)
+    msgs = [_record("user", "start")]
+    for k in range(rounds):
+        msgs += _round(k)
+    at = 1 + cut % (len(msgs) - 1)
+    later = list(msgs)
+    if kind == "result":  # the same round, another result text (an assistant record: as it is)
+        if msgs[at]["type"] == "user":
+            block = msgs[at]["message"]["content"][0]
+            later[at] = _record("user", [{**block, "content": "short"}])
+    elif kind == "drop":
+        del later[at]
+    elif kind == "late":  # the result moves to the end
+        later.append(later.pop(at))
+    else:
+        later[at:] = [json.loads(json.dumps(m)) for m in later[at:]]
+    later += _round(rounds)
+    incremental = IncrementalClearing(edit, BlockEstimates())
+    spec_estimate = BlockEstimates()
+    for sent in (msgs[: len(msgs) // 2], msgs, later, [*later, *_round(rounds + 1)]):
+        costs = [float(10 + len(json.dumps(m))) for m in sent]
+        got = incremental.view(sent, costs, 50.0)
+        want = clear_on_server(sent, costs, 50.0, edit, spec_estimate)
+        assert (got.costs, got.changed, got.cleared_tool_uses, got.cleared_tokens) == (
+            want.costs,
+            want.changed,
+            want.cleared_tool_uses,
+            want.cleared_tokens,
+        )
