@@ -41,6 +41,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from engine.identity_memo import shared_prefix
+
 READ_PRICE = 0.1
 WRITE_PRICE = 1.25
 WRITE_PRICE_1H = 2.0  # a write to the 1-hour cache
@@ -121,6 +123,23 @@ def block_count(record: Mapping[str, Any]) -> int:
     return len(content) if isinstance(content, list) else 1
 
 
+def _starts_with(sig: Sequence[Hashable], entry: Sequence[Hashable]) -> bool:
+    """``sig[:len(entry)] == entry``, compared from the first item that is not the very object
+    of ``entry`` (:func:`engine.identity_memo.shared_prefix`, in C): a prompt after a cache break
+    is compared with every entry still in the cache, each as long as the history, and the items
+    before that point are equal anyway (a list compares the same object as equal)."""
+    n = len(entry)
+    if n > len(sig):
+        return False
+    p = shared_prefix(sig, entry)
+    if p >= n:
+        return True
+    equal = sig[p] == entry[p]  # as the list comparison compares two other objects
+    if not equal:
+        return False
+    return list(sig[p:n]) == list(entry[p:])
+
+
 class PromptCache:
     """The cache entries of one replay: the signatures of the recent prompts (the only ones a
     later request can still reach within the lookback)."""
@@ -180,7 +199,7 @@ class PromptCache:
                 if entry is last and extends is not None:
                     if not extends:
                         continue
-                elif n > len(sig) or sig[:n] != entry:
+                elif not _starts_with(sig, entry):
                     continue
                 # the newest matching entry is the longest; older ones end further back
                 if sum(blocks[n:]) <= LOOKBACK_BLOCKS:

@@ -78,3 +78,31 @@ def test_the_cache_reads_the_same_with_the_sums(prompts) -> None:
         extends = last is not None and now[: len(last)] == last
         assert compared.read(now, costs, blocks, 120.0, sums, extends) == want
         last = now
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(0, 30),
+    cut=st.integers(0, 40),
+    edits=st.lists(st.tuples(st.integers(0, 40), st.sampled_from(["copy", "other", "nan"]))),
+)
+def test_an_entry_is_compared_as_the_slice_comparison(size, cut, edits) -> None:
+    """The cache's comparison of a prompt with an older entry (from the first item that is not
+    the entry's very object) answers as ``sig[:len(entry)] == entry`` whatever was rebuilt:
+    equal copies, other values, a NaN (equal to itself only as the same object)."""
+    from engine.api.prompt_cache import _starts_with
+
+    nan = float("nan")
+    entry = [(i, -1, (), 1.0) for i in range(size)]
+    sig = list(entry[: cut % (size + 1)]) + [(100 + i, -1, (), 1.0) for i in range(cut % 3)]
+    for at, kind in edits:
+        if not sig:
+            break
+        i = at % len(sig)
+        sig[i] = (
+            tuple(list(sig[i]))
+            if kind == "copy"
+            else (sig[i][0], 7, (), nan if kind == "nan" else 2.0)
+        )
+    for a, b in ((sig, entry), (entry, sig), (entry, entry), (sig, list(sig))):
+        assert _starts_with(a, b) == (len(b) <= len(a) and a[: len(b)] == b)
