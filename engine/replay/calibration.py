@@ -16,6 +16,7 @@ from engine.api.previous_thinking import (
 from engine.api.prompt_cache import caches_for_an_hour, write_price
 from engine.javascript import js_json_stringify
 from engine.profiles import Profile, parse_version
+from engine.replay.prefix_sums import PLAIN_SUM
 from engine.replay.recorded import LINE_KEY, memory_records
 from engine.tokens import count_text, raw_message_tokens
 from engine.transcript import Transcript, is_compact_boundary
@@ -250,12 +251,17 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
     # prompt that counts it; a prompt that leaves it out (``left_out``) adds 0.0 for it, so the
     # sum over the counted suffix is the sum over all of them, float for float
     terms: list[float] = []
+    # their running sum, added as ``sum`` adds them (where it adds one float after the other:
+    # engine.replay.prefix_sums.PLAIN_SUM): without ``strip`` every request counts them all, and
+    # summing the list again per request made the fit quadratic in a segment's requests
+    terms_sum = 0.0
     for rec in records:
         line = rec[LINE_KEY]
         if is_compact_boundary(rec):
             for m in pending:
                 cost[m[LINE_KEY]] = float(full_estimate(m))
             pending, prev_prompt, thinking, process, terms = [rec], None, [], [], []
+            terms_sum = 0.0
             turn_from, counted_before = line, 0.0
             continue
         k = tr.reply_of_line.get(line)
@@ -271,7 +277,10 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
 
             # sum(cost[n] * (share(n) - left_out(n)) for n in thinking): the records left out
             # (lines before ``since``, a prefix of ``thinking``) add exactly 0.0
-            counted_now = sum(terms[bisect_left(thinking, since) if strip else 0 :])
+            if strip or not PLAIN_SUM:
+                counted_now = sum(terms[bisect_left(thinking, since) if strip else 0 :])
+            else:  # sum(terms): 0 for none, else 0.0 + terms[0] + terms[1] + ...
+                counted_now = terms_sum if terms else 0
             # thinking that ended before this prompt, on a model that leaves it out: not in
             # this prompt, so its cost cannot be fitted here
             never = (
@@ -314,6 +323,7 @@ def _fit(tr: Transcript, records: Sequence[dict], fixed: int | None) -> Calibrat
                 if share_of(m) > 0:
                     thinking.append(m[LINE_KEY])
                     terms.append(cost[m[LINE_KEY]] * share_of(m))
+                    terms_sum += terms[-1]
             counted_before = counted_now + new_thinking
             if last_turn >= 0:
                 turn_from = since

@@ -106,3 +106,27 @@ def test_an_entry_is_compared_as_the_slice_comparison(size, cut, edits) -> None:
         )
     for a, b in ((sig, entry), (entry, sig), (entry, entry), (sig, list(sig))):
         assert _starts_with(a, b) == (len(b) <= len(a) and a[: len(b)] == b)
+
+
+@pytest.mark.skipif(not PLAIN_SUM, reason="sum compensates its rounding here: the fit sums")
+def test_the_fit_counts_thinking_with_a_running_sum_as_sum_does(monkeypatch) -> None:
+    """engine.replay.calibration adds each request's thinking terms to a running sum where the
+    model keeps every turn's thinking: the calibration is the one that sums the list again on
+    every request, float for float (the embedded session, and three times over: one segment of
+    thrice the requests)."""
+    from pathlib import Path
+
+    from bench.bench_simulate import repeated
+    from engine.profiles import profile_for
+    from engine.replay import calibration
+    from engine.transcript import build_transcript, load_transcript
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "spotter-session.jsonl"
+    tr = load_transcript(example)
+    for t in (tr, build_transcript(repeated(list(tr.records), 3), "x3")):
+        profile = profile_for(t.version or "2.1.39")
+        running = calibration.calibrate(t, profile)
+        assert not running.strips_thinking  # the running sum is the one in use
+        with monkeypatch.context() as m:
+            m.setattr(calibration, "PLAIN_SUM", False)
+            assert calibration.calibrate(t, profile) == running
