@@ -2,16 +2,21 @@
 injected JavaScript's (patcher/snippets/context_clear.js, its conversations' memory) on the same
 sequences of request bodies: conversations growing by rounds with prunes, emptied results,
 rewinds, compactions, system prompt changes, two of them interleaved
-(tests/test_gateway_free_moves.py's scenarios, where both are held to the twin)."""
+(tests/test_gateway_free_moves.py's scenarios, where both are held to the twin), each request at
+a time of one clock (tests/test_gateway_expiry_moves.py's gaps, under, at and over the cache's
+lifetime plus the slack): ``Date.now`` stubbed in node, the same time handed to the gateway's
+``decide``, so the expiry move is compared too."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 
 import pytest
 from conftest import IN_CI, injected_clearing_js, need
+from test_gateway_expiry_moves import clock
 from test_gateway_free_moves import SEEDS, _scenarios
 from test_gateway_policy import EDIT, SERIALISE, claude_code
 
@@ -23,12 +28,15 @@ DRIVER = r"""
 import { readFileSync } from "node:fs";
 const CASES = JSON.parse(readFileSync(0, "utf8"));
 const fn = SNIPPET;
+let now = 0;
+Date.now = () => now; // the requests' times (the snippet reads Date.now() once per request)
 const out = [];
-for (const [env, bodies] of CASES) {
+for (const [env, bodies, times] of CASES) {
   delete fn.memory; // each case its own process: nothing remembered from the cases before
   for (const n of NAMES) delete process.env[n];
   Object.assign(process.env, env);
-  out.push(bodies.map((body) => {
+  out.push(bodies.map((body, i) => {
+    now = times[i];
     const req = JSON.parse(body);
     const sent = fn(req);
     return sent === req ? null : sent.context_management.edits.at(-1).keep.value;
@@ -66,29 +74,32 @@ def test_the_gateway_and_the_javascript_make_the_same_free_moves() -> None:
             SERIALISE["javascript"](claude_code(r.messages, system=r.system, betas=[]))
             for r in requests
         ]
-        cases.append((_env(ceiling, patience, seed % 4 != 3), bodies))  # every 4th: knob off
+        times = clock(random.Random(2_000 + seed), len(bodies))
+        cases.append((_env(ceiling, patience, seed % 4 != 3), bodies, times))  # every 4th: off
     script = DRIVER.replace("NAMES", json.dumps(ENV_NAMES)).replace("SNIPPET", snippet)
     res = subprocess.run(
         [node, "--input-type=module", "-e", script],
-        input=json.dumps([[env, [b.decode() for b in bodies]] for env, bodies in cases]).encode(),
+        input=json.dumps(
+            [[env, [b.decode() for b in bodies], times] for env, bodies, times in cases]
+        ).encode(),
         capture_output=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")},
         timeout=300,
     )
     assert res.returncode == 0, res.stderr.decode()
-    moves = 0
-    for (env, bodies), from_js in zip(cases, json.loads(res.stdout), strict=True):
+    moves = expiry = 0
+    for (env, bodies, times), from_js in zip(cases, json.loads(res.stdout), strict=True):
         edit = knobs_from_env(env)
         assert edit is not None
         fitter = Fitter(Knobs.from_env(env))
         got = []
-        for raw in bodies:
-            d = decide("POST", "/v1/messages", [], raw, edit, (), fitter)
+        for raw, now in zip(bodies, times, strict=True):
+            d = decide("POST", "/v1/messages", [], raw, edit, (), fitter, now)
             got.append(
                 json.loads(d.body)["context_management"]["edits"][-1]["keep"]["value"]
                 if d.body
                 else None
             )
         assert got == from_js, env
-        moves += fitter.free_moves
-    assert moves > 0
+        moves, expiry = moves + fitter.free_moves, expiry + fitter.expiry_moves
+    assert moves > expiry > 0
