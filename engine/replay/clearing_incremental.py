@@ -244,6 +244,9 @@ class IncrementalClearing:
             self._reset_prefix()
             return
         start = bisect_left(self._reads, k)
+        if not start:  # every fold goes
+            self._reset_prefix()
+            return
         changed = self._changed
         for t in range(self._done - 1, start - 1, -1):
             adds = self._adds[t]
@@ -387,7 +390,7 @@ class IncrementalClearing:
         for i in self._edited[at:]:
             del view[i]
         del self._edited[at:], self._factors[at:]
-        for i in sorted(i for i in self._changed if i >= self._stale):
+        for i in sorted(filter(self._stale.__le__, self._changed)):  # those from _stale on
             idx, ratio = self._ratio(i)
             self._edited.append(i)
             self._factors.append(ratio)

@@ -197,7 +197,9 @@ class PromptParts(SpecParts):
         if on_server is not self._on_given:
             if on_server != self._on:
                 before = self._on
-                for i in {*on_server, *before}:
+                # the records whose entry differs in the two maps, found in C (the maps hold
+                # every record the edit changed: as many as the history has tool results)
+                for i in {i for i, _ in on_server.items() ^ before.items()}:
                     if i < kept and on_server.get(i, ()) != before.get(i, ()):
                         sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
                         same = min(same, i)
