@@ -15,12 +15,15 @@ result three times, so a replay of ``n`` requests does ``O(n²)`` work with a la
 * what the edit clears is the oldest ``len(uses) - keep`` tool uses, a prefix that only grows
   while the conversation does (``edit_for_request``): the changed blocks of that prefix are
   kept and extended by the newly older uses; a shorter prefix (a round with more parallel
-  results) or a result that arrives for an already cleared use recomputes them;
+  results) or a result that arrives for an already cleared use recomputes them; a list that
+  differs from record ``k`` on takes back the uses whose fold read a record from ``k`` on (the
+  others read the same objects);
 * an edited record's cost ratio (the chars/4 estimate after / before, as ``BlockEstimates``)
   is kept per (record, changed blocks);
 * under the ``paid`` policy (:class:`engine.twins.policy.PaidPolicy`, the default) the keep is
   the policy's walk kept as state (:class:`engine.twins.policy_scan.PolicyScan`), resumed after
-  the last record both lists share where the walk says it may be, else walked again; the
+  the last record both lists share where the walk says it may be (before the earlier move
+  its points took, after a move: ``PolicyScan.other_move``), else walked again; the
   history the file does not hold (the policy's ``preceding``) enters the walk as one leading
   assistant message of that many characters (no tool use, never a request point: it only adds
   its size to the walk's total, as ``paid_boundary``'s ``preceding`` does).
