@@ -359,8 +359,12 @@ def _rvalue_end(w: bytes, x: int, m: int, exact_edge: bool) -> int | None:
 # gateways on several threads may share them.
 
 SEEN = 8
-_FRONTS: deque[tuple[bytes, tuple[Member, ...], int, str | None]] = deque(maxlen=SEEN)
-_BACKS: deque[tuple[bytes, int, tuple[Member, ...], int, int | None]] = deque(maxlen=SEEN)
+# each walk kept with the budget and window it read under (what it read depends on them: a walk
+# under another budget stopped elsewhere)
+_FRONTS: deque[tuple[bytes, tuple[Member, ...], int, str | None, int]] = deque(maxlen=SEEN)
+_BACKS: deque[tuple[bytes, int, tuple[Member, ...], int, int | None, tuple[int, int]]] = deque(
+    maxlen=SEEN
+)
 
 
 def _remember_front(b: bytes, n: int, front: _Front) -> None:
@@ -370,12 +374,13 @@ def _remember_front(b: bytes, n: int, front: _Front) -> None:
     members, complete, gap_start, gap_key = front
     if complete or gap_start is None or gap_start + VALUE_BUDGET >= n:
         return
-    _FRONTS.appendleft((b[: gap_start + VALUE_BUDGET], tuple(members), gap_start, gap_key))
+    read = b[: gap_start + VALUE_BUDGET]
+    _FRONTS.appendleft((read, tuple(members), gap_start, gap_key, VALUE_BUDGET))
 
 
 def _seen_front(b: bytes, n: int) -> _Front | None:
-    for read, members, gap_start, gap_key in tuple(_FRONTS):  # a copy: other threads add
-        if n > len(read) and b.startswith(read):
+    for read, members, gap_start, gap_key, budget in tuple(_FRONTS):  # a copy: others add
+        if budget == VALUE_BUDGET and n > len(read) and b.startswith(read):
             return list(members), False, gap_start, gap_key
     return None
 
@@ -387,14 +392,15 @@ def _remember_back(b: bytes, n: int, back: _Back) -> None:
     members, complete, gap_end, last_end, reach = back
     if complete or reach is None or gap_end is None or n <= TAIL_WINDOW:
         return
-    _BACKS.appendleft((b[n - reach :], n, tuple(members), gap_end, last_end))
+    limits = (VALUE_BUDGET, TAIL_WINDOW)
+    _BACKS.appendleft((b[n - reach :], n, tuple(members), gap_end, last_end, limits))
 
 
 def _seen_back(b: bytes, n: int) -> _Back | None:
     if n <= TAIL_WINDOW:
         return None
-    for read, n0, members, gap_end, last_end in tuple(_BACKS):
-        if b.endswith(read):
+    for read, n0, members, gap_end, last_end, limits in tuple(_BACKS):
+        if limits == (VALUE_BUDGET, TAIL_WINDOW) and b.endswith(read):
             d = n - n0
             shifted = [Member(m.key, m.key_at + d, m.start + d, m.end + d) for m in members]
             return shifted, False, gap_end + d, None if last_end is None else last_end + d, None

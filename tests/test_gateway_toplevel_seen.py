@@ -150,3 +150,19 @@ def test_gateways_on_several_threads_share_the_kept_walks() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+def test_a_walk_kept_under_another_budget_is_not_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk depends on the budget and window it read under: one kept under a small budget
+    (which stopped at the model's value) is not the walk of the same bytes under the real one.
+    (Tests that shrink the budget ran before others in one process and left such walks kept.)"""
+    body = conversation(3)
+    want = fresh(body)
+    assert want is not None and want.gap_key == "messages"
+    with monkeypatch.context() as m:
+        m.setattr(toplevel, "VALUE_BUDGET", 16)
+        m.setattr(toplevel, "TAIL_WINDOW", 64)
+        small = scan(body)
+        assert small is not None and small.gap_key != "messages"  # it stopped earlier
+        assert toplevel._FRONTS and toplevel._BACKS
+    assert scan(body) == want
