@@ -27,6 +27,7 @@ from test_gateway_free_moves import (
     _scenarios,
     interleaved,
     marked,
+    spelt_twice,
 )
 from test_gateway_policy import EDIT, MODEL, SERIALISE, SYSTEM, claude_code
 
@@ -265,15 +266,7 @@ def test_a_body_parsed_whole_has_no_memory() -> None:
     for i, m in enumerate(lists[:3]):
         _fit(fitter, m, SYSTEM, i)
     m = lists[3]
-    raw = b"".join(
-        [
-            b'{"model":"m","messages":[],"system":',
-            SERIALISE["javascript"](SYSTEM),
-            b',"messages":',
-            SERIALISE["javascript"](m),
-            b',"max_tokens":1}',
-        ]
-    )
+    raw = spelt_twice(m)
     top = scan(raw)
     assert top is not None
     walked = fitter.walked

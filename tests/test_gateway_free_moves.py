@@ -334,6 +334,20 @@ def _plain(n: int) -> list[dict]:
     return msgs
 
 
+def spelt_twice(messages: list[dict]) -> bytes:
+    """A body whose ``messages`` is spelt twice (JSON.parse reads the last): the gateway parses
+    it whole, and such a body is not kept (it has no memory)."""
+    return b"".join(
+        [
+            b'{"model":"m","messages":[],"system":',
+            SERIALISE["javascript"](SYSTEM),
+            b',"messages":',
+            SERIALISE["javascript"](messages),
+            b',"max_tokens":1}',
+        ]
+    )
+
+
 def _pruned_sequence() -> list[list[dict]]:
     """Seven growing requests (4 to 10 tool rounds), then two more (11 and 12 rounds) in which an
     older result is shortened (the cache breaks at it on the first of them)."""
@@ -363,15 +377,7 @@ def test_a_break_moves_the_cleared_part_for_free_and_holds_it() -> None:
     # a body parsed whole (here: messages spelt twice, which JSON.parse reads as the last) is
     # not kept and has no memory: the stateless keep (the free one would be 4)
     m = lists[-1]
-    raw = b"".join(
-        [
-            b'{"model":"m","messages":[],"system":',
-            SERIALISE["javascript"](SYSTEM),
-            b',"messages":',
-            SERIALISE["javascript"](m),
-            b',"max_tokens":1}',
-        ]
-    )
+    raw = spelt_twice(m)
     walked = fitter.walked
     assert fit(fitter, raw) == paid_edit(EDIT, m, rest=system_facts(SYSTEM)[0])
     assert (

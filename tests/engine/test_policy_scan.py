@@ -167,19 +167,28 @@ def test_a_walk_told_a_move_keeps_what_the_twin_told_it_keeps(
         assert late.fitted("paid") == paid_edit(edit, msgs, ceiling, patience, moved=on_last)
 
 
-def test_a_walk_that_took_an_earlier_move_says_so() -> None:
-    """paid_boundary takes the conversation's last move only: a kept walk that took an earlier
-    one (its point still in the list kept after a truncation) is not the twin's walk, and says
-    so (takes_only), so that the replay and the gateway walk the list again from the start."""
+NEVER = (10**9, 10**6)  # ceiling and patience: the rule never moves on its own
+
+
+def _six_rounds_walked_to(end: int) -> tuple[ClearToolUses, list[dict], PolicyScan]:
+    """A prompt and six rounds of one Read (1,000-character results), and a scan of the paid
+    rule that never moves on its own, walked over the first ``end`` messages."""
     edit = ClearToolUses(trigger_value=50_000, keep=1)
     msgs: list[dict] = [{"role": "user", "content": "p"}]
     for k in range(6):
         use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
         res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 1000}
         msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
-    never = (10**9, 10**6)  # the rule never moves on its own
-    scan = PolicyScan(edit, *never)
-    scan.extend(msgs[:5])
+    scan = PolicyScan(edit, *NEVER)
+    scan.extend(msgs[:end])
+    return edit, msgs, scan
+
+
+def test_a_walk_that_took_an_earlier_move_says_so() -> None:
+    """paid_boundary takes the conversation's last move only: a kept walk that took an earlier
+    one (its point still in the list kept after a truncation) is not the twin's walk, and says
+    so (takes_only), so that the replay and the gateway walk the list again from the start."""
+    edit, msgs, scan = _six_rounds_walked_to(5)
     scan.move((4, 1))  # a move on the request that ended at message 4
     assert scan.points[4].cleared == 1 and scan.takes_only((4, 1))
     scan.extend(msgs[5:9])
@@ -187,11 +196,11 @@ def test_a_walk_that_took_an_earlier_move_says_so() -> None:
     assert not scan.takes_only((8, 3))  # the move at 4 is still in its points
     scan.truncate(6)  # a rewind between the two: the twin walks without either
     assert not scan.takes_only(None) and not scan.takes_only((8, 3))
-    fresh = PolicyScan(edit, *never)
+    fresh = PolicyScan(edit, *NEVER)
     fresh.move((8, 3))
     fresh.extend(msgs[:7])
     assert fresh.takes_only((8, 3))
-    assert fresh.fitted("paid") == paid_edit(edit, msgs[:7], *never, moved=(8, 3))
+    assert fresh.fitted("paid") == paid_edit(edit, msgs[:7], *NEVER, moved=(8, 3))
     assert scan.points[4].cleared == 1 and fresh.points[4].cleared == 0
     scan.truncate(3)  # below the first move: nothing taken is left
     assert scan.takes_only(None)
@@ -259,15 +268,7 @@ def test_a_walk_resumed_before_an_earlier_move_is_the_twins_walk() -> None:
     """The point :meth:`PolicyScan.other_move` names is the first that took a move the twin
     does not take: resumed before it with the last move told, the walk is the twin's walk of the
     whole list (the replay then walks the messages after that point, not the whole list)."""
-    edit = ClearToolUses(trigger_value=50_000, keep=1)
-    msgs: list[dict] = [{"role": "user", "content": "p"}]
-    for k in range(6):
-        use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {}}
-        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 1000}
-        msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
-    never = (10**9, 10**6)  # the rule never moves on its own
-    scan = PolicyScan(edit, *never)
-    scan.extend(msgs[:5])
+    edit, msgs, scan = _six_rounds_walked_to(5)
     scan.move((4, 1))
     scan.extend(msgs[5:11])
     scan.move((10, 4))
@@ -276,11 +277,11 @@ def test_a_walk_resumed_before_an_earlier_move_is_the_twins_walk() -> None:
     assert scan.takes_only((10, 4)) and len(scan.points) == 3
     scan.move((10, 4))
     scan.extend(msgs[3:11])
-    fresh = PolicyScan(edit, *never)
+    fresh = PolicyScan(edit, *NEVER)
     fresh.move((10, 4))
     fresh.extend(msgs[:11])
     assert scan.points == fresh.points and scan.points[4].cleared == 0
-    assert scan.fitted("paid") == paid_edit(edit, msgs[:11], *never, moved=(10, 4))
+    assert scan.fitted("paid") == paid_edit(edit, msgs[:11], *NEVER, moved=(10, 4))
     assert scan.fitted("paid").keep == 1  # 5 uses less the boundary's 4
 
 
