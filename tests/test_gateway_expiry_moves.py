@@ -29,6 +29,7 @@ from test_gateway_free_moves import (
     marked,
     spelt_twice,
 )
+from test_gateway_near_moves import sent_keeps
 from test_gateway_policy import EDIT, MODEL, SERIALISE, SYSTEM, claude_code
 
 from engine.twins.free_moves import (
@@ -286,7 +287,6 @@ def test_the_server_reads_its_clock_once_per_request_and_moves_on_expiry() -> No
     after the lifetime, so its keep is the expiry move (the twin's at the same times); with the
     free move off, the stateless keeps. One clock read per request. The default clock is
     :func:`gateway.server.monotonic_ms`."""
-    from test_gateway_http import HEADERS, post
 
     from engine.twins.context_clear import knobs_from_env
     from gateway.server import Gateway, ThreadedGateway, monotonic_ms
@@ -318,15 +318,7 @@ def test_the_server_reads_its_clock_once_per_request_and_moves_on_expiry() -> No
             MockServer(MockConfig()) as mock,
             ThreadedGateway(upstream=mock.base_url, env=env, ledger=None, clock=tick) as gw,
         ):
-            for m in lists:
-                raw = SERIALISE["javascript"](claude_code(m))
-                status, _, reply = post(gw.url, "/v1/messages", raw, HEADERS)
-                assert status == 200, reply
-            sent = [
-                r.body["context_management"]["edits"][-1]["keep"]["value"] for r in mock.requests()
-            ]
-            fitter = gw.gateway.state.fitter
-            assert fitter is not None
+            sent, fitter = sent_keeps(gw, mock, [claude_code(m) for m in lists])
         assert read == times and sent == want
         moved = 0 if env else 1
         assert fitter.expiry_moves == twin.moves == moved

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_gateway_free_moves import _pruned_sequence, _scenarios, marked
@@ -162,6 +163,22 @@ USAGE = {
     "cache_read_input_tokens": 158_000,
     "output_tokens": 1,
 }
+
+
+def sent_keeps(gw: Any, mock: Any, bodies: list[dict]) -> tuple[list[int], Fitter]:
+    """Post ``bodies`` through the gateway ``gw`` in turn (each answered 200): the keep of the
+    clearing edit the mock upstream received with each, and the gateway's fitter."""
+    from test_gateway_http import HEADERS, post
+
+    for body in bodies:
+        status, _, reply = post(gw.url, "/v1/messages", SERIALISE["javascript"](body), HEADERS)
+        assert status == 200, reply
+    sent = [r.body["context_management"]["edits"][-1]["keep"]["value"] for r in mock.requests()]
+    fitter = gw.gateway.state.fitter
+    assert fitter is not None
+    return sent, fitter
+
+
 SSE_HEADERS = {"Content-Type": "text/event-stream"}
 
 
@@ -249,7 +266,6 @@ def test_the_server_reads_the_reply_and_moves_near(
     request's keep is the near move (the twin's, told the same prompts), with the ledger on or
     off, the reply streamed or JSON; ``CLAUDE_CTX_CLEAR_MARGIN=0`` and ``CLAUDE_CTX_CLEAR_FREE=0``:
     no move."""
-    from test_gateway_http import HEADERS, post
 
     from engine.twins.context_clear import knobs_from_env
     from gateway.server import ThreadedGateway
@@ -277,15 +293,8 @@ def test_the_server_reads_the_reply_and_moves_near(
             MockServer(MockConfig(script=script)) as mock,
             ThreadedGateway(upstream=mock.base_url, env=env, ledger=book) as gw,
         ):
-            for m in lists:
-                raw = SERIALISE["javascript"](claude_code(m) | {"stream": stream})
-                status, _, reply = post(gw.url, "/v1/messages", raw, HEADERS)
-                assert status == 200, reply
-            sent = [
-                r.body["context_management"]["edits"][-1]["keep"]["value"] for r in mock.requests()
-            ]
-            fitter = gw.gateway.state.fitter
-            assert fitter is not None
+            bodies = [claude_code(m) | {"stream": stream} for m in lists]
+            sent, fitter = sent_keeps(gw, mock, bodies)
         assert sent == want
         if book is not None:  # the ledger was on, and read the same replies
             book.close()
