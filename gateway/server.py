@@ -307,8 +307,14 @@ class Gateway:
         self._base = str(parsed.with_user(None)).rstrip("/")  # credentials go in a header
         self._basic: str | None = None
         if parsed.user is not None:
-            auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
-            self._basic = auth.encode()
+            if ":" in parsed.user:  # Basic auth cannot carry it (RFC 7617)
+                raise UsageError(
+                    "the upstream URL's user name holds a ':' (written %3A)",
+                    why="HTTP Basic authentication cannot carry one in the user name (RFC 7617)",
+                    hint="put the user name without ':' in the URL, or leave the credentials out"
+                    " and let the client send its own Authorization header",
+                )
+            self._basic = aiohttp.encode_basic_auth(parsed.user, parsed.password or "")
         self._env = env
         self.clock = monotonic_ms if clock is None else clock
         # where the time goes, per request (gateway.phases): off unless CTXPATCH_GATEWAY_PHASES=1

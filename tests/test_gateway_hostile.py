@@ -10,6 +10,7 @@ UTF-16 body re-serialised.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import http.client
 import json
@@ -27,6 +28,7 @@ from aiohttp import web
 from gateway_bodies import EDIT, body_of, compact
 from test_gateway_http import HEADERS, AppThread, post
 
+from ctxpatch.errors import UsageError
 from gateway import limits
 from gateway.rewrite import LENIENT, decide
 from gateway.server import Gateway, GatewayFailure, ThreadedGateway
@@ -490,3 +492,19 @@ def test_credentials_in_the_upstream_url_go_as_basic_auth_unless_the_client_send
             post(gw.url, "/v1/messages", compact(body_of()), HEADERS)
     assert seen[0][2]["Authorization"] == "Basic dXNlcjpTRUNSRVRQVw=="
     assert seen[1][2]["Authorization"] == HEADERS["authorization"]
+
+
+def test_credentials_in_the_upstream_url_are_sent_in_utf8_and_a_colon_in_the_user_is_refused() -> (
+    None
+):
+    app, seen = recorder()
+    with AppThread(app) as up:
+        url = up.url.replace("http://", "http://%C3%BCser:p%C3%A4ss@")
+        with ThreadedGateway(upstream=url, edit=EDIT) as gw:
+            post(gw.url, "/v1/messages", compact(body_of()), {"x-api-key": "k"})
+    sent = seen[0][2]["Authorization"]
+    assert sent.startswith("Basic ")
+    assert base64.b64decode(sent[6:]).decode("utf-8") == "\u00fcser:p\u00e4ss"
+    with pytest.raises(UsageError, match="holds a ':'") as refused:
+        Gateway(upstream="http://a%3Ab:pw@127.0.0.1:9", edit=EDIT)
+    assert "pw" not in str(refused.value)
