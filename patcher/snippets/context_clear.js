@@ -305,16 +305,18 @@ function _ctxpatchContextClearing(value, mode) {
     return sum;
   }
 
-  // 20 x the extra price of a cache write over a read: 38 when a system block's cache_control
-  // asks for the 1-hour cache (Claude Code marks every breakpoint alike), else 23 (twin:
-  // write_extra).
+  // 20 x the extra price of a cache write over a read: 20 x (1.25 - 0.1) = 23, or 20 x (2.0 -
+  // 0.1) = 38 when a system block's cache_control asks for the 1-hour cache (Claude Code marks
+  // every breakpoint alike) (twin: write_extra, WRITE_EXTRA_X20, WRITE_EXTRA_X20_1H).
+  var WRITE_EXTRA_X20 = 23;
+  var WRITE_EXTRA_X20_1H = 38;
   function writeExtra(system) {
-    if (!Array.isArray(system)) return 23;
+    if (!Array.isArray(system)) return WRITE_EXTRA_X20;
     for (var i = 0; i < system.length; i++) {
       var mark = isObject(system[i]) ? system[i].cache_control : undefined;
-      if (isObject(mark) && !Array.isArray(mark) && mark.ttl === "1h") return 38;
+      if (isObject(mark) && !Array.isArray(mark) && mark.ttl === "1h") return WRITE_EXTRA_X20_1H;
     }
-    return 23;
+    return WRITE_EXTRA_X20;
   }
 
   function clearsInput(edit, name) {
@@ -462,7 +464,7 @@ function _ctxpatchContextClearing(value, mode) {
 
   // The cache lifetime (ms) of a request whose writeExtra is extra (twin: lifetime_ms).
   function lifetimeMs(extra) {
-    return extra === 38 ? EXPIRY_1H_MS : EXPIRY_5M_MS;
+    return extra === WRITE_EXTRA_X20_1H ? EXPIRY_1H_MS : EXPIRY_5M_MS;
   }
 
   function freeOn(env) {
