@@ -88,6 +88,17 @@ Thinking blocks (the thinking-safe rule)
     ``E``, so its thinking always goes back; a list that was pruned and then extended within a
     round (what Claude Code's query loop feeds back) comes back unchanged.
 
+Settled
+    Leaving thinking out can change what the rule says of the result: the first thinking block
+    that pinned the edit end may be gone, and where the round in progress holds typed messages
+    after a tool result with no request of its own at its free point (a history Claude Code does
+    not write, but the rule must not depend on that), the next pass would shorten more, before
+    a thinking block the API then binds to the unshortened text. So while a pass leaves
+    thinking out, the rule is applied again to its own result (:func:`settled`; each further
+    pass empties a thinking message, so there are at most ``len(messages)`` of them, and in
+    practice one more, which changes nothing). The result is a fixed point:
+    ``prune(prune(x)) is prune(x)`` for every list.
+
 Result
     The input is never mutated. The same list object is returned when nothing changed;
     otherwise a new list in which each changed message is a shallow copy with a new
@@ -122,6 +133,7 @@ __all__ = [
     "prune",
     "prune_detailed",
     "prune_outcome",
+    "settled",
     "without_thinking",
 ]
 
@@ -217,9 +229,38 @@ def prune_detailed(messages: list[Any], env: Mapping[str, str] | None = None) ->
 def prune_outcome(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
     """:func:`prune_detailed` under settings already read."""
     try:
-        return _prune(messages, settings)
+        return settled(_prune(messages, settings), settings)
     except Exception:
         return PruneOutcome(messages, "error")
+
+
+def settled(outcome: PruneOutcome, settings: PruneSettings) -> PruneOutcome:
+    """``outcome`` (one pass of the rule) with the rule applied again to its own result while
+    a pass leaves thinking blocks out (module docstring, "Settled"): the result is a fixed
+    point. The turns are the first pass's, the cutoff and edit end the last changing pass's,
+    the counts the sums of the passes."""
+    total = last = outcome
+    # a pass that goes on emptied at least one thinking message: len + 1 passes at most
+    for _ in range(len(outcome.messages) + 1):
+        if not last.changed or last.thinking_dropped == 0:
+            break
+        again = _prune(last.messages, settings)
+        if not again.changed:
+            break
+        total = PruneOutcome(
+            again.messages,
+            "pruned",
+            settings,
+            total.turns,
+            again.cutoff,
+            total.messages_changed + again.messages_changed,
+            total.blocks_pruned + again.blocks_pruned,
+            total.thinking_dropped + again.thinking_dropped,
+            total.messages_removed + again.messages_removed,
+            again.edit_end,
+        )
+        last = again
+    return total
 
 
 def prune(messages: list[Any], env: Mapping[str, str] | None = None) -> list[Any]:

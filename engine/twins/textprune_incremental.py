@@ -19,8 +19,10 @@ kept across the requests of one replay:
   says: nothing older changes); otherwise it is built from the plan as the specification builds
   it, from the messages that shorten and the thinking messages that lose their blocks.
 
-The result holds the same message copies as the specification's (the copies are memoised by
-identity, :mod:`engine.identity_memo`). An exception empties the state and the call answers as
+A pass that leaves thinking out is settled as the specification settles it
+(:func:`engine.twins.textprune.settled`: the rule applied again to its result, by the
+specification). The result holds the same message copies as the specification's (the copies
+are memoised by identity, :mod:`engine.identity_memo`). An exception empties the state and the call answers as
 the specification does.
 """
 
@@ -38,6 +40,7 @@ from engine.twins.textprune import (
     PruneOutcome,
     PruneSettings,
     prune_outcome,
+    settled,
     without_thinking,
 )
 from engine.twins.textprune_estimate import TOKEN_FACTOR, message_tokens
@@ -93,7 +96,7 @@ class IncrementalPrune:
         if settings.disabled:
             return PruneOutcome(messages, "disabled", settings)
         try:
-            return self._prune(messages)
+            return settled(self._prune(messages), settings)
         except Exception:
             self._reset()
             return prune_outcome(messages, settings)

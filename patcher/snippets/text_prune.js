@@ -55,7 +55,11 @@ function _aggressiveTextPrune(messages) {
   //     one (a run from the front: the edit end only grows); a message left with
   //     no block is left out. The round in progress shares this request's edit end,
   //     so its thinking always goes back. Within a round Claude Code feeds the
-  //     pruned list back in: it is a fixed point of this rule.
+  //     pruned list back in: it is a fixed point of this rule;
+  //   - settled: leaving thinking out can change what the rule says of the result
+  //     (the block that pinned the edit end is gone), so while a pass leaves
+  //     thinking out the rule is applied again to its own result. Pruning a pruned
+  //     list gives back that very array.
   //
   // The input is never mutated: changed messages are new objects, everything
   // else is shared, and the very same array comes back when nothing changed.
@@ -258,7 +262,7 @@ function _aggressiveTextPrune(messages) {
   }
 
   // The plain rule: shorten the messages before the cutoff (null: nothing changes).
-  function pruneText(starts, s) {
+  function pruneText(messages, starts, s) {
     var prunableTurns = Math.floor((starts.length - s.keep) / s.step) * s.step;
     if (prunableTurns <= 0) return null;
     var cutoff = starts[prunableTurns];
@@ -315,7 +319,7 @@ function _aggressiveTextPrune(messages) {
   }
 
   // The rule when thinking blocks are present (see "Thinking" above).
-  function pruneKeepingThinking(starts, s) {
+  function pruneKeepingThinking(messages, starts, s) {
     var n = messages.length;
     var turnsBefore = [0]; // turn starts in messages[0:k]
     var tokensBefore = [0]; // rough (unscaled) estimate of messages[0:k]
@@ -427,18 +431,49 @@ function _aggressiveTextPrune(messages) {
     var step = setting(env, "CLAUDE_TEXT_PRUNE_STEP", 4, 1);
 
     var settings = { keep: keep, threshold: threshold, maxChars: maxChars, step: step };
-    var turnStarts = [];
-    var thinking = false;
-    for (var i = 0; i < messages.length; i++) {
-      if (isTurnStart(messages[i])) turnStarts.push(i);
-      if (!thinking && hasThinking(messages[i])) thinking = true;
-    }
-    if (turnStarts.length <= keep) return messages;
-    var keepThinking = thinking && env.CLAUDE_TEXT_PRUNE_THINKING !== "ignore";
-    var result = keepThinking
-      ? pruneKeepingThinking(turnStarts, settings)
-      : pruneText(turnStarts, settings);
+    // One pass of the rule over list (null: nothing changes).
+    var pass = function (list) {
+      var starts = [];
+      var thinking = false;
+      for (var i = 0; i < list.length; i++) {
+        if (isTurnStart(list[i])) starts.push(i);
+        if (!thinking && hasThinking(list[i])) thinking = true;
+      }
+      if (starts.length <= keep) return null;
+      var withThinking = thinking && env.CLAUDE_TEXT_PRUNE_THINKING !== "ignore";
+      var found = withThinking
+        ? pruneKeepingThinking(list, starts, settings)
+        : pruneText(list, starts, settings);
+      if (found !== null) {
+        found.turns = starts.length;
+        found.keepThinking = withThinking;
+        if (!withThinking) found.editEnd = found.cutoff;
+        if (!withThinking) found.thinkingDropped = found.messagesRemoved = 0;
+      }
+      return found;
+    };
+    var result = pass(messages);
     if (result === null) return messages;
+    var turnCount = result.turns;
+    var keepThinking = result.keepThinking;
+    // Settled (see "Thinking"): while a pass leaves thinking out, the rule is applied again to
+    // its own result (each further pass empties a thinking message: as many as it holds at most).
+    var last = result;
+    var passes = result.out.length;
+    for (var again = 0; again <= passes && last.thinkingDropped > 0; again++) {
+      var next = pass(last.out);
+      if (next === null) break;
+      result = {
+        out: next.out,
+        cutoff: next.cutoff,
+        editEnd: next.editEnd,
+        messagesChanged: result.messagesChanged + next.messagesChanged,
+        blocksPruned: result.blocksPruned + next.blocksPruned,
+        thinkingDropped: result.thinkingDropped + next.thinkingDropped,
+        messagesRemoved: result.messagesRemoved + next.messagesRemoved,
+      };
+      last = next;
+    }
 
     var debugFile = env.CLAUDE_TEXT_PRUNE_DEBUG;
     if (typeof debugFile === "string" && debugFile !== "") {
@@ -446,18 +481,18 @@ function _aggressiveTextPrune(messages) {
         event: "ctxpatch.textPrune",
         time: new Date().toISOString(),
         messages: messages.length,
-        turns: turnStarts.length,
+        turns: turnCount,
         keep: keep,
         step: step,
         maxChars: maxChars,
         threshold: threshold,
         thinking: keepThinking ? "drop" : "ignore",
         cutoff: result.cutoff,
-        editEnd: keepThinking ? result.editEnd : result.cutoff,
+        editEnd: result.editEnd,
         messagesChanged: result.messagesChanged,
         blocksPruned: result.blocksPruned,
-        thinkingDropped: keepThinking ? result.thinkingDropped : 0,
-        messagesRemoved: keepThinking ? result.messagesRemoved : 0,
+        thinkingDropped: result.thinkingDropped,
+        messagesRemoved: result.messagesRemoved,
         tokensBefore: estimateTokens(messages, Infinity),
         tokensAfter: estimateTokens(result.out, Infinity),
       };

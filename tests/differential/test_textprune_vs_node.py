@@ -404,7 +404,20 @@ def thinking_fixed_cases() -> list[dict[str, Any]]:
     threshold = str(estimate_tokens(normalized(in_round[: prompt + 1])) + 1)
     env = {k: v for k, v in EAGER.items() if k != ENV_PREFIX + "THINKING"}
     cases.append({"env": {**env, ENV_PREFIX + "THRESHOLD": threshold}, "messages": in_round})
+    # a pass that empties the thinking message pinning the edit end lets the next one shorten
+    # more (typed messages after a tool result): the result is settled by a second pass
+    cases.append({"env": {**env, ENV_PREFIX + "MAX_CHARS": "1"}, "messages": unsettled()})
     return normalized(cases)
+
+
+def unsettled() -> list[Any]:
+    """A list one pass of the thinking-safe rule does not leave at a fixed point (hypothesis's
+    example, KEEP=1, STEP=1, MAX_CHARS=1, THRESHOLD=0): the pass empties the thinking-only
+    message, which is left out, and a second pass then shortens the second typed text."""
+    thinking = {"type": "thinking", "thinking": "", "signature": "s"}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}
+    long = "x" * 27
+    return [user(long), assistant([thinking]), user(""), user([result]), user(long), user("")]
 
 
 @pytest.mark.node
@@ -964,6 +977,8 @@ MUTANTS = [
     ("if (kept.length === 0) {", "if (kept.length === -1) {"),
     # the cutoff moves inside a tool round
     ("return editEnd(k <= first ? k : Math.max(first, lastFree[k]));", "return editEnd(k);"),
+    # one pass, not settled
+    ("again <= passes && last.thinkingDropped > 0;", "again < 0;"),
 ]
 
 

@@ -287,6 +287,37 @@ def test_idempotent_with_first_line_exactly_max_chars() -> None:
     assert prune(once, env(max_chars="10")) is once
 
 
+def test_a_pass_that_leaves_thinking_out_is_settled() -> None:
+    """One pass empties the thinking-only message that pinned the edit end (it is left out);
+    the typed text after the tool result, left alone by that pass, is what a second pass
+    shortens: the result is that second pass's, a fixed point (hypothesis's example)."""
+    env = {
+        "CLAUDE_TEXT_PRUNE_KEEP": "1",
+        "CLAUDE_TEXT_PRUNE_STEP": "1",
+        "CLAUDE_TEXT_PRUNE_MAX_CHARS": "1",
+        "CLAUDE_TEXT_PRUNE_THRESHOLD": "0",
+    }
+    thinking = {"type": "thinking", "thinking": "", "signature": "s"}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}
+    msgs = [
+        user("x" * 27),
+        assistant([thinking]),
+        user(""),
+        user([result]),
+        user("x" * 27),
+        user(""),
+    ]
+    outcome = prune_detailed(msgs, env)
+    contents = [m["message"]["content"] for m in outcome.messages]
+    assert contents == ["x" + MARKER, "", [result], "x" + MARKER, ""]
+    assert (outcome.thinking_dropped, outcome.messages_removed) == (1, 1)
+    assert (outcome.blocks_pruned, outcome.messages_changed) == (2, 2)
+    assert outcome.turns == 4 and outcome.cutoff == 4  # the second pass's, in its list
+    assert prune(outcome.messages, env) is outcome.messages
+    assert [outcome.messages[i] for i in (1, 2, 4)] == [msgs[i] for i in (2, 3, 5)]
+    assert all(outcome.messages[i] is msgs[i + 1] for i in (1, 2, 4))  # shared, untouched
+
+
 def test_never_throws() -> None:
     weird: list[Any] = [
         None,
