@@ -95,9 +95,12 @@ Settled
     not write, but the rule must not depend on that), the next pass would shorten more, before
     a thinking block the API then binds to the unshortened text. So while a pass leaves
     thinking out, the rule is applied again to its own result (:func:`settled`; each further
-    pass empties a thinking message, so there are at most ``len(messages)`` of them, and in
-    practice one more, which changes nothing). The result is a fixed point:
-    ``prune(prune(x)) is prune(x)`` for every list.
+    pass empties a thinking message, so there are at most ``len(messages)`` of them). A second
+    pass cannot change anything when no message from the edit end to the whole list's cutoff
+    shortens (its cutoff is at most that one, and what is before the edit end is shortened
+    already or never shortens): then it is skipped (``ThinkingPlan.settled``), as on Claude
+    Code's own histories, where the cutoff in force is the whole list's. The result is a fixed
+    point: ``prune(prune(x)) is prune(x)`` for every list.
 
 Result
     The input is never mutated. The same list object is returned when nothing changed;
@@ -202,7 +205,8 @@ class PruneOutcome:
     ``"error"``. ``cutoff`` is ``None`` unless a cutoff was found; ``messages`` is the input
     object itself unless ``reason == "pruned"``. Under the thinking-safe rule, ``edit_end`` is
     the edit end in force, ``thinking_dropped`` the blocks left out and ``messages_removed`` the
-    messages left out with them (all 0 under the 0.1.0 rule).
+    messages left out with them (all 0 under the 0.1.0 rule); ``unsettled``: a pass that left
+    thinking out and whose result a second pass may still change (:func:`settled`).
     """
 
     messages: list[Any]
@@ -215,6 +219,7 @@ class PruneOutcome:
     thinking_dropped: int = 0
     messages_removed: int = 0
     edit_end: int = 0
+    unsettled: bool = False
 
     @property
     def changed(self) -> bool:
@@ -236,13 +241,13 @@ def prune_outcome(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
 
 def settled(outcome: PruneOutcome, settings: PruneSettings) -> PruneOutcome:
     """``outcome`` (one pass of the rule) with the rule applied again to its own result while
-    a pass leaves thinking blocks out (module docstring, "Settled"): the result is a fixed
-    point. The turns are the first pass's, the cutoff and edit end the last changing pass's,
-    the counts the sums of the passes."""
+    a pass leaves thinking blocks out and may not be a fixed point (``unsettled``; module
+    docstring, "Settled"): the result is a fixed point. The turns are the first pass's, the
+    cutoff and edit end the last changing pass's, the counts the sums of the passes."""
     total = last = outcome
     # a pass that goes on emptied at least one thinking message: len + 1 passes at most
     for _ in range(len(outcome.messages) + 1):
-        if not last.changed or last.thinking_dropped == 0:
+        if not last.changed or not last.unsettled:
             break
         again = _prune(last.messages, settings)
         if not again.changed:
@@ -258,6 +263,7 @@ def settled(outcome: PruneOutcome, settings: PruneSettings) -> PruneOutcome:
             total.thinking_dropped + again.thinking_dropped,
             total.messages_removed + again.messages_removed,
             again.edit_end,
+            again.unsettled,
         )
         last = again
     return total
@@ -368,4 +374,5 @@ def _prune_thinking(
         dropped,
         removed,
         end,
+        not plan.settled,
     )

@@ -215,8 +215,10 @@ class IncrementalPrune:
         changed, pruned, dropped, removed = counts
         if not thinking:
             return PruneOutcome(list(out), "pruned", s, turns, cutoff, changed, pruned)
+        whole = self._edit_end(n)[2]  # plan_thinking's ``settled``
+        unsettled = dropped > 0 and whole is not None and self._changed[whole] >= end
         return PruneOutcome(
-            list(out), "pruned", s, turns, cutoff, changed, pruned, dropped, removed, end
+            list(out), "pruned", s, turns, cutoff, changed, pruned, dropped, removed, end, unsettled
         )
 
     def _dropped(self, ends: list[int], end: int, since: int) -> list[int]:

@@ -27,12 +27,15 @@ __all__ = ["ThinkingPlan", "plan_thinking"]
 class ThinkingPlan:
     """``end``: the edit end in force at ``len(messages)`` (0: nothing changes); ``reason`` and
     ``cutoff``: the prune of that prefix; ``drop``: the thinking messages that lose their
-    thinking blocks."""
+    thinking blocks; ``settled``: whether the result is a fixed point for certain (no message
+    from ``end`` to the cutoff of the whole list shortens, so a second pass, whose cutoff is
+    at most that one and before whose ``end`` nothing shortens again, changes nothing)."""
 
     end: int
     reason: str
     cutoff: int | None
     drop: frozenset[int]
+    settled: bool = True
 
 
 def plan_thinking(
@@ -101,4 +104,6 @@ def plan_thinking(
     if end == 0:
         return ThinkingPlan(0, reason, cutoff, frozenset())
     drop = frozenset(i for i, k in request_of.items() if in_force(k)[0] < end)
-    return ThinkingPlan(end, reason, cutoff, drop)
+    whole = edit_end(n)[2]
+    settled = not drop or whole is None or last_changed[whole] < end
+    return ThinkingPlan(end, reason, cutoff, drop, settled)

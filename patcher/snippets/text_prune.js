@@ -58,8 +58,9 @@ function _aggressiveTextPrune(messages) {
   //     pruned list back in: it is a fixed point of this rule;
   //   - settled: leaving thinking out can change what the rule says of the result
   //     (the block that pinned the edit end is gone), so while a pass leaves
-  //     thinking out the rule is applied again to its own result. Pruning a pruned
-  //     list gives back that very array.
+  //     thinking out the rule is applied again to its own result, unless no message
+  //     from its edit end to the whole list's cutoff shortens (then a second pass
+  //     changes nothing). Pruning a pruned list gives back that very array.
   //
   // The input is never mutated: changed messages are new objects, everything
   // else is shared, and the very same array comes back when nothing changed.
@@ -408,6 +409,10 @@ function _aggressiveTextPrune(messages) {
       if (next !== messages[m]) messagesChanged++;
       out.push(next);
     }
+    // A second pass changes nothing when no message from the edit end to the whole list's
+    // cutoff shortens (its cutoff is at most that one; before the edit end nothing shortens
+    // again): then the result is settled already.
+    var whole = editEnd(n).cutoff;
     return {
       out: out,
       cutoff: now.cutoff,
@@ -416,6 +421,7 @@ function _aggressiveTextPrune(messages) {
       blocksPruned: blocksPruned,
       thinkingDropped: thinkingDropped,
       messagesRemoved: messagesRemoved,
+      unsettled: thinkingDropped > 0 && whole !== null && lastChanged[whole] >= now.end,
     };
   }
 
@@ -447,8 +453,11 @@ function _aggressiveTextPrune(messages) {
       if (found !== null) {
         found.turns = starts.length;
         found.keepThinking = withThinking;
-        if (!withThinking) found.editEnd = found.cutoff;
-        if (!withThinking) found.thinkingDropped = found.messagesRemoved = 0;
+        if (!withThinking) {
+          found.editEnd = found.cutoff;
+          found.thinkingDropped = found.messagesRemoved = 0;
+          found.unsettled = false;
+        }
       }
       return found;
     };
@@ -456,11 +465,12 @@ function _aggressiveTextPrune(messages) {
     if (result === null) return messages;
     var turnCount = result.turns;
     var keepThinking = result.keepThinking;
-    // Settled (see "Thinking"): while a pass leaves thinking out, the rule is applied again to
-    // its own result (each further pass empties a thinking message: as many as it holds at most).
+    // Settled (see "Thinking"): while a pass leaves thinking out and may not be a fixed point,
+    // the rule is applied again to its own result (each further pass empties a thinking
+    // message: as many as it holds at most).
     var last = result;
     var passes = result.out.length;
-    for (var again = 0; again <= passes && last.thinkingDropped > 0; again++) {
+    for (var again = 0; again <= passes && last.unsettled; again++) {
       var next = pass(last.out);
       if (next === null) break;
       result = {

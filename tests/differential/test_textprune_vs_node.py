@@ -978,7 +978,7 @@ MUTANTS = [
     # the cutoff moves inside a tool round
     ("return editEnd(k <= first ? k : Math.max(first, lastFree[k]));", "return editEnd(k);"),
     # one pass, not settled
-    ("again <= passes && last.thinkingDropped > 0;", "again < 0;"),
+    ("again <= passes && last.unsettled;", "again < 0;"),
 ]
 
 

@@ -28,7 +28,7 @@ from msgs import (
 )
 
 from engine.javascript import js_truthy, utf16_len
-from engine.twins.textprune import PruneSettings, prune, prune_detailed
+from engine.twins.textprune import PruneSettings, _prune, prune, prune_detailed
 from engine.twins.textprune_shorten import MARKER, pruned_text
 
 PROPERTY_SETTINGS = properties(health=(HealthCheck.too_slow, HealthCheck.data_too_large))
@@ -512,6 +512,27 @@ def test_property_idempotent(msgs: list[Any], environ: dict[str, str]) -> None:
     twice = prune(once, environ)
     assert twice == once
     assert twice is once
+
+
+def test_property_a_pass_said_settled_is_a_fixed_point() -> None:
+    """``unsettled`` False after a pass that left thinking out: a second pass changes nothing
+    (the settle loop skips it on that word)."""
+    seen: Counter[str] = Counter()
+
+    @PROPERTY_SETTINGS
+    @given(messages_st, env_st)
+    def run(msgs: list[Any], environ: dict[str, str]) -> None:
+        settings = PruneSettings.from_env(environ)
+        one = _prune(msgs, settings)
+        if not (one.changed and one.thinking_dropped):
+            return
+        again = _prune(one.messages, settings)
+        seen["unsettled" if one.unsettled else "settled"] += 1
+        if not one.unsettled:
+            assert not again.changed
+
+    run()
+    assert seen["settled"] > 0, seen
 
 
 @PROPERTY_SETTINGS
