@@ -123,21 +123,25 @@ def block_count(record: Mapping[str, Any]) -> int:
     return len(content) if isinstance(content, list) else 1
 
 
-def _starts_with(sig: Sequence[Hashable], entry: Sequence[Hashable]) -> bool:
-    """``sig[:len(entry)] == entry``, compared from the first item that is not the very object
-    of ``entry`` (:func:`engine.identity_memo.shared_prefix`, in C): a prompt after a cache break
-    is compared with every entry still in the cache, each as long as the history, and the items
-    before that point are equal anyway (a list compares the same object as equal)."""
-    n = len(entry)
+def _starts_with(sig: Sequence[Hashable], entry: Sequence[Hashable], n: int | None = None) -> bool:
+    """``sig[:n] == entry[:n]`` (``n``: the entry's length when it was written, default
+    ``len(entry)``), compared from the first item that is not the very object of ``entry``
+    (:func:`engine.identity_memo.shared_prefix`, in C): a prompt after a cache break is compared
+    with every entry still in the cache, each as long as the history, and the items before that
+    point are equal anyway (a list compares the same object as equal)."""
+    if n is None:
+        n = len(entry)
     if n > len(sig):
         return False
+    if sig is entry:  # a signature that only grew since (kept_prefix's contract)
+        return True
     p = shared_prefix(sig, entry)
     if p >= n:
         return True
     equal = sig[p] == entry[p]  # as the list comparison compares two other objects
     if not equal:
         return False
-    return list(sig[p:n]) == list(entry[p:])
+    return list(sig[p:n]) == list(entry[p:n])
 
 
 class PromptCache:
@@ -150,7 +154,9 @@ class PromptCache:
         self.overhead = float(overhead)
         # what a request whose prompt changed before its last breakpoint still reads
         self.stable = self.overhead if stable is None else float(stable)
-        self._entries: list[list[Hashable]] = []
+        # the signatures of the recent prompts, each with its length when written (a replay
+        # may append to a signature it passed: engine.identity_memo.kept_prefix's contract)
+        self._entries: list[tuple[Sequence[Hashable], int]] = []
         self.ttl = ttl  # seconds an entry lives after its last use (:func:`lifetime`; None: ever)
         self._at: float | None = None  # the time of the last request
         self.expired = False  # whether the last request came after every entry had expired
@@ -194,16 +200,16 @@ class PromptCache:
         if self._entries:
             found = min(self.stable, fixed)
             last = self._entries[-1]
-            for entry in reversed(self._entries):
-                n = len(entry)
-                if entry is last and extends is not None:
+            for written in reversed(self._entries):
+                entry, n = written
+                if written is last and extends is not None:
                     if not extends:
                         continue
-                elif not _starts_with(sig, entry):
+                elif not _starts_with(sig, entry, n):
                     continue
                 # the newest matching entry is the longest; older ones end further back
                 if sum(blocks[n:]) <= LOOKBACK_BLOCKS:
                     found = fixed + (sum(costs[:n]) if sums is None else sums[n])
                 break
-        self._entries = [*self._entries[-(LOOKBACK_BLOCKS - 1) :], sig]
+        self._entries = [*self._entries[-(LOOKBACK_BLOCKS - 1) :], (sig, len(sig))]
         return 0.0 if found is None else found

@@ -35,12 +35,14 @@ C).
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
+from itertools import accumulate
 from typing import Any
 
 from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
@@ -70,6 +72,35 @@ def left_sum(values: Iterable[float], start: float) -> float:
     if _PLAIN_SUM:
         return sum(values, start)
     return reduce(operator.add, values, start)
+
+
+_UNIT = 2.0**-53  # the unit roundoff of a double: an addition's error is at most this, relative
+
+
+def rounded_left_sum(
+    start: float, values: Sequence[float], sums: Sequence[float], sizes: Sequence[float]
+) -> int:
+    """``round(left_sum(values, start))``, from the prefix sums of ``values`` (``sums[k]``:
+    ``0.0 + values[0] + ... + values[k - 1]`` added left to right) and of their magnitudes
+    (``sizes``), without adding every value again when the two ways of adding cannot round
+    apart.
+
+    Added left to right, ``n`` values and ``start`` are off their exact sum by at most
+    ``n·u/(1 - n·u)`` times the sum of their magnitudes (``u``: :data:`_UNIT`; the recursive
+    summation bound), and so is ``start + sums[n]`` (one addition more); so the two lie within
+    ``bound`` of each other. ``round`` never decreases as its argument grows: where it gives the
+    same integer at both ends of that interval, it gives it for the left-to-right sum inside
+    it. Else (a sum within ``bound`` of a half) the values are added again, as
+    :func:`left_sum` adds them."""
+    n = len(values)
+    near = start + sums[n]
+    # twice the bound of both ways together (the magnitudes' own sum is rounded too)
+    bound = 4.0 * (n + 2) * _UNIT * (abs(start) + sizes[n])
+    if math.isfinite(near) and math.isfinite(bound):
+        low = round(near - bound)
+        if low == round(near + bound):
+            return low
+    return round(left_sum(values, start))
 
 
 RESUME_TRIES = 8  # points tried, newest first, before the policy's walk starts again
@@ -173,6 +204,9 @@ class IncrementalClearing:
         self._new_sums = PrefixSums()  # of _new_costs
         self._edited_last: list[int] = []
         self._diffs: list[float] = []
+        # prefix sums of the differences and of their magnitudes (rounded_left_sum)
+        self._diff_sums: list[float] = [0.0]
+        self._diff_sizes: list[float] = [0.0]
 
     # --- the sent records ---------------------------------------------------------------------
 
@@ -392,7 +426,9 @@ class IncrementalClearing:
         view = self._changed_view = dict(self._changed_view)
         for i in self._edited[at:]:
             del view[i]
-        del self._edited[at:], self._factors[at:]
+        # a new list: the last view's (``_edited_last``) stays as it was
+        self._edited = self._edited[:at]
+        del self._factors[at:]
         for i in sorted(filter(self._stale.__le__, self._changed)):  # those from _stale on
             idx, ratio = self._ratio(i)
             self._edited.append(i)
@@ -416,16 +452,17 @@ class IncrementalClearing:
         self._ratios[id(old)] = (idx, ratio)
         return idx, ratio
 
-    def _edited_costs(self, costs: Sequence[float], base: float) -> tuple[list[float], float]:
-        """The costs after the edit and the count: for each edited record in order,
+    def _edited_costs(self, costs: Sequence[float], base: float) -> tuple[list[float], int]:
+        """The costs after the edit and the count, rounded: for each edited record in order,
         ``cost = costs[i] * ratio; total += cost - costs[i]`` from ``total = base``, the
         specification's float operations in its order.
 
         The previous view's products and differences still hold for the edited records before
         the first cost that is not the previous request's (the same float objects: the replay's
         prompt parts hand out the costs they kept) when their ratios did not move; only those
-        after it are computed, and the count is the sum of the differences, added in C
-        (:func:`left_sum`)."""
+        after it are computed, and the count is the sum of the differences from ``base``, added
+        left to right (:func:`rounded_left_sum`: from their prefix sums, kept as the
+        differences are, where that cannot round otherwise)."""
         edited, factors = self._edited, self._factors
         m = kept_prefix(costs, self._costs, self._costs_n)
         j = min(bisect_left(edited, m), self._kept_edits, len(self._diffs))
@@ -438,19 +475,27 @@ class IncrementalClearing:
         )
         old = list(map(costs.__getitem__, edited[j:]))
         new = list(map(operator.mul, old, factors[j:]))
-        diffs = self._diffs
-        del diffs[j:]
+        diffs, sums, sizes = self._diffs, self._diff_sums, self._diff_sizes
+        del diffs[j:], sums[j + 1 :], sizes[j + 1 :]
         diffs.extend(map(operator.sub, new, old))
-        total = left_sum(diffs, base)
-        new_costs = self._new_costs[:p]
-        new_costs.extend(costs[p:])
+        more = accumulate(diffs[j:], operator.add, initial=sums[j])
+        next(more)  # the initial value, already in place
+        sums.extend(more)
+        more = accumulate(map(abs, diffs[j:]), operator.add, initial=sizes[j])
+        next(more)
+        sizes.extend(more)
+        after = rounded_left_sum(base, diffs, sums, sizes)
+        new_costs = self._new_costs
+        if p < len(new_costs):
+            new_costs = new_costs[:p]  # a new list: the one handed out keeps its values
+        new_costs.extend(costs[p:])  # else the list handed out grows (kept_prefix's contract)
         deque(map(new_costs.__setitem__, edited[j:], new), maxlen=0)  # new_costs[i] = cost
         self._costs, self._costs_n = costs, len(costs)
-        self._new_costs = new_costs  # handed out, and never changed by the replay
+        self._new_costs = new_costs  # handed out: only ever appended to afterwards
         self._new_sums.update(new_costs, p)  # its costs before ``p`` are the previous list's
-        self._edited_last = list(edited)
+        self._edited_last = edited  # _refresh replaces the list rather than change it
         self._kept_edits = len(edited)
-        return new_costs, total
+        return new_costs, after
 
     def view(
         self,
@@ -488,9 +533,8 @@ class IncrementalClearing:
         if self._stale != _FRESH:
             self._refresh()
         before = round(base)
-        new_costs, total = self._edited_costs(costs, base)
+        new_costs, after = self._edited_costs(costs, base)
         changed = self._changed_view  # never changed once handed out (_refresh makes a new one)
-        after = round(total)
         if edit.clear_at_least is not None and before - after < edit.clear_at_least:
             return ServerView(list(costs), {}, 0, 0)
         return ServerView(new_costs, changed, self._cleared, before - after)

@@ -286,6 +286,7 @@ def simulate_counterfactual(
     calls: list[CompactionCall] = []
     cleared: frozenset[str] = frozenset()
     prev_sig: list[Hashable] | None = None
+    prev_n = 0
     prev_line = 0
     cost = cal.cost
 
@@ -496,18 +497,18 @@ def simulate_counterfactual(
                 # the reply's usage tells the policy's memory the prompt (the near move)
                 clear_policy.observe(prompt)  # type: ignore[union-attr]
             sig = parts.signature(on_server)
-            # sig[:len(prev_sig)] != prev_sig, compared from the first entry that is not the
-            # very object of the previous signature (equal before it)
+            # sig[:prev_n] != prev_sig[:prev_n], compared from the first entry that is not the
+            # very object of the previous signature (equal before it); the previous signature
+            # as it was: its first ``prev_n`` entries (the parts may append to a list handed out)
             brk = prev_sig is not None and (
-                len(sig) < len(prev_sig)
-                or sig[parts.same : len(prev_sig)] != prev_sig[parts.same :]
+                len(sig) < prev_n or sig[parts.same : prev_n] != prev_sig[parts.same : prev_n]
             )
             blocks = parts.blocks()
             # the carried history (before the file's first message) is a fixed prefix too: read
             # from the cache like the system prompt (it was written on every request)
             read = cache.read(sig, costs, blocks, overhead + carried, sums, not brk, asked_at)
             read = min(prompt, round(read))
-            prev_sig = sig
+            prev_sig, prev_n = sig, len(sig)
             if th.blocking is not None and tokens >= th.blocking:
                 events.append(Event("blocking", line, tokens, th.blocking))
                 names.append("blocking")
@@ -543,7 +544,8 @@ def simulate_counterfactual(
             }
             prev_line = line
             current_usage = sim_usage
-            previous = (list(sent), priced, base, prompt) if carried else None
+            # copies: the replay appends to its history, the prompt parts to the costs
+            previous = (list(sent), list(priced), base, prompt) if carried else None
         if k is not None and tr.replies[k].lines[-1] == line:
             rec = {**rec, "message": {**rec["message"], "usage": current_usage}}
         elif k is not None:

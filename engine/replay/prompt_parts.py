@@ -21,8 +21,11 @@ moved:
 * the blocks the server cleared in a message changed: its signature entry is made again
   (one comparison of the two clearing maps when nothing moved).
 
-What stays per request is C-level: the identity check of the shared prefix and the copies of
-the lists handed out.
+What stays per request is C-level: the identity check of the shared prefix. The costs and the
+signature are handed out as kept, not copied (a copy of a history's costs or signature, made
+and freed per request, was a quadratic share of a long replay): later requests only append to
+a list handed out, and make a new one where an earlier entry moves
+(:func:`engine.identity_memo.kept_prefix`'s contract).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from itertools import compress
+from itertools import accumulate, compress
 from typing import Any
 
 from engine.api.previous_thinking import starts_turn
@@ -152,12 +155,15 @@ class PromptParts(SpecParts):
                 turns.append(i)
         last = turns[-1] if turns else -1
         factors, costs, blocks = self._factors, self._costs, self._blocks
-        del factors[p:], costs[p:], blocks[p:]
-        blocks.extend(map(block_count, sent[p:]))  # a slice: islice would step over the first p
         redo: list[int] = []
         if self.strip and last != self._last:
             # the messages whose "before the last turn start" changed, among those kept
             redo = list(range(max(0, min(last, self._last)), min(max(last, self._last), p)))
+        if redo or p < len(costs):
+            # the list handed out last keeps its values: a new one (kept_prefix's contract)
+            costs = self._costs = costs[:p]
+        del factors[p:], blocks[p:]
+        blocks.extend(map(block_count, sent[p:]))  # a slice: islice would step over the first p
         cost = self.cost
         for i in redo:
             m = sent[i]
@@ -173,7 +179,7 @@ class PromptParts(SpecParts):
         self._kept = min(self._kept, p)
         self._redo = redo
         self._sums.update(costs, min(p, redo[0]) if redo else p)
-        return list(costs)
+        return costs  # not a copy: only ever appended to once handed out
 
     def blocks(self) -> list[int]:
         """The list kept, not a copy: read it before the next :meth:`price`."""
@@ -183,15 +189,17 @@ class PromptParts(SpecParts):
         return self._sums.table()
 
     def signature(self, on_server: OnServer) -> list[Hashable]:
+        """The list kept, not a copy: later calls only append to a list handed out, and make a
+        new one where an entry before its end moves (kept_prefix's contract): the prompt
+        cache keeps each signature with its length then."""
         sent, factors, sig = self._sent, self._factors, self._sig
         sig_key = self.sig_key
         kept = self._kept
         same = kept  # the entries before it are the objects handed out last time
-        del sig[kept:]
+        moved: list[int] = []  # the entries kept whose inputs moved
         for i in self._redo:
             if i < kept:
-                sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
-                same = min(same, i)
+                moved.append(i)
         # the clearing hands out the same map while the edit does not move (and never changes
         # one it handed out): the entries kept still hold, no comparison needed
         if on_server is not self._on_given:
@@ -201,16 +209,20 @@ class PromptParts(SpecParts):
                 # every record the edit changed: as many as the history has tool results)
                 for i in {i for i, _ in on_server.items() ^ before.items()}:
                     if i < kept and on_server.get(i, ()) != before.get(i, ()):
-                        sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
-                        same = min(same, i)
+                        moved.append(i)
             self._on = dict(on_server)
             self._on_given = on_server
+        if moved or kept < len(sig):
+            sig = self._sig = sig[:kept]  # a new list: the one handed out keeps its entries
+        for i in moved:
+            sig[i] = (*sig_key(sent[i]), on_server.get(i, ()), factors[i])
+            same = min(same, i)
         for i in range(kept, self._n):
             sig.append((*sig_key(sent[i]), on_server.get(i, ()), factors[i]))
         self._kept = self._n
         self._redo = []
         self.same = same
-        return list(sig)
+        return sig
 
 
 def spec_prune_saving(
@@ -252,11 +264,18 @@ class PruneSaving:
                 # per request
                 compress(range(p, n), map(operator.is_not, sent[p:n], pruned[p:n]))
             )
-        cost = self.cost
-        total = sums[-1]
-        for i in at[k:]:
-            total += cost(sent[i]) - cost(pruned[i])
-            sums.append(total)
+        new = at[k:]
+        if new:
+            # total += cost(sent[i]) - cost(pruned[i]), one running sum per pair, looped in C
+            cost = self.cost
+            terms = map(
+                operator.sub,
+                map(cost, map(sent.__getitem__, new)),
+                map(cost, map(pruned.__getitem__, new)),
+            )
+            more = accumulate(terms, operator.add, initial=sums[-1])
+            next(more)  # the initial value, already in place
+            sums.extend(more)
         self._sent, self._pruned = sent, pruned
         self._n, self._m = len(sent), len(pruned)
-        return total
+        return sums[-1]

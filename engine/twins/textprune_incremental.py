@@ -22,7 +22,10 @@ kept across the requests of one replay:
 A pass that leaves thinking out is settled as the specification settles it
 (:func:`engine.twins.textprune.settled`: the rule applied again to its result, by the
 specification). The result holds the same message copies as the specification's (the copies
-are memoised by identity, :mod:`engine.identity_memo`). An exception empties the state and the call answers as
+are memoised by identity, :mod:`engine.identity_memo`); its list is the one the state keeps, not a
+copy (a copy of a whole history per request was a quadratic share of a long replay): the state
+never changes a list it handed out (the next result is a new list), and callers must not change
+it either. An exception empties the state and the call answers as
 the specification does.
 """
 
@@ -214,11 +217,11 @@ class IncrementalPrune:
         self._result = (n, end, first, out, counts)
         changed, pruned, dropped, removed = counts
         if not thinking:
-            return PruneOutcome(list(out), "pruned", s, turns, cutoff, changed, pruned)
+            return PruneOutcome(out, "pruned", s, turns, cutoff, changed, pruned)
         whole = self._edit_end(n)[2]  # plan_thinking's ``settled``
         unsettled = dropped > 0 and whole is not None and self._changed[whole] >= end
         return PruneOutcome(
-            list(out), "pruned", s, turns, cutoff, changed, pruned, dropped, removed, end, unsettled
+            out, "pruned", s, turns, cutoff, changed, pruned, dropped, removed, end, unsettled
         )
 
     def _dropped(self, ends: list[int], end: int, since: int) -> list[int]:

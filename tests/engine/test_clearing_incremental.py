@@ -11,6 +11,7 @@ import json
 import operator
 import struct
 from functools import reduce
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from engine.api.server_clearing import clear_on_server
 from engine.profiles import profile_for
 from engine.replay import counterfactual as replay_mod
 from engine.replay.calibration import calibrate
-from engine.replay.clearing_incremental import left_sum
+from engine.replay.clearing_incremental import left_sum, rounded_left_sum
 from engine.replay.session import simulate
 from engine.transcript import build_transcript, load_transcript
 
@@ -202,6 +203,63 @@ def test_left_sum_without_a_plain_sum_is_reduce(monkeypatch):
     monkeypatch.setattr(module, "_PLAIN_SUM", False)
     # 0.5 is lost in 1e100, the 1.0 too: a compensated sum would keep them
     assert left_sum(iter(values), 0.5) == reduce(operator.add, values, 0.5) == 0.1 + 0.2
+
+
+def _prefix_sums(values):
+    """The prefix sums ``rounded_left_sum`` reads: of the values, of their magnitudes."""
+    sums = list(accumulate(values, operator.add, initial=0.0))
+    sizes = list(accumulate(map(abs, values), operator.add, initial=0.0))
+    return sums, sizes
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(-1e6, 1e6),
+            st.floats(-1.0, 1.0),
+            # halves and near-halves, where the two ways of adding may round apart
+            st.integers(-2000, 2000).map(lambda k: k + 0.5),
+            st.integers(-2000, 2000).map(lambda k: k + 0.5 + 2.0**-40),
+            st.sampled_from([0.0, -0.0, 0.1, 0.2, 0.3, 1e15, -1e15, 2.0**52]),
+        ),
+        max_size=80,
+    ),
+    start=st.one_of(
+        st.floats(-1e9, 1e9),
+        st.integers(-5, 5).map(float),
+        st.integers(-(10**6), 10**6).map(lambda k: k + 0.5),
+    ),
+)
+def test_rounded_left_sum_is_the_rounded_left_sum(values, start):
+    """The view's count from the prefix sums of the differences is ``round`` of their sum
+    added left to right from the base, on values near halves too."""
+    sums, sizes = _prefix_sums(values)
+    assert rounded_left_sum(start, values, sums, sizes) == round(left_sum(values, start))
+
+
+def test_rounded_left_sum_adds_again_near_a_half(monkeypatch):
+    """Where the prefix sums land within the error bound of a half, the values are added again
+    left to right. From 0.5, adding 2**-54 twice stays at 0.5 (each is half a unit of its last
+    place, a tie rounded to even), which rounds to 0; the prefix sum of the two is 2**-53, and
+    0.5 + 2**-53 rounds to 1: only adding again gives the left-to-right count."""
+    from engine.replay import clearing_incremental as module
+
+    added = []
+
+    def spy(values, start):
+        added.append(len(values))
+        return left_sum(values, start)
+
+    monkeypatch.setattr(module, "left_sum", spy)
+    values = [2.0**-54, 2.0**-54]
+    sums, sizes = _prefix_sums(values)
+    assert round(0.5 + sums[-1]) == 1 and round(left_sum(values, 0.5)) == 0
+    assert rounded_left_sum(0.5, values, sums, sizes) == 0 and added == [2]
+    # far from a half: no second addition
+    values = [0.25, 3.0, -1.0]
+    sums, sizes = _prefix_sums(values)
+    assert rounded_left_sum(10.0, values, sums, sizes) == 12 and added == [2]
 
 
 @pytest.mark.parametrize(

@@ -126,3 +126,47 @@ def test_prune_saving_is_the_sum_over_the_replaced_pairs(steps):
         if drop % 3 == 0:
             del pruned[drop % len(pruned)]
         assert saving(sent, pruned) == spec_prune_saving(cost, sent, pruned)
+
+
+def test_lists_handed_out_keep_their_entries(monkeypatch):
+    """The costs and signatures PromptParts hands out (and the clearing's costs after its edit)
+    are its own lists, not copies: a later request only appends to one, or prices in a new list
+    where an earlier entry moves (a new turn's thinking factors, the server's edit moving), so
+    every list keeps the entries it had when handed out (kept_prefix's contract, which the
+    prompt cache and the clearing rely on). Both ways happen on this session."""
+    from engine.replay.clearing_incremental import IncrementalClearing
+    from engine.replay.prompt_parts import PromptParts
+
+    handed: list[tuple[list, tuple]] = []
+
+    class Kept(PromptParts):
+        def price(self, sent, at):
+            got = super().price(sent, at)
+            handed.append((got, tuple(got)))
+            return got
+
+        def signature(self, on_server):
+            got = super().signature(on_server)
+            handed.append((got, tuple(got)))
+            return got
+
+    class KeptClearing(IncrementalClearing):
+        def view(self, *args, **kwargs):
+            got = super().view(*args, **kwargs)
+            handed.append((got.costs, tuple(got.costs)))
+            return got
+
+    tr = load_transcript(need_shared(PUBLIC / STRIPS))
+    prof = profile_for(tr.version or "2.1.39")
+    knobs = {"CLAUDE_CTX_CLEAR_TRIGGER": "20000"}
+    want = simulate(tr, prof, "patched", clear_env=knobs)
+    with monkeypatch.context() as m:
+        m.setattr(replay_mod, "PromptParts", Kept)
+        m.setattr(replay_mod, "IncrementalClearing", KeptClearing)
+        got = simulate(tr, prof, "patched", clear_env=knobs)
+    assert got == want
+    for lst, entries in handed:
+        assert tuple(lst[: len(entries)]) == entries
+    grown = sum(1 for lst, entries in handed if len(lst) > len(entries))
+    lists = {id(lst) for lst, _ in handed}
+    assert grown > 100 and len(lists) > 10, (grown, len(lists))
