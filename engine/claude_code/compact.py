@@ -40,18 +40,24 @@ def offline_summary(messages: Sequence[Mapping[str, Any]], max_chars: int = 1600
     """Deterministic stand-in: the typed prompts, tools used and the last assistant text."""
     prompts: list[str] = []
     tools: dict[str, int] = {}
-    last_text = ""
     for m in messages:
-        if m.get("type") == "user" and not m.get("isMeta") and not m.get("isCompactSummary"):
-            prompts.extend(t.splitlines()[0][:200] for t in _texts(m) if t.strip())
-        elif m.get("type") == "assistant":
+        kind = m.get("type")
+        if kind == "user" and not m.get("isMeta") and not m.get("isCompactSummary"):
+            # a text's first line, at most 200 characters: the first line of its first 200
+            # (a line break past them cannot shorten it), without splitting the whole text
+            prompts.extend(t[:200].splitlines()[0] for t in _texts(m) if t.strip())
+        elif kind == "assistant":
             c = (m.get("message") or {}).get("content")
             for b in c if isinstance(c, list) else []:
                 if isinstance(b, Mapping) and b.get("type") == "tool_use":
                     tools[str(b.get("name"))] = tools.get(str(b.get("name")), 0) + 1
-            t = "\n".join(_texts(m)).strip()
-            if t:
-                last_text = t
+    # the last assistant message with text: from the end, rather than joining every one's
+    last_text = ""
+    for m in reversed(messages):
+        if m.get("type") == "assistant":
+            last_text = "\n".join(_texts(m)).strip()
+            if last_text:
+                break
     parts = [SUMMARY_PREFIX, "1. Primary Request and Intent:\n"]
     parts += [f"   - {p}\n" for p in prompts]
     used = ", ".join(f"{k}×{v}" for k, v in sorted(tools.items()))
