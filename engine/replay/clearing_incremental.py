@@ -42,7 +42,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any
 
 from engine.api.context_editing import CLEARED_INPUT, PLACEHOLDER
@@ -53,7 +53,7 @@ from engine.replay.prefix_sums import PrefixSums, summed
 from engine.tokens import block_tokens
 from engine.twins.conversation_policy import PaidPolicy
 from engine.twins.free_moves import BROKE, GREW, NEW, Fingerprint, message_size
-from engine.twins.policy_scan import PolicyScan, Sizes
+from engine.twins.policy_scan import Facts, PolicyScan, Sizes
 
 
 def _sum_is_plain() -> bool:
@@ -107,10 +107,25 @@ RESUME_TRIES = 8  # points tried, newest first, before the policy's walk starts 
 _FRESH = sys.maxsize  # ``IncrementalClearing._stale`` when every changed record is up to date
 
 
+_PRINT = operator.attrgetter("print")
+_API = operator.attrgetter("api")
+_NAMES = operator.attrgetter("names")
+
+
 class _Record:
     """What the edit needs of one sent record (its API message)."""
 
-    __slots__ = ("api", "assistant", "content", "print", "results", "role", "trailing", "uses")
+    __slots__ = (
+        "api",
+        "assistant",
+        "content",
+        "names",
+        "print",
+        "results",
+        "role",
+        "trailing",
+        "uses",
+    )
 
     def __init__(self, record: Mapping[str, Any]) -> None:
         msg = record.get("message") if record.get("type") in ("user", "assistant") else None
@@ -136,6 +151,7 @@ class _Record:
             for j, b in enumerate(blocks)
             if role == "user" and isinstance(b, Mapping) and b.get("type") == "tool_result"
         )
+        self.names = bool(self.uses or self.results)  # whether it names a tool use id
         # tool_result blocks this message adds to the round in progress (trailing_results
         # counts them in any message that is not the assistant's)
         self.trailing = sum(
@@ -242,11 +258,13 @@ class IncrementalClearing:
         first = prints[0] if prints else None
         old_mid = prints[k : n - 1]
         del prints[k:]
-        for i in range(k, len(sent)):
-            r = self._record(sent[i])
-            prints.append(r.print)
-            self._recs.append(r)
-            self._apis.append(r.api)
+        new = list(map(self._record, sent[k:]))
+        prints.extend(map(_PRINT, new))
+        self._recs.extend(new)
+        self._apis.extend(map(_API, new))
+        # the records with tool uses or results, in order (most have neither)
+        for i in compress(range(k, len(sent)), map(_NAMES, new)):
+            r = new[i - k]
             for j, b in r.uses:
                 self._uses.append((i, j, b))
             for j, uid in r.results:
@@ -269,8 +287,9 @@ class IncrementalClearing:
         self._scanned = min(self._scanned, k)
         del self._uses[bisect_left(self._uses, k, key=operator.itemgetter(0)) :]
         self._results = {}
-        for i, r in enumerate(self._recs):
-            for j, uid in r.results:
+        recs = self._recs
+        for i in compress(range(len(recs)), map(_NAMES, recs)):  # those naming a tool use id
+            for j, uid in recs[i].results:
                 self._results[uid] = (i, j)
         self._unfold(k)
 
@@ -316,13 +335,14 @@ class IncrementalClearing:
             last = conversation.paid_move(self._change, len(self._uses))
             moved = None if last is None else (lead + last[0], last[1])
         start = None  # records the walk keeps
+        facts = None  # the facts of the records it walks, when _resume read them
         if scan is not None and preceding == self._preceding:
-            start = self._resume(scan, lead, min(self._scanned, n))
+            start, facts = self._resume(scan, lead, min(self._scanned, n))
             other = None if start is None else scan.other_move(moved)
             if start is not None and other is not None:
                 # the points kept took an earlier move, which the twin's walk does not take:
                 # walk again from a point before it (the points before it took no move)
-                start = self._resume(scan, lead, min(start, other - lead))
+                start, facts = self._resume(scan, lead, min(start, other - lead))
         if start is None or scan is None:
             scan = PolicyScan(
                 self.edit,
@@ -334,10 +354,10 @@ class IncrementalClearing:
             )
             if preceding:
                 scan.extend([{"role": "assistant", "content": "x" * (4 * preceding)}])
-            self._scan, self._preceding, start = scan, preceding, 0
+            self._scan, self._preceding, start, facts = scan, preceding, 0, None
         if conversation is not None:
             scan.move(moved)
-        scan.extend(self._apis[start:])
+        scan.extend(self._apis[start:], facts)
         self._scanned = n
         keep = scan.keep("paid")
         if conversation is None:
@@ -355,15 +375,24 @@ class IncrementalClearing:
             scan.move((lead + n - 1, conversation.forced))
         return keep
 
-    def _resume(self, scan: PolicyScan, lead: int, done: int) -> int | None:
+    def _resume(
+        self, scan: PolicyScan, lead: int, done: int
+    ) -> tuple[int | None, list[Facts] | None]:
         """The records the walk keeps when resumed at one of the :data:`RESUME_TRIES` points
         before record ``done``, the newest that may be (``PolicyScan.resumable``); the scan is
-        truncated there. ``None``: no such point (the list is walked again from the start)."""
-        for k in range(done, max(0, done - RESUME_TRIES), -1):
-            if scan.resumable(lead + k - 1, self._apis[k:]):
+        truncated there. ``None``: no such point (the list is walked again from the start).
+        With it, the facts of the records after it (read once for every point tried and the
+        walk: after a prune rewrote an early record, a thousand records)."""
+        low = max(0, done - RESUME_TRIES) + 1
+        if low > done:
+            return None, None
+        facts = list(map(scan.sizes.facts, self._apis[low:]))
+        for k in range(done, low - 1, -1):
+            tail = facts[k - low :]
+            if scan.resumable(lead + k - 1, self._apis[k:], tail):
                 scan.truncate(lead + k - 1)
-                return k
-        return None
+                return k, tail
+        return None, None
 
     def _keep(self) -> int:
         """``edit_for_request``'s keep for the records synced."""
