@@ -73,6 +73,11 @@ class Point(NamedTuple):
     size: int = 0
 
 
+# Point(...) from its eleven fields in C: a named tuple's ``__new__`` is a Python function (one
+# frame per message walked), the tuple's own constructor is not
+_new_point = tuple.__new__
+
+
 def _role(m: Any) -> str | None:
     role = m.get("role") if isinstance(m, dict) else None
     return role if role in (_USER, _ASSISTANT) else None
@@ -458,18 +463,21 @@ class PolicyScan:
                 self._applied.append(index)
             introduce((tuple(new_uses), tuple(new_results)) if new_uses or new_results else _NO_IDS)
             add_point(
-                Point(
-                    total,
-                    trailing,
-                    trailing_any,
-                    cleared,
-                    rent,
-                    len(gains) - 1,
-                    reach,
-                    role,
-                    decided,
-                    sent_role,
-                    size if prints else 0,
+                _new_point(
+                    Point,
+                    (
+                        total,
+                        trailing,
+                        trailing_any,
+                        cleared,
+                        rent,
+                        len(gains) - 1,
+                        reach,
+                        role,
+                        decided,
+                        sent_role,
+                        size if prints else 0,
+                    ),
                 )
             )
 
