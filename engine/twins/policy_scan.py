@@ -28,8 +28,10 @@ JSON objects count as messages without a role, as the injected JavaScript reads 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, NamedTuple
 
 from engine.api.context_management import ClearToolUses
@@ -49,6 +51,7 @@ from engine.twins.policy import (
 
 _USER, _ASSISTANT = "user", "assistant"
 _NO_IDS: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())  # a message that names no id first
+_NAMES_IDS = partial(operator.is_not, _NO_IDS)  # an entry of a message that names one
 
 
 class Point(NamedTuple):
@@ -343,7 +346,8 @@ class PolicyScan:
 
     def truncate(self, j: int) -> None:
         """Keep the walk of the first ``j + 1`` messages only."""
-        for uses, results in self._introduced[j + 1 :]:
+        # the messages that named an id first (most name none: skipped in C)
+        for uses, results in filter(_NAMES_IDS, self._introduced[j + 1 :]):
             for i in uses:
                 self.use_at.pop(i, None)
             for i in results:
