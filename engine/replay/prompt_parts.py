@@ -33,7 +33,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from itertools import accumulate, compress
+from itertools import accumulate, compress, repeat
 from typing import Any
 
 from engine.api.previous_thinking import starts_turn
@@ -150,9 +150,8 @@ class PromptParts(SpecParts):
             self._resumed = resumed
         turns = self._turns
         del turns[bisect_left(turns, p) :]
-        for i in range(p, len(sent)):
-            if starts_turn(sent[i]):
-                turns.append(i)
+        n = len(sent)
+        turns.extend(compress(range(p, n), map(starts_turn, sent[p:])))
         last = turns[-1] if turns else -1
         factors, costs, blocks = self._factors, self._costs, self._blocks
         redo: list[int] = []
@@ -169,12 +168,18 @@ class PromptParts(SpecParts):
             m = sent[i]
             factors[i] = f = self._factor(m, i, at, last)
             costs[i] = cost(m) * f
-        for i in range(p, len(sent)):
+        # without resumes, a message from the last turn start on (any, without ``strip``) has
+        # the factor 1.0 (_factor's, multiplied by nothing): those are priced in C
+        plain = n if self.cal.resumes else min(max(p, last), n) if self.strip else p
+        for i in range(p, plain):
             m = sent[i]
             f = self._factor(m, i, at, last)
             factors.append(f)
             costs.append(cost(m) * f)
-        self._sent, self._n = sent, len(sent)
+        if plain < n:
+            factors.extend(repeat(1.0, n - plain))
+            costs.extend(map(operator.mul, map(cost, sent[plain:]), repeat(1.0, n - plain)))
+        self._sent, self._n = sent, n
         self._last = last
         self._kept = min(self._kept, p)
         self._redo = redo
