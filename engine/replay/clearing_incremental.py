@@ -28,9 +28,10 @@ result three times, so a replay of ``n`` requests does ``O(n²)`` work with a la
   assistant message of that many characters (no tool use, never a request point: it only adds
   its size to the walk's total, as ``paid_boundary``'s ``preceding`` does).
 
-What stays per request is linear with a tiny constant: the identity check of the sent prefix,
-the sum of the costs, and one float addition per edited record (the specification's order, run in
-C).
+What stays per request is linear with a tiny constant: the identity check of the sent prefix
+(in C). The count after the edit comes from prefix sums of the edited records' differences
+(:func:`rounded_left_sum`); they are added again one by one, in the specification's order, only
+where the two ways of adding could round to different counts.
 """
 
 from __future__ import annotations
