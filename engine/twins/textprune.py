@@ -114,7 +114,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,17 +239,24 @@ def prune_outcome(messages: list[Any], settings: PruneSettings) -> PruneOutcome:
         return PruneOutcome(messages, "error")
 
 
-def settled(outcome: PruneOutcome, settings: PruneSettings) -> PruneOutcome:
+def settled(
+    outcome: PruneOutcome,
+    settings: PruneSettings,
+    again_pass: Callable[[list[Any], int], PruneOutcome] | None = None,
+) -> PruneOutcome:
     """``outcome`` (one pass of the rule) with the rule applied again to its own result while
     a pass leaves thinking blocks out and may not be a fixed point (``unsettled``; module
     docstring, "Settled"): the result is a fixed point. The turns are the first pass's, the
-    cutoff and edit end the last changing pass's, the counts the sums of the passes."""
+    cutoff and edit end the last changing pass's, the counts the sums of the passes.
+    ``again_pass(messages, k)``: the ``k``-th further pass (1, 2, ...) when the caller keeps
+    state for it (``IncrementalPrune``), equal to one pass of the rule on ``messages``."""
     total = last = outcome
     # a pass that goes on emptied at least one thinking message: len + 1 passes at most
-    for _ in range(len(outcome.messages) + 1):
+    for k in range(1, len(outcome.messages) + 2):
         if not last.changed or not last.unsettled:
             break
-        again = _prune(last.messages, settings)
+        messages = last.messages
+        again = _prune(messages, settings) if again_pass is None else again_pass(messages, k)
         if not again.changed:
             break
         total = PruneOutcome(
