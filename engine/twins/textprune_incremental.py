@@ -20,8 +20,8 @@ kept across the requests of one replay:
   it, from the messages that shorten and the thinking messages that lose their blocks.
 
 A pass that leaves thinking out is settled as the specification settles it
-(:func:`engine.twins.textprune.settled`: the rule applied again to its result, by the
-specification). The result holds the same message copies as the specification's (the copies
+(:func:`engine.twins.textprune.settled`: the rule applied again to its result), each further
+pass by an :class:`IncrementalPrune` of its own, kept across the requests (``_again``). The result holds the same message copies as the specification's (the copies
 are memoised by identity, :mod:`engine.identity_memo`); its list is the one the state keeps, not a
 copy (a copy of a whole history per request was a quadratic share of a long replay): the state
 never changes a list it handed out (the next result is a new list), and callers must not change
