@@ -58,6 +58,13 @@ def offline_summary(messages: Sequence[Mapping[str, Any]], max_chars: int = 1600
             last_text = "\n".join(_texts(m)).strip()
             if last_text:
                 break
+    return summary_text(prompts, tools, last_text, max_chars)
+
+
+def summary_text(
+    prompts: Sequence[str], tools: Mapping[str, int], last_text: str, max_chars: int
+) -> str:
+    """The stand-in summary's text from what :func:`offline_summary` gathered."""
     parts = [SUMMARY_PREFIX, "1. Primary Request and Intent:\n"]
     parts += [f"   - {p}\n" for p in prompts]
     used = ", ".join(f"{k}×{v}" for k, v in sorted(tools.items()))

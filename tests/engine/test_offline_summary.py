@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.claude_code.compact import SUMMARY_PREFIX, _texts, offline_summary
+from engine.claude_code.compact import _texts, offline_summary, summary_text
 
 
 def spec_offline_summary(messages: Sequence[Mapping[str, Any]], max_chars: int = 16000) -> str:
@@ -30,12 +30,7 @@ def spec_offline_summary(messages: Sequence[Mapping[str, Any]], max_chars: int =
             t = "\n".join(_texts(m)).strip()
             if t:
                 last_text = t
-    parts = [SUMMARY_PREFIX, "1. Primary Request and Intent:\n"]
-    parts += [f"   - {p}\n" for p in prompts]
-    used = ", ".join(f"{k}×{v}" for k, v in sorted(tools.items()))
-    parts.append(f"2. Tools used: {used}\n")
-    parts.append("3. Current Work:\n" + last_text[:2000] + "\n")
-    return "".join(parts)[:max_chars]
+    return summary_text(prompts, tools, last_text, max_chars)  # the text itself is shared
 
 
 # texts with line breaks of every kind splitlines knows, near and past the 200th character
