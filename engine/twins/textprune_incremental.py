@@ -21,12 +21,13 @@ kept across the requests of one replay:
 
 A pass that leaves thinking out is settled as the specification settles it
 (:func:`engine.twins.textprune.settled`: the rule applied again to its result), each further
-pass by an :class:`IncrementalPrune` of its own, kept across the requests (``_again``). The result holds the same message copies as the specification's (the copies
-are memoised by identity, :mod:`engine.identity_memo`); its list is the one the state keeps, not a
-copy (a copy of a whole history per request was a quadratic share of a long replay): the state
-never changes a list it handed out (the next result is a new list), and callers must not change
-it either. An exception empties the state and the call answers as
-the specification does.
+pass by an :class:`IncrementalPrune` of its own, kept across the requests (``_again``).
+
+The result holds the same message copies as the specification's (the copies are memoised by
+identity, :mod:`engine.identity_memo`); its list is the one the state keeps, not a copy (a copy
+of a whole history per request was a quadratic share of a long replay): the state never changes
+a list it handed out (the next result is a new list), and callers must not change it either. An
+exception empties the state and the call answers as the specification does.
 """
 
 from __future__ import annotations
@@ -58,10 +59,13 @@ _GONE = object()  # a message left out of the result (no block left)
 
 class IncrementalPrune:
     """``prune_detailed(messages, env)`` for the successive requests of one replay (see the
-    module docstring); the settings are read from ``env`` (default ``os.environ``) once."""
+    module docstring); the settings are read from ``env`` (default ``os.environ``) once, or
+    given as ``settings``."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        self.settings = PruneSettings.from_env(env)
+    def __init__(
+        self, env: Mapping[str, str] | None = None, *, settings: PruneSettings | None = None
+    ) -> None:
+        self.settings = PruneSettings.from_env(env) if settings is None else settings
         self._reset()
 
     def _again(self, messages: list[Any], k: int) -> PruneOutcome:
@@ -71,10 +75,7 @@ class IncrementalPrune:
         ``_prune`` walked the whole list again, on 119 requests of the x10 bench session)."""
         passes = self._passes
         while len(passes) < k:
-            nested = IncrementalPrune.__new__(IncrementalPrune)
-            nested.settings = self.settings
-            nested._reset()
-            passes.append(nested)
+            passes.append(IncrementalPrune(settings=self.settings))
         return passes[k - 1]._prune(messages)
 
     def _reset(self) -> None:
