@@ -234,6 +234,14 @@ def test_the_simulate_block_runs_as_written(user: dict[str, str]) -> None:
     readme = README.read_text(encoding="utf-8")
     quoted = re.search(r"^patched vs unpatched: .*$", readme, re.M)
     assert quoted is not None and quoted.group(0) in compare
+    # and the introduction's figures (they had gone stale: 55%, $6.80 of $11.20)
+    saved = re.search(r"^patched vs unpatched: .* tokens saved \(([\d.]+)%\)", compare, re.M)
+    dollars = re.search(r"unpatched \$([\d.]+),.* patched \$([\d.]+),", compare)
+    assert saved is not None and dollars is not None, compare
+    intro = " ".join(readme.split("## ")[0].split())
+    unpatched, patched = dollars.groups()
+    assert f"sends {round(float(saved.group(1)))}% fewer input tokens" in intro
+    assert f"costs ${patched} instead of ${unpatched}" in intro
 
 
 def test_the_package_summary_says_what_the_readme_says() -> None:
