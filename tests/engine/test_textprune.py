@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import strategies as st
 from msgs import (
     EAGER,
@@ -514,6 +514,35 @@ def test_property_idempotent(msgs: list[Any], environ: dict[str, str]) -> None:
     assert twice is once
 
 
+# a pass that leaves thinking out and is settled (the assistant turn, thinking and an image, is
+# before the cutoff): the property's case made certain whatever examples hypothesis's version
+# draws (6.155 drew none of its kind among the property's 200, 6.170 did)
+SETTLED_EXAMPLE = (
+    [
+        user("x" * 100),
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                    {"type": "image", "source": {"type": "base64", "data": "AAAA"}},
+                ],
+            },
+        },
+        user("y" * 70),
+        user("z" * 100),
+        user("w" * 53),
+    ],
+    {
+        "CLAUDE_TEXT_PRUNE_THRESHOLD": "500",
+        "CLAUDE_TEXT_PRUNE_KEEP": "1",
+        "CLAUDE_TEXT_PRUNE_STEP": "3",
+        "CLAUDE_TEXT_PRUNE_MAX_CHARS": "5",
+    },
+)
+
+
 def test_property_a_pass_said_settled_is_a_fixed_point() -> None:
     """``unsettled`` False after a pass that left thinking out: a second pass changes nothing
     (the settle loop skips it on that word)."""
@@ -521,6 +550,7 @@ def test_property_a_pass_said_settled_is_a_fixed_point() -> None:
 
     @PROPERTY_SETTINGS
     @given(messages_st, env_st)
+    @example(*SETTLED_EXAMPLE)
     def run(msgs: list[Any], environ: dict[str, str]) -> None:
         settings = PruneSettings.from_env(environ)
         one = _prune(msgs, settings)
