@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,11 +114,14 @@ def decide(
     refused: Collection[str] = (),
     fitter: Fitter | None = None,
     now: int | None = None,
+    native_1m: Callable[[str], bool] | None = None,
 ) -> Decision:
     """The rewrite of one request (see the module docstring). ``fitter``: the clearing policy
     (:mod:`gateway.policy`) that fits the edit's keep to the messages; None sends ``edit`` as
     it is. ``now``: the request's time in milliseconds of a monotonic clock, for the policy's
-    expiry move (None: unknown). The policy never fails a request: on any error the plain ``edit`` is sent and one
+    expiry move (None: unknown). ``native_1m``: whether the client's build runs a model at 1M
+    without ``[1m]`` (:func:`gateway.window.native_1m`, the near move's window; None: never).
+    The policy never fails a request: on any error the plain ``edit`` is sent and one
     line logged."""
     if not is_messages(method, path):
         return Decision(reason="not POST /v1/messages")
@@ -161,7 +164,8 @@ def decide(
     kept = None
     if fitter is not None:
         try:
-            edit, kept = fitter.fit(edit, body, top, request, model, beta_values, now)
+            one_m = native_1m is not None and native_1m(model)
+            edit, kept = fitter.fit(edit, body, top, request, model, beta_values, now, one_m)
         except Exception as exc:  # the policy never fails a request: the plain edit
             log.warning("clearing policy failed (%s): the plain edit is sent", type(exc).__name__)
     new_cm = _merged(cm, to_json(edit))

@@ -452,6 +452,7 @@ class Gateway:
             self.state.refused,
             self.state.fitter,
             self.clock(),
+            self._native_1m(request.headers.get("User-Agent", "")),
         )
         if decision.added and window.stop_clearing(
             request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env
@@ -648,6 +649,12 @@ class Gateway:
             self._record(rec, up.status, decision, up.headers)
         self._lap(request, "reply")
         return resp
+
+    def _native_1m(self, user_agent: str) -> Callable[[str], bool]:
+        """Whether this client's build runs a model at 1M without ``[1m]`` (the near move's
+        window: :func:`gateway.window.native_1m`, under the gateway's environment)."""
+        env = self._env
+        return lambda model: window.native_1m(user_agent, model, env)
 
     def _upstream_url(self, raw_path_qs: str) -> URL:
         """Where the request goes (:func:`gateway.network.upstream_url`), kept per path and

@@ -49,6 +49,30 @@ def client_version(user_agent: str) -> tuple[int, int, int] | None:
     return (int(m[1]), int(m[2]), int(m[3])) if m else None
 
 
+def native_1m(user_agent: str, model: str, env: Mapping[str, str]) -> bool:
+    """Whether the client's build runs ``model`` at a 1,000,000 window without ``[1m]`` in its
+    id (:func:`engine.claude_code.thresholds.native_1m` under the engine profile of the version
+    its ``User-Agent`` names; a client that names none, e.g. an SDK program of its own: the
+    newest profile's model table, which is the API's window for the model); the near move's
+    level is of that window (:func:`engine.twins.free_moves.near_level`)."""
+    version = client_version(user_agent)
+    disabled = env.get("CLAUDE_CODE_DISABLE_1M_CONTEXT")
+    return _native_1m(".".join(map(str, version)) if version else None, model, disabled)
+
+
+@lru_cache(maxsize=64)
+def _native_1m(version: str | None, model: str, disabled: str | None) -> bool:
+    from engine.claude_code.thresholds import native_1m as engine_native_1m
+    from engine.profiles import PROFILES, profile_for
+
+    try:
+        profile = profile_for(version) if version is not None else PROFILES[-1]
+    except ValueError:  # a version before every profile (1.0.80): no 1M table
+        return False
+    env = {} if disabled is None else {"CLAUDE_CODE_DISABLE_1M_CONTEXT": disabled}
+    return engine_native_1m(model, profile, env)
+
+
 GUARD_ENV = "CLAUDE_CTX_CLEAR_WINDOW_GUARD"
 """``1`` turns the guard on (off by default: Anthropic's context-editing documentation presents
 clearing as what keeps a conversation within the context window, i.e. the window is measured on

@@ -111,14 +111,19 @@ def test_the_knobs_are_read_from_the_environment() -> None:
 
 
 def _fit_seq(
-    fitter: Fitter, lists: list[list[dict]], prompts: dict[int, int], model: str, betas: list[str]
+    fitter: Fitter,
+    lists: list[list[dict]],
+    prompts: dict[int, int],
+    model: str,
+    betas: list[str],
+    native_1m: bool = False,
 ) -> list[int]:
     keeps = []
     for i, m in enumerate(lists):
         raw = SERIALISE["javascript"](claude_code(m, model=model))
         top = scan(raw)
         assert top is not None
-        got, kept = fitter.fit(EDIT, raw, top, None, model, betas)
+        got, kept = fitter.fit(EDIT, raw, top, None, model, betas, None, native_1m)
         keeps.append(got.keep)
         if i in prompts:
             assert kept is not None
@@ -144,6 +149,32 @@ def test_the_level_is_the_models_window_and_the_prompt_is_used_once() -> None:
         level_1m = near_level(model, betas, DEFAULT_MARGIN)
         assert level_1m == 1_000_000 - 33_000 - 10_000
         assert _fit_seq(Fitter(Knobs()), lists, {3: level_1m}, model, betas)[4] == EDIT.keep
+    # a model the client's build runs at 1M natively (no [1m], no beta): the 1M level too
+    native = "claude-opus-5"
+    assert near_level(native, (), DEFAULT_MARGIN, native_1m=True) == 957_000
+    assert near_level(native, (), DEFAULT_MARGIN) == LEVEL  # told nothing: 200K
+    assert _fit_seq(Fitter(Knobs()), lists, {3: LEVEL}, native, [], native_1m=True) == base
+    assert _fit_seq(Fitter(Knobs()), lists, {3: 957_000}, native, [], True)[4] == EDIT.keep
+    assert _fit_seq(Fitter(Knobs()), lists, {3: LEVEL}, native, [])[4] == EDIT.keep
+
+
+def test_the_window_is_that_of_the_clients_build() -> None:
+    """gateway.window.native_1m: the engine's capability table of the version the User-Agent
+    names (2.1.195+ builds run claude-opus-5 at 1M; 2.1.150's table has no such model; a
+    version before every profile, none), the newest table for a client that names no version,
+    and CLAUDE_CODE_DISABLE_1M_CONTEXT as Claude Code reads it."""
+    from gateway.window import native_1m
+
+    new, old = "claude-cli/2.1.217 (external, cli)", "claude-cli/2.1.150 (external, cli)"
+    assert native_1m(new, "claude-opus-5", {})
+    assert native_1m(new, "claude-opus-5-20261001", {})  # a dated id of the same model
+    assert not native_1m(new, "claude-opus-4-6", {})  # a 200K model
+    assert not native_1m(old, "claude-opus-5", {})
+    assert not native_1m("claude-cli/1.0.50 (external, cli)", "claude-opus-5", {})
+    assert native_1m("my-agent/1.0", "claude-opus-5", {})
+    assert native_1m("", "claude-sonnet-5", {})
+    assert not native_1m(new, "claude-opus-5", {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "1"})
+    assert native_1m(new, "claude-opus-5", {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "0"})
 
 
 # --- the reply's prompt, read as it passes ------------------------------------------------------
@@ -304,6 +335,48 @@ def test_the_server_reads_the_reply_and_moves_near(
         assert fitter.near_moves == near == twin.moves
         if near:
             assert sent[4] == edit.keep < paid_edit(edit, lists[4], rest=rest, extra=extra).keep
+
+
+@pytest.mark.parametrize(
+    ("agent", "model", "env", "near"),
+    [
+        ("claude-cli/2.1.217 (external, cli)", "claude-opus-5", {}, False),
+        ("claude-cli/2.1.217 (external, cli)", "claude-opus-4-6", {}, True),
+        ("claude-cli/2.1.150 (external, cli)", "claude-opus-5", {}, True),
+        (
+            "claude-cli/2.1.217 (external, cli)",
+            "claude-opus-5",
+            {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "1"},
+            True,
+        ),
+    ],
+)
+def test_the_server_takes_the_window_of_the_clients_build(
+    agent: str, model: str, env: dict[str, str], near: bool
+) -> None:
+    """Through HTTP: a reply's prompt past the 200K level (157,000) makes the next request a
+    near move unless the client's build (its User-Agent) runs the model at 1M natively, where
+    that prompt is far from the window. Before, claude-opus-5 on 2.1.217 moved near on every
+    request past 157,000 (a cache rewrite each) in a window of 1,000,000."""
+    from test_gateway_http import HEADERS, post
+
+    from gateway.server import ThreadedGateway
+    from lab.mock import MockConfig, MockServer, Step, make_usage
+
+    lists = _pruned_sequence()[:7]
+    prompts = [40_000, 80_000, 120_000, LEVEL + 2_000, 150_000, 155_000, 158_000]
+    script = [Step.text(usage=make_usage(p + 1, output=1, cache_read=p // 2)) for p in prompts]
+    with (
+        MockServer(MockConfig(script=script)) as mock,
+        ThreadedGateway(upstream=mock.base_url, env=env) as gw,
+    ):
+        for m in lists:
+            body = SERIALISE["javascript"](claude_code(m, model=model))
+            status, _, reply = post(gw.url, "/v1/messages", body, HEADERS | {"User-Agent": agent})
+            assert status == 200, reply
+        fitter = gw.gateway.state.fitter
+        assert fitter is not None
+        assert fitter.near_moves == int(near)
 
 
 def test_a_json_reply_that_comes_whole_with_its_headers_tells_its_prompt() -> None:

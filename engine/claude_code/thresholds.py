@@ -42,8 +42,9 @@ def _env_max_output(env: Mapping[str, str], profile: Profile) -> tuple[int, str]
     return n, f"{name}={n}"
 
 
-def _native_1m(model: str, profile: Profile, env: Mapping[str, str]) -> bool:
-    """A model the build's capability table marks ``native_1m`` (2.1.195+ profiles)."""
+def native_1m(model: str, profile: Profile, env: Mapping[str, str]) -> bool:
+    """A model the build's capability table marks ``native_1m`` (2.1.195+ profiles): its
+    window is 1,000,000 without ``[1m]`` in its id (``CLAUDE_CODE_DISABLE_1M_CONTEXT``: not)."""
     if not profile.native_1m_models or env_true(env.get("CLAUDE_CODE_DISABLE_1M_CONTEXT")):
         return False
     m = model.lower().split("[", 1)[0]
@@ -101,7 +102,7 @@ def compute_thresholds(
     env = env or {}
     why: list[str] = []
     one_m = "[1m]" in model
-    native = _native_1m(model, profile, env)
+    native = native_1m(model, profile, env)
     window = profile.context_window_1m if one_m or native else profile.context_window
     why.append(
         f"context window {window} ("
