@@ -1,4 +1,5 @@
-"""The one version parser of ctxpatch: ``"2.1.39"`` → ``(2, 1, 39)``.
+"""The one version parser of ctxpatch: ``"2.1.39"`` → ``(2, 1, 39)``, and the one boundary
+between the ``cli.js`` builds and the native ones (:data:`FIRST_NATIVE`).
 
 Its own module (only ``re``) so that ``patcher`` can compare versions without loading the
 profiles; :mod:`engine.profiles` holds every rule that depends on a version.
@@ -18,3 +19,14 @@ def parse_version(version: str) -> tuple[int, int, int]:
     if not m:
         raise ValueError(f"not a Claude Code version: {version!r} (expected X.Y.Z, e.g. 2.1.39)")
     return int(m[1]), int(m[2]), int(m[3])
+
+
+FIRST_NATIVE = "2.1.113"
+"""The first Claude Code version published only as a native build (a Bun binary, no ``cli.js``):
+``ctxpatch apply`` patches the ``cli.js`` builds (up to 2.1.112: the text prune and server-side
+clearing), a native build gets server-side clearing only, through the gateway (``ctxpatch run``)."""
+
+
+def is_native(version: str) -> bool:
+    """Whether Claude Code ``version`` is a native build (:data:`FIRST_NATIVE` or newer)."""
+    return parse_version(version) >= parse_version(FIRST_NATIVE)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from engine.javascript import js_parse_float, js_parse_int
 from engine.profiles import Profile, model_max_output
-from engine.versions import parse_version
+from engine.versions import is_native
 
 TRUE_VALUES = ("1", "true", "yes", "on")
 
@@ -240,12 +240,6 @@ def compute_thresholds(
     )
 
 
-# Native builds (2.1.113 on) keep the stub of 2.1.105 in the query loop, but clear tool results
-# after an idle gap (tengu_time_based_microcompact, a remote flag): ``inspect`` reads it, the
-# engine does not model it (profiles: _NATIVE_NOTES).
-_FIRST_NATIVE = (2, 1, 113)
-
-
 def _microcompact_words(profile: Profile, on: bool) -> str:
     kind = profile.microcompact
     if kind == "legacy":
@@ -254,7 +248,10 @@ def _microcompact_words(profile: Profile, on: bool) -> str:
             if on
             else ("legacy, off (DISABLE_MICROCOMPACT)")
         )
-    if kind == "time-based" or parse_version(profile.first) >= _FIRST_NATIVE:
+    # native builds (2.1.113 on) keep the stub of 2.1.105 in the query loop, but clear tool
+    # results after an idle gap (tengu_time_based_microcompact, a remote flag): ``inspect``
+    # reads it, the engine does not model it (profiles: _NATIVE_NOTES)
+    if kind == "time-based" or is_native(profile.first):
         modelled = "" if kind == "time-based" else "; not modelled"
         return f"time-based (clears old tool results after an idle gap, remote flag{modelled})"
     return "none (the query loop's call is a stub)" if kind == "stub" else "none"
