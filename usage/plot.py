@@ -1,7 +1,8 @@
 """The picture of ``ctxpatch report --plot FILE``: what a person wants to see at a glance.
 
 Left: each session's cost in dollars without ctxpatch (the engine's unpatched replay) and with
-it (the patched replay), the most expensive sessions first, with the real cost as a tick; where
+it (the replay of what ctxpatch installs for the session's version: ``patched`` for a ``cli.js``
+build, ``server_clearing`` for a native one, a paler bar), the most expensive sessions first, with the real cost as a tick; where
 the replay without ctxpatch compacts, a marker per compaction. Right: the running total of
 dollars over the sessions in time order, real, without and with ctxpatch. Axes read in K/M.
 """
@@ -16,6 +17,11 @@ from ctxpatch.errors import PlotUnavailable
 from usage.prices import PriceTable
 
 TOP = 25
+# the "with ctxpatch" bar of each replay usage.report.with_scenario picks
+WITH_BARS = (
+    ("patched", "#4c72b0", "with ctxpatch, cli.js: patched (replay)"),
+    ("server_clearing", "#8fb0d9", "with ctxpatch, native: server_clearing (replay)"),
+)
 
 
 def human(x: float, _pos: object = None) -> str:
@@ -69,11 +75,19 @@ def plot_report(
     top.reverse()  # the most expensive at the top of the bars
     ys = range(len(top))
     un = [r["replay"]["unpatched"]["usd"] for r in top]
-    pa = [r["replay"]["patched"]["usd"] for r in top]
     ax.barh(
         [y + 0.2 for y in ys], un, height=0.4, color="#c44e52", label="without ctxpatch (replay)"
     )
-    ax.barh([y - 0.2 for y in ys], pa, height=0.4, color="#4c72b0", label="with ctxpatch (replay)")
+    for scenario, color, label in WITH_BARS:
+        mine = [(y, r) for y, r in zip(ys, top, strict=True) if r["with_scenario"] == scenario]
+        if mine:
+            ax.barh(
+                [y - 0.2 for y, _ in mine],
+                [r["replay"][scenario]["usd"] for _, r in mine],
+                height=0.4,
+                color=color,
+                label=label,
+            )
     real = [r["recorded"]["usd"] for r in top]
     ax.scatter(
         [v if v is not None else 0 for v in real],
@@ -86,7 +100,7 @@ def plot_report(
     )
     for y, r in zip(ys, top, strict=True):
         n = r["replay"]["unpatched"]["auto_compactions"]
-        m = r["replay"]["patched"]["auto_compactions"]
+        m = r["replay"][r["with_scenario"]]["auto_compactions"]
         if n or m:
             ax.annotate(
                 f"{n}→{m} compactions",
@@ -114,12 +128,13 @@ def plot_report(
     for r in ordered:
         run["real"] += r["recorded"]["usd"] or 0.0
         run["without"] += r["replay"]["unpatched"]["usd"]
-        run["with"] += r["replay"]["patched"]["usd"]
+        run["with"] += r["replay"][r["with_scenario"]]["usd"]
         for k, v in run.items():
             series[k].append(v)
     xs = list(range(1, len(ordered) + 1))
     ax2.plot(xs, series["without"], color="#c44e52", label="without ctxpatch (replay)")
-    ax2.plot(xs, series["with"], color="#4c72b0", label="with ctxpatch (replay)")
+    got = ", ".join(f"{n} {s}" for s, n in totals.get("with_scenarios", {}).items())
+    ax2.plot(xs, series["with"], color="#4c72b0", label=f"with ctxpatch (replay: {got})")
     ax2.plot(xs, series["real"], color="black", linestyle=":", label="real (transcripts)")
     ax2.fill_between(xs, series["with"], series["without"], color="#4c72b0", alpha=0.12)
     ax2.yaxis.set_major_formatter(FuncFormatter(dollars))

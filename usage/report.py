@@ -4,11 +4,13 @@ the session, what the API really cleared and billed.
 
 Per session (:func:`replay_session`, a pure function of the file and the knobs, run in worker
 processes): the version and main model, the main chain's requests, the compactions the file
-records (auto / manual), and the engine's ``unpatched`` and ``patched`` replays exactly as
-``ctxpatch simulate --compare`` runs them (``engine.replay.session.replay_session``, the code path
-of both: the recorded replay decides micro-compaction, one calibration serves every scenario). What is kept
-of a replay is numbers only (:class:`SessionNumbers`), cached by file identity (path, size,
-mtime), the knobs and the engine's own files, in the XDG cache dir; prices are applied after, so
+records (auto / manual), and two of the engine's replays exactly as ``ctxpatch simulate
+--compare`` runs them (``engine.replay.session.replay_session``, the code path of both: the
+recorded replay decides micro-compaction, one calibration serves every scenario): ``unpatched``
+and what ctxpatch installs for the session's version (:func:`with_scenario`: ``patched`` for a
+``cli.js`` build, ``server_clearing`` for a native one). What is kept of a replay is numbers
+only (:class:`SessionNumbers`), cached by file identity (path, size, mtime), the knobs, the
+engine's own files and :data:`CACHE_SCHEME`, in the XDG cache dir; prices are applied after, so
 a price file never invalidates the cache.
 """
 
@@ -29,8 +31,24 @@ from usage.money import fmt_usd, one_hour_cache, price_by_model, recorded_usage,
 from usage.prices import PriceTable, Usage, cost_usd
 
 DEFAULT_PROFILE = "2.1.39"
-REPLAYS = ("unpatched", "patched")
+WITHOUT = "unpatched"
+WITH_SCENARIOS = ("patched", "server_clearing")  # the "with ctxpatch" replays, cli.js / native
 SUFFIXES = (".jsonl", ".jsonl.xz")
+# part of every cache key: bumped when what a cached entry means changes (2: the "with" replay
+# follows the session's version, not always ``patched``)
+CACHE_SCHEME = 2
+
+
+def with_scenario(version: str | None) -> str:
+    """The replay of what ctxpatch installs for Claude Code ``version``: ``ctxpatch apply`` patches
+    a ``cli.js`` build (``patched``: the text prune and server-side clearing), a native build
+    (``engine.versions.is_native``) gets server-side clearing only, through the gateway
+    (``server_clearing``). A session without a version is replayed with :data:`DEFAULT_PROFILE`'s
+    rules (a ``cli.js`` build), so it gets that version's scenario: the replay stays one version's
+    behaviour throughout."""
+    from engine.versions import is_native
+
+    return "server_clearing" if is_native(version or DEFAULT_PROFILE) else "patched"
 
 
 # --- one session --------------------------------------------------------------------------------
@@ -65,7 +83,8 @@ class SessionNumbers:
     recorded_auto: list[int]  # lines of the auto compactions the file records
     recorded_manual: list[int]
     recorded_usage: dict[str, dict[str, int]]  # model -> Usage
-    replays: dict[str, ReplayNumbers]
+    with_scenario: str  # the "with ctxpatch" replay (:func:`with_scenario`), a key of replays
+    replays: dict[str, ReplayNumbers]  # unpatched and with_scenario
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
@@ -98,7 +117,8 @@ def replay_session(path: str, project: str, knobs: Knobs) -> SessionNumbers:
         )
     version = tr.version or DEFAULT_PROFILE
     prof = profile_for(version)
-    replayed = session.replay_session(tr, prof, REPLAYS, knobs)
+    with_ = with_scenario(tr.version)
+    replayed = session.replay_session(tr, prof, (WITHOUT, with_), knobs)
     recorded, sims = replayed.recorded, replayed.simulations
     assert recorded is not None  # it decided micro-compaction
     used = recorded_usage(tr)
@@ -120,6 +140,7 @@ def replay_session(path: str, project: str, knobs: Knobs) -> SessionNumbers:
         recorded_auto=[b.line for b in tr.boundaries if b.trigger == "auto"],
         recorded_manual=[b.line for b in tr.boundaries if b.trigger != "auto"],
         recorded_usage={m: u.as_dict() for m, u in used.items()},
+        with_scenario=with_,
         replays={
             s.scenario: ReplayNumbers(
                 auto_compactions=s.summary["auto_compactions"],
@@ -190,7 +211,7 @@ def cache_dir() -> Path:
 
 
 def cache_key(s: SessionFile, knobs: str, fingerprint: str) -> str:
-    raw = f"{s.path.resolve()}|{s.size}|{s.mtime_ns}|{knobs}|{fingerprint}"
+    raw = f"{CACHE_SCHEME}|{s.path.resolve()}|{s.size}|{s.mtime_ns}|{knobs}|{fingerprint}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -371,7 +392,7 @@ def session_result(
         if r.unseen_history_tokens:
             replays[name]["unseen_history_tokens"] = r.unseen_history_tokens
             replays[name]["compactions_unseen_history"] = r.compactions_unseen_history
-    un, pa = replays.get("unpatched"), replays.get("patched")
+    un, pa = replays.get(WITHOUT), replays.get(n.with_scenario)
     d: dict[str, Any] = {
         "session": n.session,
         "project": n.project,
@@ -382,6 +403,7 @@ def session_result(
         "requests": n.requests,
         "started": n.started,
         "ended": n.ended,
+        "with_scenario": n.with_scenario,
         "recorded": {
             "auto_compactions": len(n.recorded_auto),
             "auto_compaction_lines": n.recorded_auto,
@@ -417,7 +439,8 @@ def totals(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         vals = list(values)
         return None if any(v is None for v in vals) else usd(sum(v for v in vals if v is not None))
 
-    rep = [r["replay"] for r in results]
+    without = [r["replay"][WITHOUT] for r in results]
+    with_ = [r["replay"][r["with_scenario"]] for r in results]  # each session's own
     led = [r["ledger"] for r in results if "ledger" in r]
     return {
         "sessions": len(results),
@@ -426,9 +449,12 @@ def totals(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "recorded_manual_compactions": sum(r["recorded"]["manual_compactions"] for r in results),
         "recorded_usd": add(r["recorded"]["usd"] for r in results),
         **{
-            f"{name}_{k}": (add if k == "usd" else sum)(x[name][k] for x in rep)
-            for name in REPLAYS
+            f"{key}_{k}": (add if k == "usd" else sum)(x[k] for x in replays)
+            for key, replays in (("unpatched", without), ("with", with_))
             for k in ("auto_compactions", "tokens_sent", "usd")
+        },
+        "with_scenarios": {
+            s: n for s in WITH_SCENARIOS if (n := sum(r["with_scenario"] == s for r in results))
         },
         "compactions_avoided": sum(r.get("compactions_avoided", 0) for r in results),
         "usd_saved": add(r.get("usd_saved") for r in results),
@@ -448,7 +474,7 @@ def _unseen_notes(results: Sequence[Mapping[str, Any]]) -> list[str]:
     see or clear, and the compactions with ctxpatch it forced."""
     out = []
     for r in results:
-        pa = r["replay"].get("patched") or {}
+        pa = r["replay"].get(r["with_scenario"]) or {}
         if pa.get("unseen_history_tokens"):
             out.append(
                 f"{r['session'][:8]}: starts mid-conversation, {pa['unseen_history_tokens']:,} "
@@ -456,6 +482,20 @@ def _unseen_notes(results: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"compactions with ctxpatch forced by them: {pa['compactions_unseen_history']}"
             )
     return out
+
+
+def with_legend(counts: Mapping[str, int]) -> str:
+    """What the "with" column means, and how many sessions got each replay."""
+    from engine.versions import FIRST_NATIVE
+
+    said = {
+        "patched": f"cli.js builds (before {FIRST_NATIVE}; ctxpatch apply: text prune and "
+        "server-side clearing)",
+        "server_clearing": f"native builds ({FIRST_NATIVE} on; the gateway, ctxpatch run: "
+        "server-side clearing only)",
+    }
+    parts = [f"{s} for {said[s]}: {counts.get(s, 0)}" for s in WITH_SCENARIOS]
+    return "with ctxpatch = what it installs for the session's version: " + "; ".join(parts)
 
 
 def render(
@@ -469,6 +509,7 @@ def render(
         "version",
         "model",
         "req",
+        "with",
         "compactions real/without/with",
         "USD real",
         "USD without",
@@ -477,7 +518,7 @@ def render(
     )
     rows = [head]
     for r in results:
-        un, pa = r["replay"]["unpatched"], r["replay"]["patched"]
+        un, pa = r["replay"][WITHOUT], r["replay"][r["with_scenario"]]
         led = r.get("ledger")
         rows.append(
             (
@@ -485,6 +526,7 @@ def render(
                 r["version"] or "?",
                 (r["model"] or "?").removeprefix("claude-"),
                 str(r["requests"]),
+                r["with_scenario"],
                 f"{r['recorded']['auto_compactions']}/{un['auto_compactions']}/{pa['auto_compactions']}",
                 fmt_usd(r["recorded"]["usd"]),
                 fmt_usd(un["usd"]),
@@ -495,7 +537,7 @@ def render(
     widths = [max(len(x[i]) for x in rows) for i in range(len(head))]
     lines = [
         "  ".join(
-            c.ljust(w) if i < 3 else c.rjust(w)
+            c.ljust(w) if i < 3 or i == 4 else c.rjust(w)
             for i, (c, w) in enumerate(zip(x, widths, strict=True))
         ).rstrip()
         for x in rows
@@ -504,12 +546,12 @@ def render(
     lines.append(
         f"total: {tot['sessions']} sessions, {tot['requests']:,} requests; auto compactions "
         f"real {tot['recorded_auto_compactions']}, replayed without ctxpatch "
-        f"{tot['unpatched_auto_compactions']}, with {tot['patched_auto_compactions']} "
+        f"{tot['unpatched_auto_compactions']}, with {tot['with_auto_compactions']} "
         f"({tot['compactions_avoided']} avoided)"
     )
     lines.append(
         f"cost: real {fmt_usd(tot['recorded_usd'])}; replayed without ctxpatch "
-        f"{fmt_usd(tot['unpatched_usd'])}, with {fmt_usd(tot['patched_usd'])} "
+        f"{fmt_usd(tot['unpatched_usd'])}, with {fmt_usd(tot['with_usd'])} "
         f"(saves {fmt_usd(tot['usd_saved'])})"
     )
     if tot["ledger_sessions"]:
@@ -521,6 +563,7 @@ def render(
     lines.append(
         f"prices: {table.date} ({table.source}); main-chain requests; replays: engine model"
     )
+    lines.append(with_legend(tot["with_scenarios"]))
     lines += _unseen_notes(results)
     if skipped:
         lines.append("")

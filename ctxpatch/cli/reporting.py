@@ -77,6 +77,10 @@ def report_cmd(
     """Every session: compactions that happened, the engine's replay without and with ctxpatch
     (as `simulate --compare`), cost in US dollars, and what the ledger saw the API clear and bill.
 
+    "With ctxpatch" is what ctxpatch installs for the session's Claude Code version: the
+    `patched` replay for a cli.js build (`ctxpatch apply`), `server_clearing` for a native build
+    (the gateway, `ctxpatch run`); the "with" column says which.
+
     The CLAUDE_CTX_CLEAR_* knobs of this environment are the "with ctxpatch" ones. The ledger is
     what `ctxpatch gateway`/`run` wrote (CTXPATCH_LEDGER=0 turns it off). Replays are cached by
     file, size and mtime in the cache folder.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, run_cli
+from shared_data import PUBLIC, need_shared
 
 from usage import ledger as L
 from usage.prices import Usage, builtin_table, cost_usd
@@ -41,27 +42,27 @@ def report_json(*args: str) -> dict:
     return json.loads(out)
 
 
-def test_report_equals_simulate_compare_and_prices_it(projects: Path) -> None:
-    doc = report_json("--projects", str(projects))
+def _equals_simulate_compare(doc: dict, path: Path, with_: str) -> dict:
+    """The report's one session equals ``simulate --compare`` of its file, for ``unpatched`` and
+    the "with ctxpatch" replay ``with_``, which it names; the other "with" replay is absent."""
     (s,) = doc["results"]
-    code, out, _ = run_cli(
-        "simulate", str(projects / "-home-me-app" / "s1.jsonl"), "--compare", "--json"
-    )
+    code, out, _ = run_cli("simulate", str(path), "--compare", "--json")
     assert code == 0
     results = json.loads(out)["results"]
     sim = {r["scenario"]: r["summary"] for r in results}
     # the compactions' summary requests are billed too (engine.replay.compaction_cost)
     calls = {r["scenario"]: sum(c["input_tokens"] for c in r["compaction_calls"]) for r in results}
-    for name in ("unpatched", "patched"):
+    assert s["with_scenario"] == with_ and set(s["replay"]) == {"unpatched", with_}
+    for name in ("unpatched", with_):
         for key in ("auto_compactions", "tokens_sent", "cache_breaks", "cost"):
             assert s["replay"][name][key] == sim[name][key], (name, key)
     assert s["recorded"]["auto_compactions"] == sim["unpatched"]["recorded_auto_compactions"]
     assert (
         s["compactions_avoided"]
-        == sim["unpatched"]["auto_compactions"] - sim["patched"]["auto_compactions"]
+        == sim["unpatched"]["auto_compactions"] - sim[with_]["auto_compactions"]
     )
     table = builtin_table()
-    for name in ("unpatched", "patched"):
+    for name in ("unpatched", with_):
         want = cost_usd(Usage(**s["replay"][name]["usage"]), s["model"], table)
         assert s["replay"][name]["usd"] == pytest.approx(want, abs=1e-4)
         u = s["replay"][name]["usage"]
@@ -70,12 +71,45 @@ def test_report_equals_simulate_compare_and_prices_it(projects: Path) -> None:
             == sim[name]["tokens_sent"] + calls[name]
         )
     assert s["usd_saved"] == pytest.approx(
-        s["replay"]["unpatched"]["usd"] - s["replay"]["patched"]["usd"], abs=1e-3
+        s["replay"]["unpatched"]["usd"] - s["replay"][with_]["usd"], abs=1e-3
     )
     assert s["version"] and s["model"].startswith("claude-") and s["requests"] > 100
     t = doc["totals"]
     assert t["sessions"] == 1 and t["usd_saved"] == s["usd_saved"]
+    assert t["with_scenarios"] == {with_: 1} and "patched_usd" not in t
+    for key in ("auto_compactions", "tokens_sent", "usd"):
+        assert t[f"with_{key}"] == s["replay"][with_][key]
+        assert t[f"unpatched_{key}"] == s["replay"]["unpatched"][key]
     assert doc["prices"]["date"] == table.date
+    return s
+
+
+def test_report_equals_simulate_compare_and_prices_it(projects: Path) -> None:
+    """A cli.js session (2.1.39): with ctxpatch is the patched replay (ctxpatch apply)."""
+    doc = report_json("--projects", str(projects))
+    _equals_simulate_compare(doc, projects / "-home-me-app" / "s1.jsonl", "patched")
+
+
+NATIVE_SESSION = "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d95104b4a6.jsonl.xz"
+
+
+def test_a_native_session_is_reported_with_what_the_gateway_does(tmp_path: Path) -> None:
+    """A native build's session (2.1.217): ctxpatch can only give it the gateway, so with
+    ctxpatch is the server_clearing replay, equal to simulate --compare's, under its own name;
+    the text prune it could never get (patched) is not replayed, in the JSON, the table or the
+    totals."""
+    src = need_shared(PUBLIC / NATIVE_SESSION)
+    folder = tmp_path / "projects" / "-home-me-posh"
+    folder.mkdir(parents=True)
+    shutil.copy(src, folder / src.name)
+    doc = report_json("--projects", str(folder.parent))
+    s = _equals_simulate_compare(doc, folder / src.name, "server_clearing")
+    assert s["version"] == "2.1.217"
+    code, text, _ = run_cli("report", "--projects", str(folder.parent), "--jobs", "1")
+    assert code == 0
+    (row,) = [line for line in text.splitlines() if line.startswith("6c0a282a")]
+    assert row.split()[4] == "server_clearing"
+    assert "server_clearing for native builds (2.1.113 on" in text
 
 
 def test_corrupt_files_are_listed_and_skipped(projects: Path) -> None:
@@ -282,6 +316,7 @@ def _numbers(unseen: int, forced: int) -> dict:
         "recorded_auto": [5],
         "recorded_manual": [],
         "recorded_usage": {},
+        "with_scenario": "patched",
         "replays": {
             "unpatched": dict(rep),
             "patched": {
@@ -315,3 +350,73 @@ def test_a_session_that_starts_mid_conversation_says_what_it_forced() -> None:
     plain = session_result(SessionNumbers.from_dict(old), table, None)
     assert "unseen_history_tokens" not in plain["replay"]["patched"]
     assert "starts mid-conversation" not in render([plain], totals([plain]), [], table)
+
+
+def test_with_ctxpatch_is_what_ctxpatch_installs_for_the_version() -> None:
+    """cli.js builds get ``ctxpatch apply`` (patched), native builds the gateway
+    (server_clearing), at the one boundary engine.versions keeps; a session without a version
+    is replayed with DEFAULT_PROFILE's rules, so it gets that version's scenario."""
+    from engine.versions import FIRST_NATIVE
+    from usage.report import DEFAULT_PROFILE, with_scenario
+
+    assert FIRST_NATIVE == "2.1.113"
+    got = {v: with_scenario(v) for v in ("1.0.80", "2.1.39", "2.1.112", "2.1.113", "2.1.217")}
+    assert got == {
+        "1.0.80": "patched",
+        "2.1.39": "patched",
+        "2.1.112": "patched",
+        "2.1.113": "server_clearing",
+        "2.1.217": "server_clearing",
+    }
+    assert with_scenario(None) == with_scenario(DEFAULT_PROFILE) == "patched"
+
+
+def test_native_numbers_sit_under_their_own_name_and_the_totals_add_each_sessions_with() -> None:
+    """One cli.js and one native session: each result's "with" replay under its scenario's
+    name, the totals' with_* the sum of the two, the table's "with" column and legend say
+    which; the mid-conversation note reads the native session's own replay."""
+    from usage.report import SessionNumbers, render, session_result, totals
+
+    table = builtin_table()
+    cli = SessionNumbers.from_dict(_numbers(0, 0))
+    nat = _numbers(500, 0)
+    nat.update(session="6c0a282a-886f", version="2.1.217", profile="2.1.195")
+    nat["with_scenario"] = "server_clearing"
+    nat["replays"]["server_clearing"] = nat["replays"].pop("patched")
+    nat["replays"]["server_clearing"]["tokens_sent"] = 7
+    native = SessionNumbers.from_dict(nat)
+    a, b = session_result(cli, table, None), session_result(native, table, None)
+    assert (a["with_scenario"], set(a["replay"])) == ("patched", {"unpatched", "patched"})
+    assert (b["with_scenario"], set(b["replay"])) == (
+        "server_clearing",
+        {"unpatched", "server_clearing"},
+    )
+    t = totals([a, b])
+    assert t["with_tokens_sent"] == 10 + 7 and t["unpatched_tokens_sent"] == 20
+    assert t["with_scenarios"] == {"patched": 1, "server_clearing": 1}
+    assert not any(k.startswith("patched_") for k in t)
+    text = render([a, b], t, [], table)
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[1:3]}
+    assert rows["43b2bd6e"][4] == "patched" and rows["6c0a282a"][4] == "server_clearing"
+    assert text.splitlines()[0].split()[4] == "with"
+    assert "patched for cli.js builds (before 2.1.113" in text
+    assert "6c0a282a: starts mid-conversation, 500 tokens" in text
+
+
+def test_a_cache_entry_of_the_old_scheme_is_not_reused(tmp_path: Path) -> None:
+    """Entries written before the "with" replay followed the version (always ``patched``, no
+    ``with_scenario``) are neither found (the key holds CACHE_SCHEME) nor read."""
+    from usage import report as R
+
+    old = _numbers(0, 0)
+    del old["with_scenario"]
+    (tmp_path / "k.json").write_text(json.dumps(old))
+    assert R.cache_get(tmp_path, "k") is None
+    (tmp_path / "k.json").write_text(json.dumps(_numbers(0, 0)))
+    assert R.cache_get(tmp_path, "k") is not None
+    f = R.SessionFile(tmp_path / "k.json", "p", 1, 2)
+    key = R.cache_key(f, "knobs", "fp")
+    assert R.CACHE_SCHEME >= 2
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R, "CACHE_SCHEME", 1)
+        assert R.cache_key(f, "knobs", "fp") != key
