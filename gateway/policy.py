@@ -221,14 +221,14 @@ class Fitter:
         model: str = "",
         betas: Collection[str] = (),
         now: int | None = None,
-        native_1m: bool = False,
+        threshold: int | None = None,
     ) -> tuple[ClearToolUses, Kept | None]:
         """(``edit`` with the keep the policy sends with ``body``'s messages, the kept
         conversation the body was fitted in). ``top``: the body's top level
         (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller has it;
         ``model`` and ``betas`` (its ``anthropic-beta`` values): the window the near move's level
-        is of (:func:`engine.twins.free_moves.near_level`), with ``native_1m``: the client's
-        build runs the model at 1M (:func:`gateway.window.native_1m`); ``now``: the request's time in
+        is of (:func:`engine.twins.free_moves.near_level`), with ``threshold``: a native
+        client's auto-compact threshold (:func:`gateway.window.near_threshold`); ``now``: the request's time in
         milliseconds of a monotonic clock (the expiry move's; None: unknown, no expiry move, the
         conversation's time left as it was). Raises on anything unexpected (the
         caller sends the plain edit then).
@@ -251,7 +251,7 @@ class Fitter:
             level = 0
             if self._near:
                 listed = betas if isinstance(betas, Sequence) else tuple(betas)
-                level = near_level(model, listed, k.margin, native_1m)
+                level = near_level(model, listed, k.margin, threshold)
             try:
                 walked = self._walk(edit, body, top, start, level, now)
             except _Malformed:

@@ -114,13 +114,14 @@ def decide(
     refused: Collection[str] = (),
     fitter: Fitter | None = None,
     now: int | None = None,
-    native_1m: Callable[[str], bool] | None = None,
+    near_threshold: Callable[[str, Collection[str]], int | None] | None = None,
 ) -> Decision:
     """The rewrite of one request (see the module docstring). ``fitter``: the clearing policy
     (:mod:`gateway.policy`) that fits the edit's keep to the messages; None sends ``edit`` as
     it is. ``now``: the request's time in milliseconds of a monotonic clock, for the policy's
-    expiry move (None: unknown). ``native_1m``: whether the client's build runs a model at 1M
-    without ``[1m]`` (:func:`gateway.window.native_1m`, the near move's window; None: never).
+    expiry move (None: unknown). ``near_threshold``: of the model and betas, the client's
+    auto-compact threshold the near move's level is of (:func:`gateway.window.near_threshold`;
+    None, or it says None: the window less its reserve).
     The policy never fails a request: on any error the plain ``edit`` is sent and one
     line logged."""
     if not is_messages(method, path):
@@ -164,8 +165,8 @@ def decide(
     kept = None
     if fitter is not None:
         try:
-            one_m = native_1m is not None and native_1m(model)
-            edit, kept = fitter.fit(edit, body, top, request, model, beta_values, now, one_m)
+            th = None if near_threshold is None else near_threshold(model, beta_values)
+            edit, kept = fitter.fit(edit, body, top, request, model, beta_values, now, th)
         except Exception as exc:  # the policy never fails a request: the plain edit
             log.warning("clearing policy failed (%s): the plain edit is sent", type(exc).__name__)
     new_cm = _merged(cm, to_json(edit))

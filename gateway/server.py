@@ -47,7 +47,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -316,6 +316,7 @@ class Gateway:
                 )
             self._basic = aiohttp.encode_basic_auth(parsed.user, parsed.password or "")
         self._env = env
+        self._claude_env = window.claude_env(env)  # what Claude Code's thresholds read of it
         self.clock = monotonic_ms if clock is None else clock
         # where the time goes, per request (gateway.phases): off unless CTXPATCH_GATEWAY_PHASES=1
         self.phases = phases.Phases() if phases.enabled(env) else None
@@ -452,7 +453,7 @@ class Gateway:
             self.state.refused,
             self.state.fitter,
             self.clock(),
-            self._native_1m(request.headers.get("User-Agent", "")),
+            self._near_threshold(request.headers.get("User-Agent", "")),
         )
         if decision.added and window.stop_clearing(
             request.headers.get("User-Agent", ""), decision.model, betas, len(body), self._env
@@ -650,11 +651,11 @@ class Gateway:
         self._lap(request, "reply")
         return resp
 
-    def _native_1m(self, user_agent: str) -> Callable[[str], bool]:
-        """Whether this client's build runs a model at 1M without ``[1m]`` (the near move's
-        window: :func:`gateway.window.native_1m`, under the gateway's environment)."""
-        env = self._env
-        return lambda model: window.native_1m(user_agent, model, env)
+    def _near_threshold(self, user_agent: str) -> Callable[[str, Collection[str]], int | None]:
+        """This client's auto-compact threshold for a model and betas, the near move's
+        (:func:`gateway.window.near_threshold`, under the gateway's environment)."""
+        env = self._claude_env
+        return lambda model, betas: window.near_threshold(user_agent, model, betas, env)
 
     def _upstream_url(self, raw_path_qs: str) -> URL:
         """Where the request goes (:func:`gateway.network.upstream_url`), kept per path and

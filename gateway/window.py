@@ -49,28 +49,42 @@ def client_version(user_agent: str) -> tuple[int, int, int] | None:
     return (int(m[1]), int(m[2]), int(m[3])) if m else None
 
 
-def native_1m(user_agent: str, model: str, env: Mapping[str, str]) -> bool:
-    """Whether the client's build runs ``model`` at a 1,000,000 window without ``[1m]`` in its
-    id (:func:`engine.claude_code.thresholds.native_1m` under the engine profile of the version
-    its ``User-Agent`` names; a client that names none, e.g. an SDK program of its own: the
-    newest profile's model table, which is the API's window for the model); the near move's
-    level is of that window (:func:`engine.twins.free_moves.near_level`)."""
+def claude_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The variables of ``env`` Claude Code's thresholds read (``CLAUDE_*``, ``DISABLE_*``), as a
+    key for the cached thresholds."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(("CLAUDE_", "DISABLE_"))))
+
+
+def near_threshold(
+    user_agent: str, model: str, betas: Collection[str], env: tuple[tuple[str, str], ...]
+) -> int | None:
+    """The auto-compact threshold the near move's level is of
+    (:func:`engine.twins.free_moves.near_level`), for a native client: the engine's for the
+    version its ``User-Agent`` names (a client that names none, e.g. an SDK program of its own:
+    the newest profile's), its model (``[1m]`` also for a ``context-1m`` beta) and ``env``
+    (:func:`claude_env`): 167,000 for a 200K model where the build compacts at it, the window
+    where it compacts only once the API refuses the prompt (2.1.195+ without a configured
+    window), 1,000,000 for a model the build runs at 1M natively. None for a ``cli.js`` client
+    (the near level of the JavaScript ``apply`` injects: the window less its reserve) or one
+    the engine has no threshold for."""
     version = client_version(user_agent)
-    disabled = env.get("CLAUDE_CODE_DISABLE_1M_CONTEXT")
-    return _native_1m(".".join(map(str, version)) if version else None, model, disabled)
+    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
+    return _near_threshold(
+        ".".join(map(str, version)) if version else None,
+        model + ("[1m]" if one_m and "[1m]" not in model else ""),
+        env,
+    )
 
 
 @lru_cache(maxsize=64)
-def _native_1m(version: str | None, model: str, disabled: str | None) -> bool:
-    from engine.claude_code.thresholds import native_1m as engine_native_1m
-    from engine.profiles import PROFILES, profile_for
+def _near_threshold(
+    version: str | None, model: str, env: tuple[tuple[str, str], ...]
+) -> int | None:
+    from engine.profiles import PROFILES
+    from engine.versions import is_native
 
-    try:
-        profile = profile_for(version) if version is not None else PROFILES[-1]
-    except ValueError:  # a version before every profile (1.0.80): no 1M table
-        return False
-    env = {} if disabled is None else {"CLAUDE_CODE_DISABLE_1M_CONTEXT": disabled}
-    return engine_native_1m(model, profile, env)
+    v = PROFILES[-1].last if version is None else version
+    return _engine_threshold(v, model, env) if is_native(v) else None
 
 
 GUARD_ENV = "CLAUDE_CTX_CLEAR_WINDOW_GUARD"
@@ -105,7 +119,7 @@ def threshold(
     engine_says = _engine_threshold(
         ".".join(map(str, version)),
         model + ("[1m]" if one_m and "[1m]" not in model else ""),
-        tuple(sorted((k, v) for k, v in env.items() if k.startswith(("CLAUDE_", "DISABLE_")))),
+        claude_env(env),
     )
     default = (WINDOW_1M if one_m else WINDOW) - RESERVE
     # never past the window less the reserve: a profile whose own auto-compaction is off

@@ -116,14 +116,14 @@ def _fit_seq(
     prompts: dict[int, int],
     model: str,
     betas: list[str],
-    native_1m: bool = False,
+    threshold: int | None = None,
 ) -> list[int]:
     keeps = []
     for i, m in enumerate(lists):
         raw = SERIALISE["javascript"](claude_code(m, model=model))
         top = scan(raw)
         assert top is not None
-        got, kept = fitter.fit(EDIT, raw, top, None, model, betas, None, native_1m)
+        got, kept = fitter.fit(EDIT, raw, top, None, model, betas, None, threshold)
         keeps.append(got.keep)
         if i in prompts:
             assert kept is not None
@@ -149,32 +149,51 @@ def test_the_level_is_the_models_window_and_the_prompt_is_used_once() -> None:
         level_1m = near_level(model, betas, DEFAULT_MARGIN)
         assert level_1m == 1_000_000 - 33_000 - 10_000
         assert _fit_seq(Fitter(Knobs()), lists, {3: level_1m}, model, betas)[4] == EDIT.keep
-    # a model the client's build runs at 1M natively (no [1m], no beta): the 1M level too
+    # a native client's own threshold (gateway.window.near_threshold) sets the level instead
     native = "claude-opus-5"
-    assert near_level(native, (), DEFAULT_MARGIN, native_1m=True) == 957_000
-    assert near_level(native, (), DEFAULT_MARGIN) == LEVEL  # told nothing: 200K
-    assert _fit_seq(Fitter(Knobs()), lists, {3: LEVEL}, native, [], native_1m=True) == base
-    assert _fit_seq(Fitter(Knobs()), lists, {3: 957_000}, native, [], True)[4] == EDIT.keep
+    assert near_level(native, (), DEFAULT_MARGIN, threshold=1_000_001) == 990_001
+    assert near_level(native, (), DEFAULT_MARGIN, threshold=200_001) == 190_001
+    assert near_level(native, (), 0, threshold=200_001) == 0  # the knob at 0: never
+    assert near_level(native, (), DEFAULT_MARGIN) == LEVEL  # told none: the window's rule
+    assert _fit_seq(Fitter(Knobs()), lists, {3: LEVEL}, native, [], 200_001) == base
+    assert _fit_seq(Fitter(Knobs()), lists, {3: 190_001}, native, [], 200_001)[4] == EDIT.keep
     assert _fit_seq(Fitter(Knobs()), lists, {3: LEVEL}, native, [])[4] == EDIT.keep
 
 
-def test_the_window_is_that_of_the_clients_build() -> None:
-    """gateway.window.native_1m: the engine's capability table of the version the User-Agent
-    names (2.1.195+ builds run claude-opus-5 at 1M; 2.1.150's table has no such model; a
-    version before every profile, none), the newest table for a client that names no version,
-    and CLAUDE_CODE_DISABLE_1M_CONTEXT as Claude Code reads it."""
-    from gateway.window import native_1m
+NEW, OLD, CLI_JS = (f"claude-cli/{v} (external, cli)" for v in ("2.1.217", "2.1.150", "2.1.112"))
 
-    new, old = "claude-cli/2.1.217 (external, cli)", "claude-cli/2.1.150 (external, cli)"
-    assert native_1m(new, "claude-opus-5", {})
-    assert native_1m(new, "claude-opus-5-20261001", {})  # a dated id of the same model
-    assert not native_1m(new, "claude-opus-4-6", {})  # a 200K model
-    assert not native_1m(old, "claude-opus-5", {})
-    assert not native_1m("claude-cli/1.0.50 (external, cli)", "claude-opus-5", {})
-    assert native_1m("my-agent/1.0", "claude-opus-5", {})
-    assert native_1m("", "claude-sonnet-5", {})
-    assert not native_1m(new, "claude-opus-5", {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "1"})
-    assert native_1m(new, "claude-opus-5", {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "0"})
+
+@pytest.mark.parametrize(
+    ("agent", "model", "env", "want"),
+    [
+        (NEW, "claude-opus-5", {}, 1_000_001),  # natively 1M, compacts when the API refuses
+        (NEW, "claude-opus-5-20261001", {}, 1_000_001),  # a dated id of the same model
+        (NEW, "claude-opus-4-6", {}, 200_001),  # 200K, compacts when the API refuses
+        (NEW, "claude-opus-4-6", {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "200000"}, 167_000),
+        (NEW, "claude-opus-5", {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "500000"}, 467_000),
+        (NEW, "claude-opus-5", {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "1"}, 200_001),
+        (NEW, "claude-opus-5", {"DISABLE_AUTO_COMPACT": "1"}, None),  # nothing to avoid
+        (OLD, "claude-opus-5", {}, 167_000),  # 2.1.150's table has no natively 1M model
+        (OLD, "claude-opus-4-6", {}, 167_000),
+        (CLI_JS, "claude-opus-4-6", {}, None),  # a cli.js build: the JavaScript's rule
+        ("claude-cli/1.0.50 (external, cli)", "claude-opus-4-6", {}, None),
+        ("my-agent/1.0", "claude-opus-5", {}, 1_000_001),  # no version: the newest profile's
+        ("", "claude-sonnet-4-5", {}, 200_001),
+    ],
+)
+def test_the_threshold_is_the_clients_builds(
+    agent: str, model: str, env: dict[str, str], want: int | None
+) -> None:
+    """gateway.window.near_threshold: the engine's auto-compact threshold for the version the
+    User-Agent names, its model and environment, for a native client; None for a cli.js one;
+    a context-1m beta widens a 200K model's window as ``[1m]`` does."""
+    from gateway.window import claude_env, near_threshold
+
+    assert near_threshold(agent, model, [], claude_env(env)) == want
+    if want == 200_001:
+        assert near_threshold(agent, model, ["x,context-1m-2025-08-07"], claude_env(env)) == (
+            1_000_001
+        )
 
 
 # --- the reply's prompt, read as it passes ------------------------------------------------------
@@ -202,7 +221,8 @@ def sent_keeps(gw: Any, mock: Any, bodies: list[dict]) -> tuple[list[int], Fitte
     from test_gateway_http import HEADERS, post
 
     for body in bodies:
-        status, _, reply = post(gw.url, "/v1/messages", SERIALISE["javascript"](body), HEADERS)
+        raw = SERIALISE["javascript"](body)
+        status, _, reply = post(gw.url, "/v1/messages", raw, HEADERS | {"User-Agent": CLAUDE})
         assert status == 200, reply
     sent = [r.body["context_management"]["edits"][-1]["keep"]["value"] for r in mock.requests()]
     fitter = gw.gateway.state.fitter
@@ -210,6 +230,8 @@ def sent_keeps(gw: Any, mock: Any, bodies: list[dict]) -> tuple[list[int], Fitte
     return sent, fitter
 
 
+# the client of the HTTP tests: a Claude Code build that compacts at 167,000 (the level 157,000)
+CLAUDE = "claude-cli/2.1.150 (external, cli)"
 SSE_HEADERS = {"Content-Type": "text/event-stream"}
 
 
@@ -338,41 +360,48 @@ def test_the_server_reads_the_reply_and_moves_near(
 
 
 @pytest.mark.parametrize(
-    ("agent", "model", "env", "near"),
+    ("agent", "model", "env", "peak", "near"),
     [
-        ("claude-cli/2.1.217 (external, cli)", "claude-opus-5", {}, False),
-        ("claude-cli/2.1.217 (external, cli)", "claude-opus-4-6", {}, True),
-        ("claude-cli/2.1.150 (external, cli)", "claude-opus-5", {}, True),
+        (NEW, "claude-opus-5", {}, LEVEL + 2_000, False),
+        (NEW, "claude-opus-4-6", {}, LEVEL + 2_000, False),
+        (NEW, "claude-opus-4-6", {}, 192_000, True),
         (
-            "claude-cli/2.1.217 (external, cli)",
-            "claude-opus-5",
-            {"CLAUDE_CODE_DISABLE_1M_CONTEXT": "1"},
+            NEW,
+            "claude-opus-4-6",
+            {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "200000"},
+            LEVEL + 2_000,
             True,
         ),
+        (OLD, "claude-opus-5", {}, LEVEL + 2_000, True),
+        (CLI_JS, "claude-opus-4-6", {}, LEVEL + 2_000, True),
+        ("", "claude-opus-5", {}, LEVEL + 2_000, False),
     ],
 )
-def test_the_server_takes_the_window_of_the_clients_build(
-    agent: str, model: str, env: dict[str, str], near: bool
+def test_the_server_takes_the_threshold_of_the_clients_build(
+    agent: str, model: str, env: dict[str, str], peak: int, near: bool
 ) -> None:
-    """Through HTTP: a reply's prompt past the 200K level (157,000) makes the next request a
-    near move unless the client's build (its User-Agent) runs the model at 1M natively, where
-    that prompt is far from the window. Before, claude-opus-5 on 2.1.217 moved near on every
-    request past 157,000 (a cache rewrite each) in a window of 1,000,000."""
+    """Through HTTP: a reply's prompt of ``peak`` makes the next request a near move where it
+    reached the client's threshold less the margin (its User-Agent's build, the gateway's
+    environment): 157,000 for a build that compacts at 167,000 or a cli.js client, 190,001 for a
+    2.1.195+ build that compacts only when the API refuses a 200K prompt, 990,001 for a model
+    such a build runs at 1M. Before, every client got 157,000: claude-opus-5 on 2.1.217 moved
+    near on every request past it (a cache rewrite each) in a window of 1,000,000."""
     from test_gateway_http import HEADERS, post
 
     from gateway.server import ThreadedGateway
     from lab.mock import MockConfig, MockServer, Step, make_usage
 
     lists = _pruned_sequence()[:7]
-    prompts = [40_000, 80_000, 120_000, LEVEL + 2_000, 150_000, 155_000, 158_000]
+    prompts = [40_000, 80_000, 120_000, peak, 150_000, 155_000, 156_000]
     script = [Step.text(usage=make_usage(p + 1, output=1, cache_read=p // 2)) for p in prompts]
+    headers = HEADERS | {"User-Agent": agent} if agent else HEADERS
     with (
         MockServer(MockConfig(script=script)) as mock,
         ThreadedGateway(upstream=mock.base_url, env=env) as gw,
     ):
         for m in lists:
             body = SERIALISE["javascript"](claude_code(m, model=model))
-            status, _, reply = post(gw.url, "/v1/messages", body, HEADERS | {"User-Agent": agent})
+            status, _, reply = post(gw.url, "/v1/messages", body, headers)
             assert status == 200, reply
         fitter = gw.gateway.state.fitter
         assert fitter is not None
@@ -419,7 +448,9 @@ def test_a_json_reply_that_comes_whole_with_its_headers_tells_its_prompt() -> No
         with ThreadedGateway(upstream=upstream, env={}, ledger=None) as gw:
             for m in lists:
                 raw = SERIALISE["javascript"](claude_code(m) | {"stream": False})
-                status, _, reply = post(gw.url, "/v1/messages", raw, HEADERS)
+                status, _, reply = post(
+                    gw.url, "/v1/messages", raw, HEADERS | {"User-Agent": CLAUDE}
+                )
                 assert status == 200, reply
             fitter = gw.gateway.state.fitter
             assert fitter is not None

@@ -255,3 +255,15 @@ def _microcompact_words(profile: Profile, on: bool) -> str:
         modelled = "" if kind == "time-based" else "; not modelled"
         return f"time-based (clears old tool results after an idle gap, remote flag{modelled})"
     return "none (the query loop's call is a stub)" if kind == "stub" else "none"
+
+
+def near_threshold(th: Thresholds, version: str) -> int | None:
+    """The threshold the clearing policy's near move is of
+    (:func:`engine.twins.free_moves.near_level`) for Claude Code ``version`` with thresholds
+    ``th``: ``th``'s auto-compact threshold for a native build (``engine.versions.is_native``:
+    the gateway serves it, and reads the same from the request's ``User-Agent``); None for a
+    ``cli.js`` build (the injected JavaScript's rule: the window less its reserve) or with
+    auto-compaction off."""
+    from engine.versions import is_native
+
+    return th.auto_compact if is_native(version) and th.auto_compact_enabled else None

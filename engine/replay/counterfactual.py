@@ -38,7 +38,7 @@ from engine.api.prompt_cache import PromptCache, lifetime, seconds
 from engine.api.server_clearing import BlockEstimates, ClearPolicy, clear_on_server
 from engine.claude_code.compact import Summarizer, full_compact, offline_summary
 from engine.claude_code.count import autocompact_tokens, last_usage_tokens
-from engine.claude_code.thresholds import Thresholds, compute_thresholds, native_1m
+from engine.claude_code.thresholds import Thresholds, compute_thresholds, near_threshold
 from engine.identity_memo import by_identity
 from engine.javascript import js_json_stringify, utf16_len
 from engine.profiles import Profile, parse_version
@@ -255,10 +255,11 @@ def simulate_counterfactual(
         # what a move writes again of the fixed prefix is what the request shows after the
         # system prompt's breakpoint (its system tail, the context prepended to the messages)
         # and the price of a write: the session's cache lifetime (its requests' ``ttl``)
-        # (the near move's level from the window the client's build gives the model:
-        # natively 1M in 2.1.195+ builds, as the gateway reads it off the User-Agent)
+        # (the near move's level: a native build's own threshold, as the gateway reads it off
+        # the User-Agent; the injected JavaScript's rule for a cli.js build)
+        near = near_threshold(th, _version_in(profile, tr.version))
         clear_policy = clear_policy_from_env(
-            cenv, overhead, overhead - stable, cal.one_hour, model, native_1m(model, profile, env)
+            cenv, overhead, overhead - stable, cal.one_hour, model, near
         )
     estimate = BlockEstimates()
     # the fixed STEP rule and the paid policy replay incrementally (engine.replay.clearing_incremental);

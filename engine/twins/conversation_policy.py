@@ -109,12 +109,12 @@ def clear_policy_from_env(
     uncached: float = 0.0,
     one_hour: bool = False,
     model: str = "",
-    native_1m: bool = False,
+    threshold: int | None = None,
 ) -> PaidPolicy | None:
     """The policy the knobs ask for (a new one: it remembers the conversation it serves);
     ``None`` for ``fixed`` (``edit_for_request``'s STEP). ``model``: the requests' model (its
-    window sets the near move's level); ``native_1m``: the client's build runs that model at
-    1M without ``[1m]`` (:func:`engine.claude_code.thresholds.native_1m`)."""
+    window sets the near move's level); ``threshold``: a native build's auto-compact threshold,
+    which sets it instead (:func:`engine.claude_code.thresholds.near_threshold`)."""
     if policy_from_env(env) == "fixed":
         return None
     return PaidPolicy(
@@ -124,5 +124,5 @@ def clear_policy_from_env(
         uncached,
         one_hour,
         free_from_env(env),
-        near_level(model, (), margin_from_env(env), native_1m),
+        near_level(model, (), margin_from_env(env), threshold),
     )

@@ -199,21 +199,27 @@ def free_keep(
     return max(uses - cleared, floor, edit_keep), forced, moved
 
 
-def near_level(model: str, betas: Sequence[str], margin: int, native_1m: bool = False) -> int:
+def near_level(model: str, betas: Sequence[str], margin: int, threshold: int | None = None) -> int:
     """The prompt (tokens) from which a reply makes the next request a near move: Claude Code's
-    auto-compact threshold as the window less its reserve (:data:`NEAR_WINDOW_RESERVE`: 20,000
-    output + 13,000 buffer; the window 1,000,000 for a ``[1m]`` model, a ``context-1m`` beta or
-    a model the client's build runs natively at 1M (``native_1m``:
-    :func:`engine.claude_code.thresholds.native_1m`; 2.1.195+ builds, e.g. ``claude-opus-5``),
-    else 200,000), less ``margin``; 0 (never) when ``margin`` is 0.
+    auto-compact threshold less ``margin``; 0 (never) when ``margin`` is 0. ``threshold``: the
+    threshold where the client's build is known to be a native one (the engine's for its
+    version, model and environment: :func:`engine.claude_code.thresholds.near_threshold`, the
+    gateway's :func:`gateway.window.near_threshold`). Else (the ``cli.js`` builds, the rule of
+    the JavaScript ``apply`` injects) the window less its reserve (:data:`NEAR_WINDOW_RESERVE`:
+    20,000 output + 13,000 buffer; the window 1,000,000 for a ``[1m]`` model or a
+    ``context-1m`` beta, else 200,000).
 
-    Taking a natively 1M model's window for 200,000 put the level at 157,000 in a window of
-    1,000,000: once a conversation's uncleared part alone passed it, every request was a near
-    move, each a cache rewrite, for a compaction that was nowhere near (the shared 2.1.217
+    The native builds needed their own: from 2.1.195 some models run at a 1M window with
+    neither mark (``claude-opus-5``, ...), and without a configured window a build compacts
+    only once the API refuses the prompt, at the window, not 33,000 under it. A level at
+    157,000 there, once a conversation's uncleared part alone passed it, made every request a
+    near move, each a cache rewrite, for a compaction that was not coming (the shared 2.1.217
     session ``6c0a282a``: +21.5% cost against unpatched, 112 cache breaks with clearing alone)."""
     if margin <= 0:
         return 0
-    one_m = native_1m or "[1m]" in model or any("context-1m" in b for b in betas)
+    if threshold is not None:
+        return max(0, threshold - margin)
+    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
     return (WINDOW_1M if one_m else WINDOW) - NEAR_WINDOW_RESERVE - margin
 
 

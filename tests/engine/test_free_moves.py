@@ -212,8 +212,8 @@ def test_no_near_move_for_another_conversation_or_with_the_level_off() -> None:
     assert isinstance(on, PaidPolicy) and on.level == 157_000
     off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_MARGIN": "0"}, model="claude-opus-4-6")
     assert isinstance(off, PaidPolicy) and off.level == 0
-    native = clear_policy_from_env({}, model="claude-opus-5", native_1m=True)
-    assert isinstance(native, PaidPolicy) and native.level == 1_000_000 - 33_000 - 10_000
+    native = clear_policy_from_env({}, model="claude-opus-5", threshold=1_000_001)
+    assert isinstance(native, PaidPolicy) and native.level == 1_000_001 - 10_000
     free_off = clear_policy_from_env({"CLAUDE_CTX_CLEAR_FREE": "0"}, model="x")
     assert isinstance(free_off, PaidPolicy) and free_off.level == 0
     free_off.observe(10**6)  # no memory: nothing to tell
@@ -292,14 +292,28 @@ def test_the_hour_cache_waits_an_hour_and_a_new_conversation_never_moves() -> No
     off.asked(123)  # no memory: nothing to tell
 
 
-def test_cli_js_builds_know_no_natively_1m_model() -> None:
-    """The injected JavaScript's near level knows the 1M window only from ``[1m]`` and the
-    ``context-1m`` beta (context_clear.js nearLevel): the twin's equals it on every build it is
-    injected into, because no profile of a cli.js build (<= 2.1.112) has a natively 1M model;
-    the native builds' table (2.1.195+) reaches the replay and the gateway only."""
-    from engine.profiles import PROFILES
-    from engine.versions import parse_version
+def test_a_native_build_has_its_own_threshold_a_cli_js_build_the_javascripts_rule() -> None:
+    """The replay's near level (engine.claude_code.thresholds.near_threshold): a native build's
+    auto-compact threshold, as the gateway reads it off the User-Agent; None for every cli.js
+    build (<= 2.1.112), where the twin takes the injected JavaScript's rule (the window less its
+    reserve: context_clear.js nearLevel) and the two agree."""
+    from engine.claude_code.thresholds import compute_thresholds, near_threshold
+    from engine.profiles import PROFILES, profile_for
+    from engine.versions import FIRST_NATIVE, parse_version
 
-    cli_js = [p for p in PROFILES if parse_version(p.first) <= (2, 1, 112)]
-    assert cli_js and all(not p.native_1m_models for p in cli_js)
-    assert any(p.native_1m_models for p in PROFILES)
+    cli_js = [p for p in PROFILES if parse_version(p.first) < parse_version(FIRST_NATIVE)]
+    assert cli_js
+    for p in cli_js:
+        for model in ("claude-opus-4-6", "claude-opus-5", "claude-sonnet-4-5[1m]"):
+            th = compute_thresholds(p, model)
+            assert near_threshold(th, p.last) is None, (p.range, model)
+            assert not th.reactive  # what the window's rule assumes: a threshold under it
+    for version, model, want in (
+        ("2.1.217", "claude-opus-5", 1_000_001),
+        ("2.1.217", "claude-opus-4-6", 200_001),
+        ("2.1.150", "claude-opus-4-6", 167_000),
+        ("2.1.113", "claude-opus-4-6", 167_000),
+    ):
+        assert near_threshold(compute_thresholds(profile_for(version), model), version) == want
+    off = compute_thresholds(profile_for("2.1.217"), "claude-opus-5", {"DISABLE_AUTO_COMPACT": "1"})
+    assert near_threshold(off, "2.1.217") is None

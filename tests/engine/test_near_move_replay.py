@@ -46,12 +46,13 @@ NATIVE_1M_SESSION = "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d9510
 def test_a_natively_1m_model_moves_near_the_1m_window_not_the_200k_one() -> None:
     """oh-my-posh 6c0a282a: Claude Code 2.1.217 with claude-opus-5, which that build runs at a
     1,000,000 window (no ``[1m]`` in the id), prompts up to 400,879 tokens and no
-    auto-compaction. Its near level is the 1M window's (957,000), so no request moves near; when
+    auto-compaction. Its near level is its build's threshold less the margin (990,001: it
+    compacts only when the API refuses the prompt), so no request moves near; when
     the level was taken from a 200,000 window (157,000), the uncleared part alone stayed past it
     and every request moved, a cache rewrite each: clearing alone cost +377% against unpatched
     (112 cache breaks), with the text prune +21.5%. Now clearing is cheaper than unpatched, and
     the margin's knob at 0 (no near move at all) replays the same requests."""
-    from engine.claude_code.thresholds import native_1m
+    from engine.claude_code.thresholds import native_1m, near_threshold
 
     tr = load_transcript(need_shared(PUBLIC / NATIVE_1M_SESSION))
     profile = profile_for(tr.version)
@@ -60,6 +61,7 @@ def test_a_natively_1m_model_moves_near_the_1m_window_not_the_200k_one() -> None
     assert native_1m(model, profile, {})
     unpatched = simulate(tr, profile, "unpatched")
     assert unpatched.thresholds.context_window == 1_000_000
+    assert near_threshold(unpatched.thresholds, tr.version) == 1_000_001  # the level 990,001
     assert unpatched.summary["auto_compactions"] == 0
     assert max(r.tokens for r in unpatched.requests) > 400_000
     for scenario in ("server_clearing", "patched"):
