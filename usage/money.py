@@ -108,14 +108,15 @@ class SimulationDollars:
             return None
         return usd(a - b)
 
-    def render(self) -> str:
+    def render(self, installed: str | None = "patched") -> str:
+        """The dollars line; ``installed``: the scenario ctxpatch installs for the session's
+        version (``usage.report.with_scenario``), whose saving against unpatched it adds."""
         items = list(self.by_scenario.items())
         text = ", ".join(f"{name} {fmt_usd(d['usd'])}" for name, d in items)  # type: ignore[arg-type]
         line = f"dollars (prices of {self.date}, output included): {text}"
-        if "unpatched" in self.by_scenario and "patched" in self.by_scenario:
-            line += (
-                f"; patched saves {fmt_usd(self.saved('unpatched', 'patched'))} against unpatched"
-            )
+        if installed and "unpatched" in self.by_scenario and installed in self.by_scenario:
+            saved = fmt_usd(self.saved("unpatched", installed))
+            line += f"; {installed} saves {saved} against unpatched"
         return line
 
 

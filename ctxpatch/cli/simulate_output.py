@@ -54,6 +54,7 @@ def show(
     """Print the replays (``--compare``: side by side) and their dollars; exit code 0."""
     from engine.replay.report import compare_summary, render_compare, render_simulation
     from usage.money import simulation_dollars
+    from usage.report import with_scenario
 
     sims = list(report.simulations)
     vs_recorded = report.vs_recorded
@@ -63,14 +64,18 @@ def show(
         extra["tokenizer"] = report.tokenizer
     money = simulation_dollars(tr, sims, table)
     compare = a.compare
+    # what ctxpatch installs for the session's version (usage.report.with_scenario): patched
+    # for a cli.js build (`ctxpatch apply`), server_clearing for a native one (the gateway)
+    installed = with_scenario(tr.version)
     if a.as_json:
         if compare:
-            # patched (everything `ctxpatch apply` installs) against unpatched, then each
-            patched = report.of("patched")
-            assert patched is not None
+            # what ctxpatch installs against unpatched, then each
+            chosen = report.of(installed)
+            assert chosen is not None
+            extra["with_scenario"] = installed
             extra["comparison"] = {
-                **compare_summary(sims[0], patched),
-                "usd_saved": money.saved(sims[0].scenario, "patched"),
+                **compare_summary(sims[0], chosen),
+                "usd_saved": money.saved(sims[0].scenario, installed),
             }
             extra["vs_unpatched"] = {
                 s.scenario: {
@@ -96,7 +101,13 @@ def show(
         emit_json(envelope(0, results, **extra, warnings=warnings), indent=1)
         return 0
     out(render_compare(sims) if compare else render_simulation(sims[0], a.all_requests))
-    out(money.render())
+    out(money.render(installed if compare else None))
+    if compare and installed != "patched":
+        out(
+            f"(Claude Code {tr.version} is a native build: ctxpatch adds server-side clearing "
+            "through the gateway, `ctxpatch run`, so server_clearing is what it installs; "
+            "patched adds the text prune only `ctxpatch apply` puts into a cli.js build)"
+        )
     if vs_recorded is not None:
         out(
             ("\nunpatched " if compare else "\n")

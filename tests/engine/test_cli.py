@@ -159,6 +159,7 @@ def test_simulate_compare_json(app, need_spotter):
     keys = {"compactions_avoided", "tokens_saved", "extra_cache_breaks", "cost_saved_pct"}
     assert keys <= set(doc["comparison"])
     assert doc["comparison"] == doc["vs_unpatched"]["patched"]
+    assert doc["with_scenario"] == "patched"  # 2.1.39: a cli.js build, `ctxpatch apply`
     # the hindsight optimum: no compaction, and no schedule of the knobs is cheaper
     assert res["oracle"]["auto_compactions"] == 0
     assert res["oracle"]["cost"] <= min(res[n]["cost"] for n in ("server_clearing", "patched"))
@@ -264,3 +265,26 @@ def test_simulate_warns_for_a_version_newer_than_every_profile(app, need_spotter
     assert "9.9.9 is newer than every engine profile" in json.loads(r.stdout)["warnings"][0]
     r = runner.invoke(app, ["simulate", str(LARGE), "-p", "9.9.9", "--strict"])
     assert r.exit_code == 1
+
+
+def test_simulate_compare_of_a_native_build_compares_what_the_gateway_installs(app) -> None:
+    """A 2.1.217 session (native: the gateway adds server-side clearing, nothing puts the text
+    prune in): --compare's comparison and dollars line are server_clearing's against unpatched,
+    and the text says why patched is not what ctxpatch installs there."""
+    from .conftest import PUBLIC, need_shared
+
+    session = need_shared(
+        PUBLIC / "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d95104b4a6.jsonl.xz"
+    )
+    r = runner.invoke(app, ["simulate", str(session), "--compare", "--json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["with_scenario"] == "server_clearing"
+    assert doc["comparison"] == doc["vs_unpatched"]["server_clearing"]
+    assert doc["comparison"]["usd_saved"] > 0
+    text = runner.invoke(app, ["simulate", str(session), "--compare"])
+    assert text.exit_code == 0, text.stderr
+    saved = doc["comparison"]["usd_saved"]
+    assert f"server_clearing saves ${saved:.2f} against unpatched" in text.stdout
+    assert "patched saves" not in text.stdout
+    assert "2.1.217 is a native build" in text.stdout
