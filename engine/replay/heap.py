@@ -6,14 +6,17 @@ above all the loaded transcript, which a replay never frees (the caller holds it
 size grows with the session. On a 10× session one full collection took as long as a tenth of
 the replay. :func:`frozen_heap` moves every object tracked when the replay starts into the
 collector's permanent generation (:func:`gc.freeze`) and back into the oldest generation when
-it ends (:func:`gc.unfreeze`): both are O(1) list splices. Objects the replay creates are
-collected as before (a cycle it leaves is freed within it or after it), and nothing the replay
-computes depends on when the collector runs.
+it ends (:func:`gc.unfreeze`): both are O(1) list splices. Nothing the replay computes
+depends on when the collector runs.
 
-The youngest generation is collected every :data:`YOUNG_THRESHOLD` allocations instead of
-every 700 meanwhile: a replay allocates a few lists and tuples per message it prices, most freed
-at once by their reference counts, and the 128 young collections of the 10× session (each
-walking what had not been freed yet) became 7; the thresholds are given back at the end.
+No collection runs by itself meanwhile (:func:`gc.disable`; an explicit :func:`gc.collect` still
+does): a replay makes no reference cycles (its states, copies and results are freed by their
+reference counts; ``tests/engine/test_heap.py`` checks every scenario), so a collection during it
+only walks the containers it keeps (the kept states: a point per message walked, a record and a
+signature entry per message sent) to find nothing. The 10x patched replay of the bench session
+keeps up to 84,000 of them: 8 young collections at a threshold of 10,000 allocations took 5% of
+its time (1% of the 1x replay's, one collection). Whatever it leaves is collected after it, as
+before; the collector is given back as it was (a process that disabled it keeps it disabled).
 
 Safe for a process that replays many sessions one after the other (``ctxpatch report``'s
 workers): what was frozen is unfrozen at the end of each replay, so the garbage of one session
@@ -31,28 +34,24 @@ from contextlib import contextmanager
 
 _held = False  # a replay of this process holds the freeze
 
-YOUNG_THRESHOLD = 10_000
-"""Allocations between two collections of the youngest generation during a replay (CPython's
-default: 700). Measured on the 10x patched replay of the bench session: 0.09-0.10 s of
-collections (of 1.1 s) with freeze alone, 0.03 s with this threshold too."""
-
 
 @contextmanager
 def frozen_heap() -> Iterator[None]:
-    """The objects tracked now left out of the collections, and the youngest generation collected
-    less often, until the block ends (see the module doc); nested blocks and blocks while the
-    process froze objects itself do nothing."""
+    """The objects tracked now left out of the collections, and no collection by itself, until the
+    block ends (see the module doc); nested blocks and blocks while the process froze objects
+    itself do nothing."""
     global _held
     if _held or gc.get_freeze_count():
         yield
         return
     _held = True
-    thresholds = gc.get_threshold()
+    enabled = gc.isenabled()
     gc.freeze()
-    gc.set_threshold(max(thresholds[0], YOUNG_THRESHOLD), *thresholds[1:])
+    gc.disable()
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
+        if enabled:
+            gc.enable()
         gc.unfreeze()
         _held = False
