@@ -25,9 +25,14 @@ pass by an :class:`IncrementalPrune` of its own, kept across the requests (``_ag
 
 The result holds the same message copies as the specification's (the copies are memoised by
 identity, :mod:`engine.identity_memo`); its list is the one the state keeps, not a copy (a copy
-of a whole history per request was a quadratic share of a long replay): the state never changes
-a list it handed out (the next result is a new list), and callers must not change it either. An
-exception empties the state and the call answers as the specification does.
+of a whole history per request was a quadratic share of a long replay). A result that continues
+the previous one grows that list in place rather than copying it with the new messages (a copy
+per request of a pruned history of thousands of messages, each message's reference count
+touched twice: made, then freed by the next request): the state only ever appends to a list it
+handed out, never changes an entry of it (the next result that differs before its end is a new
+list), as :func:`engine.identity_memo.kept_prefix` expects of a list passed on, and callers must
+not change it either. An exception empties the state and the call answers as the specification
+does.
 """
 
 from __future__ import annotations
@@ -286,11 +291,14 @@ class IncrementalPrune:
     ) -> tuple[list[Any], tuple[int, int, int, int]]:
         """The previous result plus the messages past ``previous`` (all at or after the edit
         end, so none is shortened; their thinking goes when their request's edit end in force
-        is below ``end``)."""
+        is below ``end``): ``before`` itself, grown (see the module docstring). ``before`` is
+        never ``messages``: it differs from the previous list before the edit end, which the
+        list given shares."""
         changed, pruned, dropped, removed = counts
         going = self._dropped(ends, end, previous)
         if not going:
-            return before + messages[previous:], counts
+            before += messages[previous:]
+            return before, counts
         tail = messages[previous:]
         for i in going:
             without, blocks = without_thinking(messages[i])
@@ -301,4 +309,5 @@ class IncrementalPrune:
             else:
                 changed += 1
                 tail[i - previous] = without
-        return before + [m for m in tail if m is not _GONE], (changed, pruned, dropped, removed)
+        before += [m for m in tail if m is not _GONE]
+        return before, (changed, pruned, dropped, removed)

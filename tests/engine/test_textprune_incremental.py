@@ -8,6 +8,7 @@ on every request and identical Simulations."""
 from __future__ import annotations
 
 import copy
+import operator
 from collections import Counter
 from typing import Any, ClassVar
 
@@ -169,11 +170,17 @@ def test_property_every_request_as_the_specification() -> None:
         pruner = IncrementalPrune(env)
         feedback: list[list[Any]] = []
         previous = None
+        # every list handed out with its entries then: later requests only append to it
+        handed: list[tuple[list[Any], list[Any]]] = []
         for sent in requests(pool, [("grow", start), *ops], feedback):
             got = pruner.prune_detailed(sent)
             want = prune_detailed(sent, env)
             assert_same(got, want, sent)
-            feedback.append(got.messages)
+            for out, then in handed:
+                assert len(out) >= len(then)
+                assert all(map(operator.is_, out, then))
+            handed.append((got.messages, list(got.messages)))
+            feedback.append(list(got.messages))
             seen[got.reason] += 1
             seen["dropped"] += got.thinking_dropped > 0
             seen["removed"] += got.messages_removed > 0
@@ -198,14 +205,20 @@ def test_a_list_that_only_grows_continues_the_previous_result() -> None:
         pool[-1]["message"]["id"] = f"msg_{i}"
     pruner = IncrementalPrune(EAGER)
     before = None
+    before_messages: list[Any] = []  # the previous result's entries when it was handed out
+    grown = 0
     for k in range(1, len(pool) + 1):
         got = pruner.prune_detailed(pool[:k])
         assert_same(got, prune_detailed(pool[:k], EAGER), pool[:k])
         if before is not None and before.edit_end == got.edit_end and got.changed:
-            # nothing before the new message changed: the previous result, then the new one
-            assert got.messages[:-1] == before.messages
-        before = got
+            # nothing before the new message changed: the previous result, then the new one,
+            # in the list handed out last time (grown, not copied)
+            assert got.messages[:-1] == before_messages
+            assert got.messages is before.messages
+            grown += 1
+        before, before_messages = got, list(got.messages)
     assert before is not None and before.thinking_dropped > 0
+    assert grown > 0
 
 
 @pytest.mark.parametrize("turns", [2, 8])
