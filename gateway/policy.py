@@ -227,8 +227,9 @@ class Fitter:
         conversation the body was fitted in). ``top``: the body's top level
         (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller has it;
         ``model`` and ``betas`` (its ``anthropic-beta`` values): the window the near move's level
-        is of (:func:`engine.twins.free_moves.near_level`), with ``threshold``: a native
-        client's auto-compact threshold (:func:`gateway.window.near_threshold`); ``now``: the request's time in
+        is of (:func:`engine.twins.free_moves.near_level`), unless ``threshold``, a native
+        client's auto-compact threshold (:func:`gateway.window.near_threshold`), says it; ``now``:
+        the request's time in
         milliseconds of a monotonic clock (the expiry move's; None: unknown, no expiry move, the
         conversation's time left as it was). Raises on anything unexpected (the
         caller sends the plain edit then).

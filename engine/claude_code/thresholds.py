@@ -264,6 +264,4 @@ def near_threshold(th: Thresholds, version: str) -> int | None:
     the gateway serves it, and reads the same from the request's ``User-Agent``); None for a
     ``cli.js`` build (the injected JavaScript's rule: the window less its reserve) or with
     auto-compaction off."""
-    from engine.versions import is_native
-
     return th.auto_compact if is_native(version) and th.auto_compact_enabled else None
