@@ -26,6 +26,9 @@ FIRST_NATIVE = "2.1.113"
 ``ctxpatch apply`` patches the ``cli.js`` builds (up to 2.1.112: the text prune and server-side
 clearing), a native build gets server-side clearing only, through the gateway (``ctxpatch run``)."""
 
+FIRST_NATIVE_SDK = "0.2.113"
+"""The first ``@anthropic-ai/claude-agent-sdk`` version that bundles a native build, not ``cli.js``."""
+
 
 def is_native(version: str) -> bool:
     """Whether Claude Code ``version`` is a native build (:data:`FIRST_NATIVE` or newer)."""

@@ -68,11 +68,8 @@ def near_threshold(
     (the near level of the JavaScript ``apply`` injects: the window less its reserve) or one
     the engine has no threshold for."""
     version = client_version(user_agent)
-    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
     return _near_threshold(
-        ".".join(map(str, version)) if version else None,
-        model + ("[1m]" if one_m and "[1m]" not in model else ""),
-        env,
+        ".".join(map(str, version)) if version else None, _as_1m(model, betas)[0], env
     )
 
 
@@ -115,16 +112,19 @@ def threshold(
     version: tuple[int, int, int], model: str, betas: Collection[str], env: Mapping[str, str]
 ) -> int:
     """Claude Code's auto-compact threshold for this client (tokens)."""
-    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
-    engine_says = _engine_threshold(
-        ".".join(map(str, version)),
-        model + ("[1m]" if one_m and "[1m]" not in model else ""),
-        claude_env(env),
-    )
+    engine_model, one_m = _as_1m(model, betas)
+    engine_says = _engine_threshold(".".join(map(str, version)), engine_model, claude_env(env))
     default = (WINDOW_1M if one_m else WINDOW) - RESERVE
     # never past the window less the reserve: a profile whose own auto-compaction is off
     # (2.1.330's without a configured window) must not turn the guard off
     return default if engine_says is None else min(engine_says, default)
+
+
+def _as_1m(model: str, betas: Collection[str]) -> tuple[str, bool]:
+    """(the model id the engine reads, with ``[1m]`` also for a ``context-1m`` beta; whether
+    the request asks for the 1M window)."""
+    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
+    return (model + "[1m]" if one_m and "[1m]" not in model else model), one_m
 
 
 @lru_cache(maxsize=64)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ctxpatch.errors import FileAccess, NotABundle, Unsupported, from_exception
-from engine.versions import FIRST_NATIVE
+from engine.versions import FIRST_NATIVE, FIRST_NATIVE_SDK
 from patcher import markers
 from patcher.backup import SUFFIX as BACKUP_SUFFIX
 from patcher.versions import version_of
@@ -18,7 +18,7 @@ from patcher.versions import version_of
 PACKAGES = ("@anthropic-ai/claude-code", "@anthropic-ai/claude-agent-sdk")
 NATIVE_FROM = {
     "@anthropic-ai/claude-code": FIRST_NATIVE,
-    "@anthropic-ai/claude-agent-sdk": "0.2.113",
+    "@anthropic-ai/claude-agent-sdk": FIRST_NATIVE_SDK,
 }
 _INSTALL_HINT = (
     "the last versions that ship cli.js are @anthropic-ai/claude-code@2.1.112 and "

@@ -2,7 +2,8 @@
 
 Left: each session's cost in dollars without ctxpatch (the engine's unpatched replay) and with
 it (the replay of what ctxpatch installs for the session's version: ``patched`` for a ``cli.js``
-build, ``server_clearing`` for a native one, a paler bar), the most expensive sessions first, with the real cost as a tick; where
+build, ``server_clearing`` for a native one, a paler bar), the most expensive sessions first,
+with the real cost as a tick; where
 the replay without ctxpatch compacts, a marker per compaction. Right: the running total of
 dollars over the sessions in time order, real, without and with ctxpatch. Axes read in K/M.
 """

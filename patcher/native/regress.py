@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from ctxpatch.errors import CtxpatchError
 from engine.versions import FIRST_NATIVE as CC_FIRST_NATIVE
+from engine.versions import FIRST_NATIVE_SDK
 from patcher import npmcache, regress
 from patcher.native.app import read_app
 from patcher.native.inspect import inspect_app, new_report
@@ -22,7 +23,7 @@ from patcher.native.reader import NativeBinary
 from patcher.regress.drift import record
 from patcher.versions import parse_version
 
-FIRST_NATIVE = {"cc": CC_FIRST_NATIVE, "sdk": "0.2.113"}
+FIRST_NATIVE = {"cc": CC_FIRST_NATIVE, "sdk": FIRST_NATIVE_SDK}
 
 
 def select(
