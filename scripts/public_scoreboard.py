@@ -3,18 +3,25 @@
 
     python scripts/public_scoreboard.py                       # print the table
     python scripts/public_scoreboard.py --doc docs/simulate.md    # also replace its block there
+    python scripts/public_scoreboard.py --folder DIR      # any folder of sessions, e.g. your own
 
 Per session: the real auto-compactions usable for checking (``MANIFEST.json``) predicted at the
 same line with the count within 1% of ``preTokens`` (hit), recorded but not (missed), predicted
 where none happened (extra), and whether the file was refused. ``--doc FILE`` (alias ``--readme``) replaces the
 text between ``<!-- public-scoreboard:begin -->`` and ``<!-- public-scoreboard:end -->``. The
 transcripts are read in place (``CTXPATCH_SHARED`` or ``../shared``), never copied.
+
+``--folder DIR`` checks sessions the repository has never seen, without a manifest: every
+``*.jsonl`` / ``*.jsonl.xz`` under DIR, each auto-compaction's line and ``preTokens`` read from its
+``compact_boundary`` record (:func:`usable_boundaries`), those of an incomplete first epoch left out
+as the manifest leaves them out.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import os
 import sys
 from pathlib import Path
@@ -35,6 +42,43 @@ BLOCK = "public-scoreboard"
 BEGIN, END = markers(BLOCK)
 
 
+def usable_boundaries(path: Path) -> dict[int, int]:
+    """The auto-compactions of a session file usable for the check: line -> ``preTokens`` of each
+    ``compact_boundary`` record with ``trigger`` auto, except those before the first boundary of a
+    file that starts mid-session (a record's ``parentUuid`` names no earlier line: the history
+    before it, which the count held, is not in the file)."""
+    opener = lzma.open if path.suffix == ".xz" else open
+    seen: set[str] = set()
+    truncated = boundary_seen = False
+    usable: dict[int, int] = {}
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line, text in enumerate(f, 1):
+            try:
+                rec = json.loads(text)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            parent = rec.get("parentUuid")
+            chained = rec.get("type") in ("user", "assistant", "system", "attachment")
+            if chained and parent and parent not in seen and not boundary_seen:
+                truncated = True
+            if rec.get("uuid"):
+                seen.add(rec["uuid"])
+            if rec.get("subtype") != "compact_boundary":
+                continue
+            meta = rec.get("compactMetadata") or {}
+            pre = meta.get("preTokens")
+            if (
+                meta.get("trigger") == "auto"
+                and isinstance(pre, int)
+                and not (truncated and not boundary_seen)
+            ):
+                usable[line] = pre
+            boundary_seen = True
+    return usable
+
+
 def score(entry: dict) -> dict:
     """One session's row."""
     usable = {
@@ -42,11 +86,17 @@ def score(entry: dict) -> dict:
         for b in entry["boundaries"]
         if b["trigger"] == "auto" and b["usable_for_check"]
     }
-    row = {"file": entry["file"], "version": ",".join(entry["versions"]), "usable": len(usable)}
+    return score_file(PUBLIC / entry["file"], usable, ",".join(entry["versions"]))
+
+
+def score_file(path: Path, usable: dict[int, int], version: str = "") -> dict:
+    """One session's row: ``usable`` maps each auto-compaction's line to its ``preTokens``."""
+    row = {"file": path.name, "version": version, "usable": len(usable)}
     try:
-        tr = load_transcript(PUBLIC / entry["file"])
+        tr = load_transcript(path)
     except TranscriptError as e:
         return {**row, "refused": str(e), "hit": 0, "missed": len(usable), "extra": 0, "worst": ""}
+    row["version"] = row["version"] or (tr.version or "?")
     sim = simulate_recorded(tr, profile_for(tr.version))
     hit, missed, extra, worst = 0, [], 0, 0.0
     for e in sim.events:
@@ -100,7 +150,17 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--doc", "--readme", dest="doc", type=Path)
+    ap.add_argument("--folder", type=Path, help="score every session file under this folder")
     args = ap.parse_args(argv)
+    if args.folder:
+        files = sorted(
+            p for p in args.folder.rglob("*") if p.name.endswith((".jsonl", ".jsonl.xz"))
+        )
+        if not files:
+            print(f"error: no .jsonl or .jsonl.xz file under {args.folder}", file=sys.stderr)
+            return 2
+        print(table([score_file(p, usable_boundaries(p)) for p in files]))
+        return 0
     manifest = PUBLIC / "MANIFEST.json"
     if not manifest.is_file():
         print(f"error: {manifest} not found; set CTXPATCH_SHARED", file=sys.stderr)

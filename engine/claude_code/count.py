@@ -7,6 +7,15 @@
   2.1.69+ (``XV`` ... ``vJ`` in 2.1.112) start the newer estimate after the first record of the
   newest reply's ``message.id`` (``newer_from_message_start``); records of other replies stop
   the walk back, records without an id (users, attachments, ``<synthetic>`` replies) do not.
+* Before that (``newer_from_message_start`` off), "after the usage" is in the order of the query
+  loop's own list: every version from 2.0.76 to 2.1.330 sends the next request of a round on
+  ``[...messages, ...assistantMessages, ...toolResults]`` (``let k=[],y=[]`` ...
+  ``messages:[...P,...k,...y]``, read in 2.0.76, 2.1.7, 2.1.29-2.1.33, 2.1.44, 2.1.63, 2.1.69):
+  a reply split over several records (parallel tool calls) first, then all its tool results.
+  The transcript (the REPL's order) writes each result after its own call, so a result written
+  between two records of the newest reply is newer than its usage all the same
+  (:func:`newer_messages`; an unseen 2.1.32 session's boundary: to the token). A new prompt
+  after the reply starts a new query on the REPL's list, whose order the transcript keeps.
 * ``last_usage_tokens`` mirrors ``PZ`` (2.1.39): the last usage alone, used by micro-compaction.
 * 2.1.284+ (``Profile.count_adds_server_cleared``, ``YG`` in 2.1.330) adds back what server-side
   clearing removed, as the reply's record says: the ``cleared_input_tokens`` of the
@@ -85,15 +94,54 @@ def autocompact_tokens(messages: Sequence[Mapping[str, Any]], profile: Profile) 
     base = usage_total(message_usage(messages[i]) or {})
     if profile.count_adds_server_cleared:
         base += server_cleared_tokens(messages[i])
+    return base + estimate_newer(newer_messages(messages, i, profile), profile)
+
+
+def reply_start(messages: Sequence[Mapping[str, Any]], i: int) -> int:
+    """The index of the first record of the reply whose record ``messages[i]`` is (same
+    ``message.id``), walking back over records without an id; another reply's record stops the
+    walk (``PN`` in 2.1.64)."""
     start = i
+    mid = (messages[i].get("message") or {}).get("id")
+    j = i - 1
+    while mid and j >= 0:
+        other = _reply_id(messages[j])
+        if other == mid:
+            start = j
+        elif other is not None:
+            break
+        j -= 1
+    return start
+
+
+def is_prompt(msg: Mapping[str, Any]) -> bool:
+    """A message a person typed: a user record, not meta nor a compact summary, whose content is
+    a string or holds no ``tool_result``: what starts a new query."""
+    if msg.get("type") != "user" or msg.get("isMeta") or msg.get("isCompactSummary"):
+        return False
+    content = (msg.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and not any(
+        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+    )
+
+
+def newer_messages(
+    messages: Sequence[Mapping[str, Any]], i: int, profile: Profile
+) -> Sequence[Mapping[str, Any]]:
+    """What the count estimates on top of the usage of ``messages[i]`` (the newest reply with
+    one), in any order (the estimate is a sum). With ``newer_from_message_start``: everything
+    after the reply's first record. Before: everything after its last record in the query loop's
+    order, that is, within a round, also the records the transcript holds between the reply's
+    records that are not the reply's (its tool results); after a new prompt, the transcript's
+    order."""
     if profile.newer_from_message_start:
-        mid = (messages[i].get("message") or {}).get("id")
-        j = i - 1
-        while mid and j >= 0:
-            other = _reply_id(messages[j])
-            if other == mid:
-                start = j
-            elif other is not None:
-                break
-            j -= 1
-    return base + estimate_newer(messages[start + 1 :], profile)
+        return messages[reply_start(messages, i) + 1 :]
+    after = messages[i + 1 :]
+    start = reply_start(messages, i)
+    if start == i or any(is_prompt(m) for m in after):
+        return after
+    mid = (messages[i].get("message") or {}).get("id")
+    between = [m for m in messages[start + 1 : i] if _reply_id(m) != mid]
+    return [*between, *after]

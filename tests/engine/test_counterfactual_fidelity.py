@@ -340,7 +340,7 @@ NOT_IN_THE_FILE = {
     "FSM1__cipher-box__f585e6e9-7dc1-4135-a4dc-9021adb21c96.jsonl.xz": ([753, 968], [764]),
     "FSM1__cipher-box__fcdd6c6f-e3f3-4f79-9cc3-98345b993339.jsonl.xz": ([340], [540]),
     "Safecast__safecast-map-MCP__0852daa6-239f-424e-bdd6-79521b1cbc88.jsonl.xz": ([1486], [1526]),
-    "entireio__cli__4b3ddf27-d7f7-4773-b4f2-b94b999c661d.jsonl.xz": ([530], [553]),
+    "entireio__cli__4b3ddf27-d7f7-4773-b4f2-b94b999c661d.jsonl.xz": ([530], [548]),
     "entireio__cli__9d7a9d52-7eb4-427d-847d-ee5451884f3d.jsonl.xz": ([383, 817], [407, 840]),
     "entireio__cli__a0927dd5-61a3-4802-a716-4480286f16d4.jsonl.xz": ([631], [660]),
     # the placeholder output before the boundary (test_golden_public's PLACEHOLDER_AT_BOUNDARY):

@@ -69,7 +69,7 @@ KNOWN_MISSES = {
 # logicalParentUuid is no line of the file; see engine.replay.recorded.unwritten_tail): not recoverable.
 UNWRITTEN = {
     "FSM1__cipher-box__fcdd6c6f-e3f3-4f79-9cc3-98345b993339.jsonl.xz": (
-        "2.1.42, line 340: count 135491 vs preTokens 171539 (-21.0%). The last message counted is "
+        "2.1.42, line 340: count 135691 vs preTokens 171539 (-20.9%). The last message counted is "
         "not in the file, and a queued prompt was taken off the queue at line 338 whose enqueue "
         "(line 334) holds no content: cli.js 2.1.42 records it only for a string prompt, so this "
         "one carried non-text blocks (the summary: the user 'shared another screenshot'). Sent as "

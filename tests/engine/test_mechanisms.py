@@ -88,13 +88,15 @@ def test_count_2_1_112_starts_newer_at_first_block_of_reply():
     last = usage_msg(1000, "R")
     msgs = [first, result(9, 400), last]
     assert autocompact_tokens(msgs, p) == 1000 + 100 + 1
-    assert autocompact_tokens(msgs, P39) == 1000
+    # 2.1.39: the result, newer than the usage in the query loop's order, not the reply's "ok"
+    assert autocompact_tokens(msgs, P39) == 1000 + 100
 
 
 def test_count_starts_at_first_record_of_reply_in_2_1_64_and_2_1_69_on():
     """PN (2.1.64) and XV (2.1.69) .. wJ (2.1.104) walk back over the records of the last
     usage's message.id like vJ (2.1.112); 2.1.63 and 2.1.67/2.1.68 count from the usage record
-    (profile field newer_from_message_start)."""
+    (profile field newer_from_message_start): the reply's own later records are not newer there,
+    its tool results are (the query loop's order, engine.claude_code.count.newer_messages)."""
     first = {
         "type": "assistant",
         "message": {
@@ -109,7 +111,7 @@ def test_count_starts_at_first_record_of_reply_in_2_1_64_and_2_1_69_on():
         assert autocompact_tokens(msgs, p) == 1000 + 100 + 1, v  # result + the reply's "ok"
     for v in ("2.1.39", "2.1.63", "2.1.65", "2.1.66", "2.1.67", "2.1.68"):
         assert not profile_for(v).newer_from_message_start, v
-        assert autocompact_tokens(msgs, profile_for(v)) == 1000, v
+        assert autocompact_tokens(msgs, profile_for(v)) == 1000 + 100, v
 
 
 def test_count_walk_back_skips_synthetic_replies_2_1_112():

@@ -1,0 +1,77 @@
+"""scripts/public_scoreboard.py --folder: the check on sessions this repository has never seen
+reads each auto-compaction from the file itself, as the shared manifest records it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from conftest import ROOT
+from shared_data import PUBLIC, public_manifest
+
+from .conftest import need_shared
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import public_scoreboard
+
+MANIFEST = public_manifest()
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"][:40] for e in MANIFEST])
+def test_the_boundaries_read_from_the_file_are_the_manifests(entry: dict) -> None:
+    path = need_shared(PUBLIC / entry["file"])
+    want = {
+        b["line"]: b["preTokens"]
+        for b in entry["boundaries"]
+        if b["trigger"] == "auto" and b["usable_for_check"]
+    }
+    assert public_scoreboard.usable_boundaries(path) == want
+
+
+def _line(**rec: object) -> str:
+    return json.dumps(rec) + "\n"
+
+
+def _boundary(uuid: str, pre: int, trigger: str = "auto") -> str:
+    meta = {"trigger": trigger, "preTokens": pre}
+    return _line(type="system", subtype="compact_boundary", uuid=uuid, compactMetadata=meta)
+
+
+def test_a_file_that_starts_mid_session_loses_only_its_first_epoch(tmp_path) -> None:
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text(
+        _line(type="user", uuid="a", parentUuid=None)
+        + _boundary("b1", 155_000)
+        + _line(type="user", uuid="c", parentUuid="b1")
+        + _boundary("b2", 156_000, "manual")
+        + _boundary("b3", 157_000)
+    )
+    assert public_scoreboard.usable_boundaries(whole) == {2: 155_000, 5: 157_000}
+    cut = tmp_path / "cut.jsonl"  # the first record's parent is no line of the file
+    cut.write_text(
+        _line(type="user", uuid="a", parentUuid="gone")
+        + "not json\n"
+        + _boundary("b1", 155_000)
+        + _line(type="user", uuid="c", parentUuid="b1")
+        + _boundary("b3", 157_000)
+    )
+    assert public_scoreboard.usable_boundaries(cut) == {5: 157_000}
+
+
+def test_an_empty_folder_is_refused_with_exit_2(tmp_path, capsys) -> None:
+    assert public_scoreboard.main(["--folder", str(tmp_path)]) == 2
+    assert "no .jsonl or .jsonl.xz file" in capsys.readouterr().err
+
+
+def test_a_folder_of_sessions_is_scored_as_the_manifest_scores_them(tmp_path, capsys) -> None:
+    name = "entireio__cli__0276a600-2f22-4d2b-844c-3feb9c5aa108.jsonl.xz"
+    entry = next(e for e in MANIFEST if e["file"] == name)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / name).symlink_to(need_shared(PUBLIC / name))  # read in place
+    assert public_scoreboard.main(["--folder", str(tmp_path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    row = public_scoreboard.score(entry)
+    assert row["usable"] == row["hit"] == 2
+    assert first.startswith("2 of 2 usable real auto-compactions predicted at the same line")
+    assert "0 predicted where none happened" in first
