@@ -44,12 +44,14 @@ BEGIN, END = markers(BLOCK)
 
 def usable_boundaries(path: Path) -> dict[int, int]:
     """The auto-compactions of a session file usable for the check: line -> ``preTokens`` of each
-    ``compact_boundary`` record with ``trigger`` auto, except those before the first boundary of a
-    file that starts mid-session (a record's ``parentUuid`` names no earlier line: the history
-    before it, which the count held, is not in the file)."""
+    ``compact_boundary`` record with ``trigger`` auto whose epoch (the records since the file's
+    start or the previous boundary) the file holds: not the first epoch of a file that starts
+    mid-session (a record's ``parentUuid`` names no earlier line), nor an epoch without a user or
+    assistant record (a file that starts at a boundary: the history the count held is in
+    another file)."""
     opener = lzma.open if path.suffix == ".xz" else open
     seen: set[str] = set()
-    truncated = boundary_seen = False
+    truncated = boundary_seen = conversation = False
     usable: dict[int, int] = {}
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         for line, text in enumerate(f, 1):
@@ -60,22 +62,21 @@ def usable_boundaries(path: Path) -> dict[int, int]:
             if not isinstance(rec, dict):
                 continue
             parent = rec.get("parentUuid")
-            chained = rec.get("type") in ("user", "assistant", "system", "attachment")
-            if chained and parent and parent not in seen and not boundary_seen:
-                truncated = True
+            kind = rec.get("type")
+            if kind in ("user", "assistant", "system", "attachment"):
+                if parent and parent not in seen and not boundary_seen:
+                    truncated = True
+                conversation = conversation or kind in ("user", "assistant")
             if rec.get("uuid"):
                 seen.add(rec["uuid"])
             if rec.get("subtype") != "compact_boundary":
                 continue
             meta = rec.get("compactMetadata") or {}
             pre = meta.get("preTokens")
-            if (
-                meta.get("trigger") == "auto"
-                and isinstance(pre, int)
-                and not (truncated and not boundary_seen)
-            ):
+            whole = conversation and not (truncated and not boundary_seen)
+            if meta.get("trigger") == "auto" and isinstance(pre, int) and whole:
                 usable[line] = pre
-            boundary_seen = True
+            boundary_seen, conversation = True, False
     return usable
 
 

@@ -45,9 +45,10 @@ def test_a_file_that_starts_mid_session_loses_only_its_first_epoch(tmp_path) -> 
         + _boundary("b1", 155_000)
         + _line(type="user", uuid="c", parentUuid="b1")
         + _boundary("b2", 156_000, "manual")
+        + _line(type="user", uuid="e", parentUuid="b2")
         + _boundary("b3", 157_000)
     )
-    assert public_scoreboard.usable_boundaries(whole) == {2: 155_000, 5: 157_000}
+    assert public_scoreboard.usable_boundaries(whole) == {2: 155_000, 6: 157_000}
     cut = tmp_path / "cut.jsonl"  # the first record's parent is no line of the file
     cut.write_text(
         _line(type="user", uuid="a", parentUuid="gone")
@@ -57,6 +58,15 @@ def test_a_file_that_starts_mid_session_loses_only_its_first_epoch(tmp_path) -> 
         + _boundary("b3", 157_000)
     )
     assert public_scoreboard.usable_boundaries(cut) == {5: 157_000}
+    resumed = tmp_path / "resumed.jsonl"  # starts at a boundary: its history is in another file
+    resumed.write_text(
+        _line(type="queue-operation")
+        + _boundary("b1", 998_659)
+        + _line(type="user", uuid="c", parentUuid="b1")
+        + _line(type="assistant", uuid="d", parentUuid="c")
+        + _boundary("b2", 999_000)
+    )
+    assert public_scoreboard.usable_boundaries(resumed) == {5: 999_000}
 
 
 def test_an_empty_folder_is_refused_with_exit_2(tmp_path, capsys) -> None:
