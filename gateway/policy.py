@@ -88,7 +88,13 @@ from engine.twins.free_moves import (
     margin_from_env,
     near_level,
 )
-from engine.twins.policy import ceiling_from_env, patience_from_env, policy_from_env
+from engine.twins.policy import (
+    ceiling_for,
+    ceiling_from_env,
+    ceiling_is_set,
+    patience_from_env,
+    policy_from_env,
+)
 from engine.twins.policy_scan import (
     Facts,
     PolicyScan,
@@ -125,6 +131,7 @@ class Knobs:
     patience: int = 100
     free: bool = True  # the free move where the cache breaks anyway (CLAUDE_CTX_CLEAR_FREE)
     margin: int = DEFAULT_MARGIN  # the near move's (CLAUDE_CTX_CLEAR_MARGIN; 0: never)
+    ceiling_set: bool = False  # CLAUDE_CTX_CLEAR_CEILING is set: never scaled
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Knobs:
@@ -135,7 +142,16 @@ class Knobs:
             patience_from_env(env),
             free_from_env(env),
             margin_from_env(env),
+            ceiling_is_set(env),
         )
+
+    def ceiling_at(self, threshold: int | None) -> int:
+        """The ceiling for a client whose auto-compact threshold is ``threshold``
+        (:func:`gateway.window.near_threshold`; None: unknown): the one set, else the default
+        scaled to it (:func:`engine.twins.policy.ceiling_for`)."""
+        if self.ceiling_set or threshold is None:
+            return self.ceiling
+        return ceiling_for({}, threshold)
 
 
 @dataclass
@@ -246,6 +262,7 @@ class Fitter:
         start = _messages_at(body, top)
         if start is not None and body[start : start + 1] != b"[":
             return edit, None  # not an array: the JavaScript sends the plain edit
+        ceiling = k.ceiling_at(threshold)
         keep = None
         kept: _Kept | None = None
         if start is not None:
@@ -254,7 +271,7 @@ class Fitter:
                 listed = betas if isinstance(betas, Sequence) else tuple(betas)
                 level = near_level(model, listed, k.margin, threshold)
             try:
-                walked = self._walk(edit, body, top, start, level, now)
+                walked = self._walk(edit, body, top, start, level, now, ceiling)
             except _Malformed:
                 return edit, None
             if walked is not None:
@@ -266,7 +283,7 @@ class Fitter:
             if not isinstance(messages, list):
                 return edit, None
             rest, extra = system_facts(request.get("system"))
-            scan = PolicyScan(edit, k.ceiling, k.patience, rest, extra)
+            scan = PolicyScan(edit, ceiling, k.patience, rest, extra)
             scan.extend(messages)
             self.walked += 1
             keep = scan.keep(k.policy, k.step)
@@ -283,14 +300,16 @@ class Fitter:
         start: int,
         level: int,
         now: int | None,
+        ceiling: int,
     ) -> tuple[int, _Kept] | None:
         """(the keep, the conversation kept for the next request), from the kept conversation
         the body resumes or from a walk of its whole messages array; None: the caller parses
-        the body. ``level``: the near move's (0: none); ``now``: the request's time (ms)."""
+        the body. ``level``: the near move's (0: none); ``now``: the request's time (ms);
+        ``ceiling``: the policy's (:meth:`Knobs.ceiling_at`)."""
         k = self.knobs
-        found, same = self._resume(body, start, (edit, k.ceiling, k.patience), top)
+        found, same = self._resume(body, start, (edit, ceiling, k.patience), top)
         if found is None:
-            return self._walk_all(edit, body, top, start, same, level, now)
+            return self._walk_all(edit, body, top, start, same, level, now, ceiling)
         key, j, at, tail, facts, tail_ends, end, same_rest = found
         kept = self._kept[key]
         rest = _alone(body, top, end, kept, same_rest)
@@ -301,7 +320,7 @@ class Fitter:
             return None
         self._drop(key)  # an error below leaves nothing half-walked behind
         if system != kept.scan.system:  # another system prompt: every decision again
-            return self._walk_all(edit, body, top, start, kept, level, now)
+            return self._walk_all(edit, body, top, start, kept, level, now, ceiling)
         scan = kept.scan
         n = len(scan.points)
         # the old fingerprint past the shared messages (the truncation drops it) up to its last
@@ -320,7 +339,7 @@ class Fitter:
         if not scan.takes_only(moved):
             # the kept points took an earlier move (the last one is moved, or the boundary is
             # let go): the twin's walk takes the last move only, so walk it all again (once)
-            scan = PolicyScan(edit, k.ceiling, k.patience, *system, prints=self._free)
+            scan = PolicyScan(edit, ceiling, k.patience, *system, prints=self._free)
             scan.move(moved)
             scan.extend(_elements(body, start + 1, True, WINDOW)[0])
         self.resumed += 1
@@ -354,6 +373,7 @@ class Fitter:
         same: _Kept | None,
         level: int,
         now: int | None,
+        ceiling: int,
     ) -> tuple[int, _Kept] | None:
         """The walk of the whole messages array, kept for the next request. ``same``: the kept
         conversation whose first message the body repeats (none: a new conversation, or one
@@ -369,7 +389,7 @@ class Fitter:
         # the conversation's last move, for the walk (Conversation.paid_move), as it most
         # likely is: walked again without it if the list turns out not to take it
         moved = same.moved if self._free and same is not None else None
-        scan = PolicyScan(edit, k.ceiling, k.patience, *system, prints=self._free)
+        scan = PolicyScan(edit, ceiling, k.patience, *system, prints=self._free)
         scan.move(moved)
         scan.extend(tail)
         self.walked += 1
@@ -384,7 +404,7 @@ class Fitter:
                 how == NEW or not scan.points or scan.points[-1].uses < forced
             ):
                 moved = None
-                scan = PolicyScan(edit, k.ceiling, k.patience, *system, prints=self._free)
+                scan = PolicyScan(edit, ceiling, k.patience, *system, prints=self._free)
                 scan.extend(tail)
             if self._kept.get(id(same)) is same:
                 self._drop(id(same))

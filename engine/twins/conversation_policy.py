@@ -24,7 +24,7 @@ from engine.twins.policy import (
     DEFAULT_PATIENCE,
     WRITE_EXTRA_X20,
     WRITE_EXTRA_X20_1H,
-    ceiling_from_env,
+    ceiling_for,
     paid_edit,
     patience_from_env,
     policy_from_env,
@@ -114,11 +114,12 @@ def clear_policy_from_env(
     """The policy the knobs ask for (a new one: it remembers the conversation it serves);
     ``None`` for ``fixed`` (``edit_for_request``'s STEP). ``model``: the requests' model (its
     window sets the near move's level); ``threshold``: a native build's auto-compact threshold,
-    which sets it instead (:func:`engine.claude_code.thresholds.near_threshold`)."""
+    which sets it instead (:func:`engine.claude_code.thresholds.near_threshold`), and scales the
+    default ceiling (:func:`engine.twins.policy.ceiling_for`)."""
     if policy_from_env(env) == "fixed":
         return None
     return PaidPolicy(
-        ceiling_from_env(env),
+        ceiling_for(env, threshold),
         patience_from_env(env),
         fixed,
         uncached,

@@ -21,7 +21,13 @@ in short, with the prices of :mod:`engine.api.prompt_cache`:
 * Whatever it costs, the policy moves when the messages kept reach ``CEILING`` tokens of 4
   characters, so that Claude Code's count stays below its auto-compact threshold (the system
   prompt and tools are left out: counting them, 110-125K, cost more on the real sessions than
-  90K of messages alone, for no compaction fewer).
+  90K of messages alone, for no compaction fewer). The default, 90,000, was measured against
+  the 167,000 threshold of a 200K window; for a native client whose own threshold the gateway
+  knows (:func:`engine.claude_code.thresholds.near_threshold`) it is scaled to that threshold
+  (:func:`ceiling_for`): at a 1M window's 1,000,001, 90,000 is a tenth of the way, and where the
+  messages that cannot be cleared pass it, every request moves, each a rewrite of the whole
+  prompt, for a compaction that is not coming (a never-seen 2.1.215 session, ``claude-fable-5``:
+  48 rewrites, +249% against unpatched; scaled, 4 and -11%).
 
 Stateless: the injected code sees one request at a time, so the policy is replayed over the
 message list itself (its stateful additions, the free move where the cache breaks anyway and the
@@ -53,9 +59,12 @@ from engine.twins.context_clear import (
 )
 
 __all__ = [
+    "CEILING_THRESHOLD",
     "ENV_CEILING",
     "ENV_PATIENCE",
     "ENV_POLICY",
+    "ceiling_for",
+    "ceiling_is_set",
     "paid_edit",
     "uncached_system",
     "write_extra",
@@ -75,8 +84,28 @@ def policy_from_env(env: Mapping[str, str]) -> str:
     return raw if raw in POLICIES else DEFAULT_POLICY
 
 
+CEILING_THRESHOLD = 167_000  # the auto-compact threshold DEFAULT_CEILING was measured against
+
+
 def ceiling_from_env(env: Mapping[str, str]) -> int:
     return _env_int(env, ENV_CEILING, 1) or DEFAULT_CEILING
+
+
+def ceiling_is_set(env: Mapping[str, str]) -> bool:
+    """Whether ``CLAUDE_CTX_CLEAR_CEILING`` holds a valid value (then it is never scaled)."""
+    return _env_int(env, ENV_CEILING, 1) is not None
+
+
+def ceiling_for(env: Mapping[str, str], threshold: int | None = None) -> int:
+    """``CLAUDE_CTX_CLEAR_CEILING`` when set; else :data:`DEFAULT_CEILING`, scaled to
+    ``threshold`` (a native client's auto-compact threshold; None: the injected JavaScript's
+    fixed default) against :data:`CEILING_THRESHOLD`, rounded half up, at least 1."""
+    value = _env_int(env, ENV_CEILING, 1)
+    if value is not None:
+        return value
+    if threshold is None:
+        return DEFAULT_CEILING
+    return max(1, (2 * DEFAULT_CEILING * threshold + CEILING_THRESHOLD) // (2 * CEILING_THRESHOLD))
 
 
 def patience_from_env(env: Mapping[str, str]) -> int:
