@@ -67,25 +67,24 @@ def _result(n: int, chars: int) -> dict:
 PROMPT = {"type": "user", "uuid": "p", "message": {"role": "user", "content": "y" * 400}}
 
 
+def _transcript_order() -> list[dict]:
+    """A reply with three parallel tool calls as the transcript writes it: each call's result
+    after the call (1,000, 2,000 and 100 tokens at chars/4)."""
+    return [
+        _use(1, 20),
+        _result(1, 4000),
+        _use(2, 20),
+        _result(2, 8000),
+        _use(3, 50),
+        _result(3, 400),
+    ]
+
+
 def test_a_rounds_results_written_between_the_replys_records_are_newer_than_its_usage():
     # The transcript writes each result after its own call; the query loop sends the next request
     # on [...messages, ...assistantMessages, ...toolResults]: every result after the last record.
-    repl = [
-        _use(1, 20),
-        _result(1, 4000),
-        _use(2, 20),
-        _result(2, 8000),
-        _use(3, 50),
-        _result(3, 400),
-    ]
-    loop = [
-        _use(1, 20),
-        _use(2, 20),
-        _use(3, 50),
-        _result(1, 4000),
-        _result(2, 8000),
-        _result(3, 400),
-    ]
+    repl = _transcript_order()
+    loop = [repl[0], repl[2], repl[4], repl[1], repl[3], repl[5]]  # the query loop's
     p = profile_for("2.1.32")
     assert not p.newer_from_message_start
     assert autocompact_tokens(repl, p) == autocompact_tokens(loop, p) == 100_050 + 1000 + 2000 + 100
@@ -93,27 +92,13 @@ def test_a_rounds_results_written_between_the_replys_records_are_newer_than_its_
 
 def test_after_a_new_prompt_the_transcripts_order_holds():
     # a new query starts on the REPL's list: the results before the usage's record are older
-    repl = [
-        _use(1, 20),
-        _result(1, 4000),
-        _use(2, 20),
-        _result(2, 8000),
-        _use(3, 50),
-        _result(3, 400),
-    ]
+    repl = _transcript_order()
     p = profile_for("2.1.32")
     assert autocompact_tokens([*repl, PROMPT], p) == 100_050 + 100 + 100
 
 
 def test_from_2_1_64_the_count_starts_after_the_replys_first_record_in_either_order():
-    repl = [
-        _use(1, 20),
-        _result(1, 4000),
-        _use(2, 20),
-        _result(2, 8000),
-        _use(3, 50),
-        _result(3, 400),
-    ]
+    repl = _transcript_order()
     p = profile_for("2.1.64")
     assert p.newer_from_message_start
     loop = [repl[0], repl[2], repl[4], repl[1], repl[3], repl[5]]
