@@ -93,12 +93,19 @@ def score(entry: dict) -> dict:
 def score_file(path: Path, usable: dict[int, int], version: str = "") -> dict:
     """One session's row: ``usable`` maps each auto-compaction's line to its ``preTokens``."""
     row = {"file": path.name, "version": version, "usable": len(usable)}
+    refused = {"hit": 0, "missed": len(usable), "extra": 0, "worst": ""}
     try:
         tr = load_transcript(path)
     except TranscriptError as e:
-        return {**row, "refused": str(e), "hit": 0, "missed": len(usable), "extra": 0, "worst": ""}
+        return {**row, **refused, "refused": str(e)}
     row["version"] = row["version"] or (tr.version or "?")
-    sim = simulate_recorded(tr, profile_for(tr.version))
+    if not tr.version:
+        return {**row, **refused, "refused": "no Claude Code version in the file"}
+    try:
+        profile = profile_for(tr.version)
+    except ValueError as e:  # a version the engine does not model
+        return {**row, **refused, "refused": str(e)}
+    sim = simulate_recorded(tr, profile)
     hit, missed, extra, worst = 0, [], 0, 0.0
     for e in sim.events:
         if e.kind != "auto_compact":

@@ -42,6 +42,7 @@ from engine.claude_code.thresholds import Thresholds, compute_thresholds, near_t
 from engine.identity_memo import by_identity
 from engine.javascript import js_json_stringify, utf16_len
 from engine.profiles import Profile, parse_version
+from engine.replay.auto_compact_off import seen_off
 from engine.replay.calibration import Calibration, calibrate, full_estimate
 from engine.replay.clearing_incremental import IncrementalClearing
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
@@ -223,6 +224,7 @@ def simulate_counterfactual(
     asked_model = model
     model = model or tr.model or "claude-opus-4-6"
     th = compute_thresholds(profile, model, env)
+    th = seen_off(tr, profile, model, env, th)
     cal = calibration or calibrate(tr, profile)
     if recall_tools is None:
         recall_tools = RECALL_TOOLS_ESTIMATE if scenario in CLEAR_SCENARIOS else 0

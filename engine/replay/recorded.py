@@ -25,6 +25,7 @@ from engine.api.prompt_cache import caches_for_an_hour, recorded_write_price, wr
 from engine.claude_code.count import autocompact_tokens, last_usage_index, last_usage_tokens
 from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile
+from engine.replay.auto_compact_off import seen_off
 from engine.replay.compaction_cost import CompactionCall, compaction_call, summary_text
 from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
@@ -232,6 +233,7 @@ def simulate_recorded(
     env = dict(env or {})
     model = model or tr.model or "claude-opus-4-6"
     th = compute_thresholds(profile, model, env)
+    th = seen_off(tr, profile, model, env, th)
     context: list[dict] = []
     requests: list[Request] = []
     events: list[Event] = []

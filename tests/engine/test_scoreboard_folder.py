@@ -85,3 +85,25 @@ def test_a_folder_of_sessions_is_scored_as_the_manifest_scores_them(tmp_path, ca
     assert row["usable"] == row["hit"] == 2
     assert first.startswith("2 of 2 usable real auto-compactions predicted at the same line")
     assert "0 predicted where none happened" in first
+
+
+def test_a_file_without_a_version_is_listed_as_refused_not_fatal(tmp_path, capsys) -> None:
+    (tmp_path / "old.jsonl").write_text(
+        _line(type="user", uuid="a", parentUuid=None, message={"role": "user", "content": "hi"})
+        + _line(
+            type="assistant",
+            uuid="b",
+            parentUuid="a",
+            message={
+                "id": "m",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5-20250929",
+                "content": [{"type": "text", "text": "ok"}],
+                "usage": {"input_tokens": 10, "output_tokens": 2},
+            },
+        )
+    )
+    assert public_scoreboard.main(["--folder", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 files refused (1 sessions)" in out.splitlines()[0]
+    assert "refused: no Claude Code version in the file" in out
