@@ -2,9 +2,9 @@
 
 Claude Code checks its count before every request of the main chain and compacts from the
 threshold on, and its count starts from the newest reply's usage (:mod:`engine.claude_code.count`).
-So a reply whose recorded prompt alone (input + cache read + cache write, no estimate) reached the
-threshold, followed by a new turn (a typed prompt and its request) with no compaction between, shows that
-auto-compaction did not run at that size: the ``autoCompactEnabled`` setting was off (Claude Code
+So a reply whose recorded prompt alone (input + cache read + cache write, no estimate) reached
+the threshold, followed by a new turn (a typed prompt and its request) with no compaction
+between, shows that auto-compaction did not run at that size: the ``autoCompactEnabled`` setting was off (Claude Code
 keeps it in its config, not in the transcript), or the window was larger than the model's default
 (a 1M beta the transcript does not name either). The replays then model the session with
 auto-compaction off (``compute_thresholds(..., auto_compact_setting=False)``), so they neither
@@ -40,18 +40,22 @@ def ran_past_threshold(tr: Transcript, threshold: int) -> int | None:
     are not needed as evidence."""
     boundaries = {b.line for b in tr.boundaries}
     starts = {r.lines[0] for r in tr.replies}
+    settled = 0  # replies ending before this line have no evidence: a scan passed them already
     for reply in tr.replies:
-        if prompt_tokens(reply.usage) < threshold:
+        if reply.lines[-1] < settled or prompt_tokens(reply.usage) < threshold:
             continue
         typed = False
         for line in range(reply.lines[-1] + 1, len(tr.records) + 1):
             rec = tr.records[line - 1]
             if line in boundaries or is_compact_boundary(rec):
+                settled = line  # every reply before it stops at this boundary too
                 break
             if typed and line in starts:
                 return reply.lines[-1]
             if not is_sidechain(rec) and is_prompt(rec):
                 typed = True
+        else:
+            return None  # the file ends without that evidence: so does every later scan
     return None
 
 
