@@ -90,7 +90,6 @@ from engine.twins.free_moves import (
 )
 from engine.twins.policy import (
     ceiling_for,
-    ceiling_from_env,
     ceiling_is_set,
     patience_from_env,
     policy_from_env,
@@ -138,7 +137,7 @@ class Knobs:
         return cls(
             policy_from_env(env),
             step_from_env(env),
-            ceiling_from_env(env),
+            ceiling_for(env),
             patience_from_env(env),
             free_from_env(env),
             margin_from_env(env),

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -34,7 +35,7 @@ from readme_block import markers, update_file  # noqa: E402 (after the sys.path 
 
 from engine.profiles import profile_for  # noqa: E402 (after the sys.path insert)
 from engine.replay.recorded import simulate_recorded  # noqa: E402 (after the sys.path insert)
-from engine.transcript import TranscriptError, load_transcript  # noqa: E402 (after the sys.path insert)
+from engine.transcript import TranscriptError, is_compact_boundary, load_transcript  # noqa: E402 (after the sys.path insert)
 
 SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))
 PUBLIC = SHARED / "transcripts" / "public"
@@ -42,41 +43,34 @@ BLOCK = "public-scoreboard"
 BEGIN, END = markers(BLOCK)
 
 
-def usable_boundaries(path: Path) -> dict[int, int]:
-    """The auto-compactions of a session file usable for the check: line -> ``preTokens`` of each
-    ``compact_boundary`` record with ``trigger`` auto whose epoch (the records since the file's
-    start or the previous boundary) the file holds: not the first epoch of a file that starts
-    mid-session (a record's ``parentUuid`` names no earlier line), nor an epoch without a user or
-    assistant record (a file that starts at a boundary: the history the count held is in
-    another file)."""
-    opener = lzma.open if path.suffix == ".xz" else open
+def usable_boundaries(records: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """The auto-compactions of a session usable for the check, from its records (a
+    :class:`engine.transcript.Transcript`'s: ``records[i]`` is line ``i + 1``, a malformed line an
+    empty record): line -> ``preTokens`` of each ``compact_boundary`` record with ``trigger`` auto
+    whose epoch (the records since the file's start or the previous boundary) the file holds: not
+    the first epoch of a file that starts mid-session (a record's ``parentUuid`` names no earlier
+    line), nor an epoch without a user or assistant record (a file that starts at a boundary: the
+    history the count held is in another file)."""
     seen: set[str] = set()
     truncated = boundary_seen = conversation = False
     usable: dict[int, int] = {}
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line, text in enumerate(f, 1):
-            try:
-                rec = json.loads(text)
-            except ValueError:
-                continue
-            if not isinstance(rec, dict):
-                continue
-            parent = rec.get("parentUuid")
-            kind = rec.get("type")
-            if kind in ("user", "assistant", "system", "attachment"):
-                if parent and parent not in seen and not boundary_seen:
-                    truncated = True
-                conversation = conversation or kind in ("user", "assistant")
-            if rec.get("uuid"):
-                seen.add(rec["uuid"])
-            if rec.get("subtype") != "compact_boundary":
-                continue
-            meta = rec.get("compactMetadata") or {}
-            pre = meta.get("preTokens")
-            whole = conversation and not (truncated and not boundary_seen)
-            if meta.get("trigger") == "auto" and isinstance(pre, int) and whole:
-                usable[line] = pre
-            boundary_seen, conversation = True, False
+    for line, rec in enumerate(records, 1):
+        parent = rec.get("parentUuid")
+        kind = rec.get("type")
+        if kind in ("user", "assistant", "system", "attachment"):
+            if parent and parent not in seen and not boundary_seen:
+                truncated = True
+            conversation = conversation or kind in ("user", "assistant")
+        if rec.get("uuid"):
+            seen.add(rec["uuid"])
+        if not is_compact_boundary(rec):
+            continue
+        meta = rec.get("compactMetadata") or {}
+        pre = meta.get("preTokens")
+        whole = conversation and not (truncated and not boundary_seen)
+        if meta.get("trigger") == "auto" and isinstance(pre, int) and whole:
+            usable[line] = pre
+        boundary_seen, conversation = True, False
     return usable
 
 
@@ -90,14 +84,25 @@ def score(entry: dict) -> dict:
     return score_file(PUBLIC / entry["file"], usable, ",".join(entry["versions"]))
 
 
-def score_file(path: Path, usable: dict[int, int], version: str = "") -> dict:
-    """One session's row: ``usable`` maps each auto-compaction's line to its ``preTokens``."""
-    row = {"file": path.name, "version": version, "usable": len(usable)}
-    refused = {"hit": 0, "missed": len(usable), "extra": 0, "worst": ""}
+def score_file(path: Path, usable: dict[int, int] | None = None, version: str = "") -> dict:
+    """One session's row: ``usable`` maps each auto-compaction's line to its ``preTokens``
+    (None: read from the file, :func:`usable_boundaries`)."""
+    row = {"file": path.name, "version": version, "usable": len(usable or {})}
     try:
         tr = load_transcript(path)
     except TranscriptError as e:
-        return {**row, **refused, "refused": str(e)}
+        return {
+            **row,
+            "hit": 0,
+            "missed": row["usable"],
+            "extra": 0,
+            "worst": "",
+            "refused": str(e),
+        }
+    if usable is None:
+        usable = usable_boundaries(tr.records)
+        row["usable"] = len(usable)
+    refused = {"hit": 0, "missed": len(usable), "extra": 0, "worst": ""}
     row["version"] = row["version"] or (tr.version or "?")
     if not tr.version:
         return {**row, **refused, "refused": "no Claude Code version in the file"}
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         if not files:
             print(f"error: no .jsonl or .jsonl.xz file under {args.folder}", file=sys.stderr)
             return 2
-        print(table([score_file(p, usable_boundaries(p)) for p in files]))
+        print(table([score_file(p) for p in files]))
         return 0
     manifest = PUBLIC / "MANIFEST.json"
     if not manifest.is_file():

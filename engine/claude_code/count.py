@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.api.previous_thinking import starts_turn
 from engine.profiles import Profile
 from engine.tokens import estimate_newer, usage_total
 
@@ -114,19 +115,6 @@ def reply_start(messages: Sequence[Mapping[str, Any]], i: int) -> int:
     return start
 
 
-def is_prompt(msg: Mapping[str, Any]) -> bool:
-    """A message a person typed: a user record, not meta nor a compact summary, whose content is
-    a string or holds no ``tool_result``: what starts a new query."""
-    if msg.get("type") != "user" or msg.get("isMeta") or msg.get("isCompactSummary"):
-        return False
-    content = (msg.get("message") or {}).get("content")
-    if isinstance(content, str):
-        return True
-    return isinstance(content, list) and not any(
-        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
-    )
-
-
 def newer_messages(
     messages: Sequence[Mapping[str, Any]], i: int, profile: Profile
 ) -> Sequence[Mapping[str, Any]]:
@@ -140,7 +128,7 @@ def newer_messages(
         return messages[reply_start(messages, i) + 1 :]
     after = messages[i + 1 :]
     start = reply_start(messages, i)
-    if start == i or any(is_prompt(m) for m in after):
+    if start == i or any(starts_turn(m) for m in after):
         return after
     mid = (messages[i].get("message") or {}).get("id")
     between = [m for m in messages[start + 1 : i] if _reply_id(m) != mid]

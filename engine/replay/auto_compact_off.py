@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from engine.claude_code.count import is_prompt
+from engine.api.previous_thinking import starts_turn
 from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile
 from engine.tokens import usage_total
@@ -52,7 +52,7 @@ def ran_past_threshold(tr: Transcript, threshold: int) -> int | None:
                 break
             if typed and line in starts:
                 return reply.lines[-1]
-            if not is_sidechain(rec) and is_prompt(rec):
+            if not is_sidechain(rec) and starts_turn(rec):
                 typed = True
         else:
             return None  # the file ends without that evidence: so does every later scan

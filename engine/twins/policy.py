@@ -88,7 +88,9 @@ CEILING_THRESHOLD = 167_000  # the auto-compact threshold DEFAULT_CEILING was me
 
 
 def ceiling_from_env(env: Mapping[str, str]) -> int:
-    return _env_int(env, ENV_CEILING, 1) or DEFAULT_CEILING
+    """The ceiling of a client whose threshold is not known (the injected JavaScript's): the
+    knob's, else :data:`DEFAULT_CEILING` (:func:`ceiling_for`)."""
+    return ceiling_for(env)
 
 
 def ceiling_is_set(env: Mapping[str, str]) -> bool:

@@ -10,6 +10,8 @@ import pytest
 from conftest import ROOT
 from shared_data import PUBLIC, public_manifest
 
+from engine.transcript import build_transcript, load_transcript, parse_records
+
 from .conftest import need_shared
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -26,7 +28,12 @@ def test_the_boundaries_read_from_the_file_are_the_manifests(entry: dict) -> Non
         for b in entry["boundaries"]
         if b["trigger"] == "auto" and b["usable_for_check"]
     }
-    assert public_scoreboard.usable_boundaries(path) == want
+    assert public_scoreboard.usable_boundaries(load_transcript(path).records) == want
+
+
+def _records(path) -> tuple[dict, ...]:
+    """The records the engine reads from ``path`` (a malformed line an empty record)."""
+    return build_transcript(parse_records(path.read_text().splitlines(), path.name, [])).records
 
 
 def _line(**rec: object) -> str:
@@ -48,7 +55,7 @@ def test_a_file_that_starts_mid_session_loses_only_its_first_epoch(tmp_path) -> 
         + _line(type="user", uuid="e", parentUuid="b2")
         + _boundary("b3", 157_000)
     )
-    assert public_scoreboard.usable_boundaries(whole) == {2: 155_000, 6: 157_000}
+    assert public_scoreboard.usable_boundaries(_records(whole)) == {2: 155_000, 6: 157_000}
     cut = tmp_path / "cut.jsonl"  # the first record's parent is no line of the file
     cut.write_text(
         _line(type="user", uuid="a", parentUuid="gone")
@@ -57,7 +64,7 @@ def test_a_file_that_starts_mid_session_loses_only_its_first_epoch(tmp_path) -> 
         + _line(type="user", uuid="c", parentUuid="b1")
         + _boundary("b3", 157_000)
     )
-    assert public_scoreboard.usable_boundaries(cut) == {5: 157_000}
+    assert public_scoreboard.usable_boundaries(_records(cut)) == {5: 157_000}
     resumed = tmp_path / "resumed.jsonl"  # starts at a boundary: its history is in another file
     resumed.write_text(
         _line(type="queue-operation")
@@ -66,7 +73,7 @@ def test_a_file_that_starts_mid_session_loses_only_its_first_epoch(tmp_path) -> 
         + _line(type="assistant", uuid="d", parentUuid="c")
         + _boundary("b2", 999_000)
     )
-    assert public_scoreboard.usable_boundaries(resumed) == {5: 999_000}
+    assert public_scoreboard.usable_boundaries(_records(resumed)) == {5: 999_000}
 
 
 def test_an_empty_folder_is_refused_with_exit_2(tmp_path, capsys) -> None:
