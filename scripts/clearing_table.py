@@ -56,7 +56,7 @@ def defaults_env() -> dict[str, str]:
     return {
         "CLAUDE_CTX_CLEAR_POLICY": DEFAULT_POLICY,
         "CLAUDE_CTX_CLEAR_CEILING": str(DEFAULT_CEILING),
-        "CLAUDE_CTX_CLEAR_TRIGGER": str(ce.DEFAULT_TRIGGER),
+        "CLAUDE_CTX_CLEAR_TRIGGER": str(ce.DEFAULT_PAID_TRIGGER),
         "CLAUDE_CTX_CLEAR_KEEP": str(ce.DEFAULT_PAID_KEEP),
         "CLAUDE_CTX_CLEAR_TOOL_INPUTS": "1"
         if inputs is True

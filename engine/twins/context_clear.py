@@ -49,7 +49,13 @@ ENV_NAMES = (
 # Chosen by bench/clearing_sweep.py over the shared real sessions (README, "Server-side
 # clearing"); the injected JavaScript (patcher/snippets/context_clear.js) has the same ones, a
 # differential test holds the two together.
-DEFAULT_TRIGGER = 50_000  # input tokens
+DEFAULT_TRIGGER = 50_000  # input tokens, under the fixed STEP rule (CLAUDE_CTX_CLEAR_POLICY=fixed)
+# input tokens, under the paid policy (the default). The paid rule decides every move, so the
+# trigger only delays them: a move made under it (a free or expiry move at a pause) is held, and
+# the server applies it later, where the prompt first crosses the trigger, a full cache rewrite
+# at a request that reads it (docs/clearing-defaults.md). A trigger at or under the system
+# prompt and tools a request always sends applies every move where it is made.
+DEFAULT_PAID_TRIGGER = 30_000
 DEFAULT_KEEP = 3  # tool uses, under the fixed STEP rule (CLAUDE_CTX_CLEAR_POLICY=fixed)
 # tool uses, under the paid policy (the default): its moves are few and each clears all it may,
 # so the floor decides how much a move frees (docs/clearing-defaults.md: KEEP 1 reaches more of
@@ -109,7 +115,7 @@ def knobs_from_env(env: Mapping[str, str]) -> ClearToolUses | None:
     """
     if (env.get(ENV_DISABLE) or "").strip().lower() in ("1", "true", "yes", "on"):
         return None
-    trigger = _env_int(env, ENV_TRIGGER, 1) or DEFAULT_TRIGGER
+    trigger = _env_int(env, ENV_TRIGGER, 1) or default_trigger(env)
     keep = _env_int(env, ENV_KEEP, 0)
     at_least = _env_int(env, ENV_AT_LEAST, 0)
     if at_least is None:
@@ -132,12 +138,21 @@ def knobs_from_env(env: Mapping[str, str]) -> ClearToolUses | None:
     )
 
 
+def _fixed(env: Mapping[str, str]) -> bool:
+    return (env.get(ENV_POLICY) or "").strip().lower() == "fixed"
+
+
+def default_trigger(env: Mapping[str, str]) -> int:
+    """TRIGGER when ``CLAUDE_CTX_CLEAR_TRIGGER`` is unset or invalid: :data:`DEFAULT_TRIGGER`
+    for the fixed STEP rule, :data:`DEFAULT_PAID_TRIGGER` for the paid policy."""
+    return DEFAULT_TRIGGER if _fixed(env) else DEFAULT_PAID_TRIGGER
+
+
 def default_keep(env: Mapping[str, str]) -> int:
     """KEEP when ``CLAUDE_CTX_CLEAR_KEEP`` is unset or invalid: :data:`DEFAULT_KEEP` for the
     fixed STEP rule, :data:`DEFAULT_PAID_KEEP` for the paid policy (any other value of
     ``CLAUDE_CTX_CLEAR_POLICY`` is the paid policy: ``engine.twins.policy.policy_from_env``)."""
-    fixed = (env.get(ENV_POLICY) or "").strip().lower() == "fixed"
-    return DEFAULT_KEEP if fixed else DEFAULT_PAID_KEEP
+    return DEFAULT_KEEP if _fixed(env) else DEFAULT_PAID_KEEP
 
 
 def trailing_results(messages: Sequence[Mapping[str, Any]]) -> int:

@@ -52,9 +52,10 @@ function _ctxpatchContextClearing(value, mode) {
   //   CTXPATCH_LEDGER=0               no ledger line (also false/no/off; see below)
   // An integer is ASCII digits (1 to 9 of them, "_" separators allowed, blanks
   // around ignored); any other value means the default, never a bad request.
-  // Defaults (engine/context_editing.py DEFAULT_*, chosen by bench/clearing_sweep.py):
-  // TRIGGER 50000, KEEP 1 (3 under POLICY=fixed), STEP 20, TOOL_INPUTS 1, no AT_LEAST. The keep sent is also
-  // never below the tool results of the round in progress (twin: edit_for_request).
+  // Defaults (engine/twins/context_clear.py DEFAULT_*, docs/clearing-defaults.md): TRIGGER
+  // 30000, KEEP 1 (50000 and 3 under POLICY=fixed), STEP 20, TOOL_INPUTS 1, no AT_LEAST. The
+  // keep sent is also never below the tool results of the round in progress (twin:
+  // edit_for_request).
   //
   // Never sent: when disabled; under Bedrock, Vertex or Foundry
   // (CLAUDE_CODE_USE_BEDROCK / _VERTEX / _FOUNDRY); to Claude 3 models (they do not
@@ -86,7 +87,8 @@ function _ctxpatchContextClearing(value, mode) {
   var BETA = "context-management-2025-06-27";
   var CLEAR_TOOL_USES = "clear_tool_uses_20250919";
   var CLEAR_THINKING = "clear_thinking_20251015";
-  var DEFAULT_TRIGGER = 50000;
+  var DEFAULT_TRIGGER = 50000; // the fixed STEP rule's
+  var DEFAULT_PAID_TRIGGER = 30000; // the paid policy's (twin: DEFAULT_PAID_TRIGGER)
   var DEFAULT_KEEP = 3; // the fixed STEP rule's
   var DEFAULT_PAID_KEEP = 1; // the paid policy's (twin: DEFAULT_PAID_KEEP)
   var DEFAULT_AT_LEAST = 0;
@@ -154,10 +156,19 @@ function _ctxpatchContextClearing(value, mode) {
     return TRUE_WORDS.indexOf(strip(raw).toLowerCase()) >= 0;
   }
 
+  function isFixed(env) {
+    return strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase() === "fixed";
+  }
+
+  // TRIGGER when unset or invalid: the fixed rule's 50000, the paid policy's 30000 (twin:
+  // default_trigger).
+  function defaultTrigger(env) {
+    return isFixed(env) ? DEFAULT_TRIGGER : DEFAULT_PAID_TRIGGER;
+  }
+
   // KEEP when unset or invalid: the fixed rule's 3, the paid policy's 1 (twin: default_keep).
   function defaultKeep(env) {
-    var policy = strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase();
-    return policy === "fixed" ? DEFAULT_KEEP : DEFAULT_PAID_KEEP;
+    return isFixed(env) ? DEFAULT_KEEP : DEFAULT_PAID_KEEP;
   }
 
   // The edit the settings ask for, or null when disabled (twin: knobs_from_env).
@@ -179,7 +190,7 @@ function _ctxpatchContextClearing(value, mode) {
     }
     var edit = {
       type: CLEAR_TOOL_USES,
-      trigger: { type: "input_tokens", value: trigger === null ? DEFAULT_TRIGGER : trigger },
+      trigger: { type: "input_tokens", value: trigger === null ? defaultTrigger(env) : trigger },
       keep: { type: "tool_uses", value: keep === null ? defaultKeep(env) : keep },
     };
     if (atLeast > 0) edit.clear_at_least = { type: "input_tokens", value: atLeast };

@@ -131,6 +131,9 @@ def test_the_cases_that_differ_between_the_languages(server) -> None:
         {"CLAUDE_CTX_CLEAR_DISABLE": " On "},
         {"CLAUDE_CTX_CLEAR_TOOL_INPUTS": " TRUE "},
         {"CLAUDE_CTX_CLEAR_EXCLUDE_TOOLS": "\u3000Read ,, Edit\x1c"},
+        {"CLAUDE_CTX_CLEAR_POLICY": " Fixed "},  # the fixed rule's defaults: 50000 and 3
+        {"CLAUDE_CTX_CLEAR_POLICY": "fixed", "CLAUDE_CTX_CLEAR_TRIGGER": "x"},
+        {"CLAUDE_CTX_CLEAR_POLICY": "paid", "CLAUDE_CTX_CLEAR_TRIGGER": "0"},  # >= 1: default
     ]
     got = _ask(server, envs)
     assert got == [None if (e := knobs_from_env(env)) is None else to_json(e) for env in envs]
@@ -138,3 +141,8 @@ def test_the_cases_that_differ_between_the_languages(server) -> None:
     assert got[0]["trigger"]["value"] == 120000 and got[1]["keep"]["value"] == 1
     assert got[4] is None and got[5]["clear_tool_inputs"] is True
     assert got[6]["exclude_tools"] == ["Read", "Edit"]
+    # the paid policy's TRIGGER is 30000, the fixed rule's 50000 (set or not, an invalid one
+    # is the policy's default)
+    assert got[1]["trigger"]["value"] == got[9]["trigger"]["value"] == 30000
+    assert got[7]["trigger"]["value"] == got[8]["trigger"]["value"] == 50000
+    assert got[7]["keep"]["value"] == 3

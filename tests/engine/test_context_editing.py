@@ -31,6 +31,7 @@ from engine.twins.context_clear import (
     DEFAULT_EXCLUDE,
     DEFAULT_KEEP,
     DEFAULT_PAID_KEEP,
+    DEFAULT_PAID_TRIGGER,
     DEFAULT_STEP,
     DEFAULT_TOOL_INPUTS,
     DEFAULT_TRIGGER,
@@ -346,7 +347,7 @@ def test_unsupported_model_message_is_the_one_claude_code_recognises():
 
 def test_knobs_defaults():
     assert knobs_from_env({}) == ClearToolUses(
-        trigger_value=DEFAULT_TRIGGER,
+        trigger_value=DEFAULT_PAID_TRIGGER,
         keep=DEFAULT_PAID_KEEP,
         clear_at_least=DEFAULT_AT_LEAST,
         exclude_tools=DEFAULT_EXCLUDE,
@@ -364,6 +365,20 @@ def test_the_default_keep_follows_the_policy(policy, keep):
     assert (DEFAULT_PAID_KEEP, DEFAULT_KEEP) == (1, 3)
     assert knobs_from_env(env).keep == keep
     assert knobs_from_env({**env, "CLAUDE_CTX_CLEAR_KEEP": "5"}).keep == 5
+
+
+@pytest.mark.parametrize(
+    ("policy", "trigger"),
+    [(None, 30_000), ("paid", 30_000), (" Fixed ", 50_000), ("fixed", 50_000), ("other", 30_000)],
+)
+def test_the_default_trigger_follows_the_policy(policy, trigger):
+    """The paid policy's moves apply where they are made from 30,000 input tokens (under a
+    higher trigger a move made at a pause was held and applied later, at a request that read
+    the cache); the fixed STEP rule keeps its 50,000; TRIGGER set wins."""
+    env = {} if policy is None else {"CLAUDE_CTX_CLEAR_POLICY": policy}
+    assert (DEFAULT_PAID_TRIGGER, DEFAULT_TRIGGER) == (30_000, 50_000)
+    assert knobs_from_env(env).trigger_value == trigger
+    assert knobs_from_env({**env, "CLAUDE_CTX_CLEAR_TRIGGER": "70_000"}).trigger_value == 70_000
 
 
 def test_knobs_parse_every_variable():

@@ -22,7 +22,7 @@ BETA = "context-management-2025-06-27"
 THINKING_EDIT = {"type": "clear_thinking_20251015", "keep": "all"}
 DEFAULT_EDIT = {
     "type": "clear_tool_uses_20250919",
-    "trigger": {"type": "input_tokens", "value": 50000},
+    "trigger": {"type": "input_tokens", "value": 30000},
     "keep": {"type": "tool_uses", "value": 1},  # the paid policy's KEEP (no tool use here)
     "clear_tool_inputs": True,
 }
