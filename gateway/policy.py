@@ -73,7 +73,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from engine.api.context_management import ClearToolUses
-from engine.twins.context_clear import step_from_env
+from engine.twins.context_clear import step_from_env, window_threshold
 from engine.twins.free_moves import (
     BROKE,
     DEFAULT_MARGIN,
@@ -126,30 +126,32 @@ class Knobs:
 
     policy: str = "paid"
     step: int = 1
-    ceiling: int = 90_000
+    ceiling: int | None = None  # CLAUDE_CTX_CLEAR_CEILING; None: the default, scaled (ceiling_at)
     patience: int = 100
     free: bool = True  # the free move where the cache breaks anyway (CLAUDE_CTX_CLEAR_FREE)
     margin: int = DEFAULT_MARGIN  # the near move's (CLAUDE_CTX_CLEAR_MARGIN; 0: never)
-    ceiling_set: bool = False  # CLAUDE_CTX_CLEAR_CEILING is set: never scaled
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Knobs:
         return cls(
             policy_from_env(env),
             step_from_env(env),
-            ceiling_for(env),
+            ceiling_for(env) if ceiling_is_set(env) else None,
             patience_from_env(env),
             free_from_env(env),
             margin_from_env(env),
-            ceiling_is_set(env),
         )
 
-    def ceiling_at(self, threshold: int | None) -> int:
+    def ceiling_at(self, threshold: int | None, model: str = "", betas: Sequence[str] = ()) -> int:
         """The ceiling for a client whose auto-compact threshold is ``threshold``
-        (:func:`gateway.window.near_threshold`; None: unknown): the one set, else the default
+        (:func:`gateway.window.near_threshold`; None: unknown, then the one the request's
+        ``model`` and ``betas`` give, as the injected JavaScript reads it:
+        :func:`engine.twins.context_clear.window_threshold`): the one set, else the default
         scaled to it (:func:`engine.twins.policy.ceiling_for`)."""
-        if self.ceiling_set or threshold is None:
+        if self.ceiling is not None:
             return self.ceiling
+        if threshold is None:
+            threshold = window_threshold(model, betas)
         return ceiling_for({}, threshold)
 
 
@@ -242,8 +244,9 @@ class Fitter:
         conversation the body was fitted in). ``top``: the body's top level
         (:func:`gateway.toplevel.scan`); ``request``: the parsed body when the caller has it;
         ``model`` and ``betas`` (its ``anthropic-beta`` values): the window the near move's level
-        is of (:func:`engine.twins.free_moves.near_level`), unless ``threshold``, a native
-        client's auto-compact threshold (:func:`gateway.window.near_threshold`), says it; ``now``:
+        is of (:func:`engine.twins.free_moves.near_level`) and the default ceiling is scaled to
+        (:meth:`Knobs.ceiling_at`), unless ``threshold``, a native client's auto-compact
+        threshold (:func:`gateway.window.near_threshold`), says it; ``now``:
         the request's time in
         milliseconds of a monotonic clock (the expiry move's; None: unknown, no expiry move, the
         conversation's time left as it was). Raises on anything unexpected (the
@@ -261,13 +264,13 @@ class Fitter:
         start = _messages_at(body, top)
         if start is not None and body[start : start + 1] != b"[":
             return edit, None  # not an array: the JavaScript sends the plain edit
-        ceiling = k.ceiling_at(threshold)
+        listed = betas if isinstance(betas, Sequence) else tuple(betas)
+        ceiling = k.ceiling_at(threshold, model, listed)
         keep = None
         kept: _Kept | None = None
         if start is not None:
             level = 0
             if self._near:
-                listed = betas if isinstance(betas, Sequence) else tuple(betas)
                 level = near_level(model, listed, k.margin, threshold)
             try:
                 walked = self._walk(edit, body, top, start, level, now, ceiling)

@@ -1,7 +1,8 @@
 """The paid policy's ceiling for a native client: the default (90,000 tokens of 4 characters of
 the messages kept, measured against a 200K window's 167,000 threshold) scaled to the client's own
 auto-compact threshold (engine.twins.policy.ceiling_for, gateway.policy.Knobs.ceiling_at), as the
-near move's level is; the knob, when set, as it is; a cli.js client (no threshold) unchanged."""
+near move's level is; the knob, when set, as it is; a client whose threshold is not known (a
+cli.js one) scaled to the window its request shows, as the injected JavaScript does."""
 
 from __future__ import annotations
 
@@ -32,11 +33,16 @@ def test_the_default_ceiling_scales_to_the_threshold_and_a_set_one_does_not() ->
     assert ceiling_for({"CLAUDE_CTX_CLEAR_CEILING": "0"}, ONE_M) == 538_923  # invalid: default
     assert Knobs.from_env({}).ceiling_at(ONE_M) == 538_923
     assert Knobs.from_env({}).ceiling_at(None) == DEFAULT_CEILING
+    assert Knobs.from_env({}).ceiling_at(None, "claude-opus-4-6[1m]") == 521_138  # 967,000
+    assert Knobs.from_env({}).ceiling_at(None, MODEL, ("context-1m-2025-08-07",)) == 521_138
+    assert Knobs.from_env(set_).ceiling_at(None, "claude-opus-4-6[1m]") == 70_000
     assert Knobs.from_env(set_).ceiling_at(ONE_M) == 70_000
     # the replays' policy object (engine.replay passes the native session's threshold)
     for env, th, want in (({}, ONE_M, 538_923), ({}, None, DEFAULT_CEILING), (set_, ONE_M, 70_000)):
         policy = clear_policy_from_env(env, threshold=th)
         assert policy is not None and policy.ceiling == want
+    policy = clear_policy_from_env({}, model="claude-opus-4-6[1m]")  # a cli.js client at 1M
+    assert policy is not None and policy.ceiling == 521_138
 
 
 def _messages(rounds: int) -> list[dict]:
@@ -59,7 +65,7 @@ def test_the_gateway_fits_a_native_clients_request_with_its_scaled_ceiling() -> 
     rest, extra = uncached_system(SYSTEM), write_extra(SYSTEM)
     keeps = {}
     for th in (None, ONE_M):
-        fitter = Fitter(Knobs("paid", 1, DEFAULT_CEILING, 100, False, 0))
+        fitter = Fitter(Knobs("paid", 1, None, 100, False, 0))
         got, _ = fitter.fit(EDIT, raw, top, None, MODEL, [], None, th)
         ceiling = Knobs().ceiling_at(th)
         want = paid_edit(EDIT, msgs, ceiling, 100, 0, rest, extra)

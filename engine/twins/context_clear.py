@@ -215,6 +215,14 @@ def guard_on(env: Mapping[str, str]) -> bool:
     return env.get(ENV_WINDOW_GUARD) == "1"
 
 
+def window_threshold(model: str, betas: Sequence[str] = ()) -> int:
+    """Claude Code's auto-compact threshold as the injected JavaScript reads it off a request:
+    the window (1,000,000 for a ``[1m]`` model or a ``context-1m`` beta, else 200,000) less
+    :data:`NEAR_WINDOW_RESERVE`."""
+    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
+    return (1_000_000 if one_m else 200_000) - NEAR_WINDOW_RESERVE
+
+
 def near_window_limit(one_m: bool) -> int:
     """The request size (characters) from which :func:`near_window` leaves the edit out: Claude
     Code's auto-compact threshold (the window less 20000 reserved output and 13000 buffer) at 3

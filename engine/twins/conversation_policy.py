@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.api.context_management import ClearToolUses
+from engine.twins.context_clear import window_threshold
 from engine.twins.free_moves import (
     Conversation,
     free_edit,
@@ -113,13 +114,15 @@ def clear_policy_from_env(
 ) -> PaidPolicy | None:
     """The policy the knobs ask for (a new one: it remembers the conversation it serves);
     ``None`` for ``fixed`` (``edit_for_request``'s STEP). ``model``: the requests' model (its
-    window sets the near move's level); ``threshold``: a native build's auto-compact threshold,
-    which sets it instead (:func:`engine.claude_code.thresholds.near_threshold`), and scales the
-    default ceiling (:func:`engine.twins.policy.ceiling_for`)."""
+    window sets the near move's level and scales the default ceiling, as the injected
+    JavaScript does: :func:`engine.twins.policy.ceiling_from_env`); ``threshold``: a native
+    build's auto-compact threshold, which sets both instead
+    (:func:`engine.claude_code.thresholds.near_threshold`,
+    :func:`engine.twins.policy.ceiling_for`)."""
     if policy_from_env(env) == "fixed":
         return None
     return PaidPolicy(
-        ceiling_for(env, threshold),
+        ceiling_for(env, window_threshold(model) if threshold is None else threshold),
         patience_from_env(env),
         fixed,
         uncached,

@@ -62,9 +62,9 @@ from engine.twins.context_clear import (
     ENV_FREE,
     ENV_MARGIN,
     FREE_OFF,
-    NEAR_WINDOW_RESERVE,
     _env_int,
     trailing_results,
+    window_threshold,
 )
 from engine.twins.policy import (
     DEFAULT_CEILING,
@@ -83,7 +83,6 @@ MARK_LEN = utf16_len(MARK)
 Fingerprint = list[tuple[Any, int]]
 
 
-WINDOW, WINDOW_1M = 200_000, 1_000_000
 DEFAULT_MARGIN = 10_000
 EXPIRY_5M_MS = 300_000  # the 5-minute cache's lifetime after an entry's last use
 EXPIRY_1H_MS = 3_600_000  # the 1-hour cache's
@@ -205,9 +204,9 @@ def near_level(model: str, betas: Sequence[str], margin: int, threshold: int | N
     threshold where the client's build is known to be a native one (the engine's for its
     version, model and environment: :func:`engine.claude_code.thresholds.near_threshold`, the
     gateway's :func:`gateway.window.near_threshold`). Else (the ``cli.js`` builds, the rule of
-    the JavaScript ``apply`` injects) the window less its reserve (:data:`NEAR_WINDOW_RESERVE`:
-    20,000 output + 13,000 buffer; the window 1,000,000 for a ``[1m]`` model or a
-    ``context-1m`` beta, else 200,000).
+    the JavaScript ``apply`` injects) the window less its reserve
+    (:func:`engine.twins.context_clear.window_threshold`: 20,000 output + 13,000 buffer; the
+    window 1,000,000 for a ``[1m]`` model or a ``context-1m`` beta, else 200,000).
 
     The native builds needed their own: from 2.1.195 some models run at a 1M window with
     neither mark (``claude-opus-5``, ...), and without a configured window a build compacts
@@ -219,8 +218,7 @@ def near_level(model: str, betas: Sequence[str], margin: int, threshold: int | N
         return 0
     if threshold is not None:
         return max(0, threshold - margin)
-    one_m = "[1m]" in model or any("context-1m" in b for b in betas)
-    return (WINDOW_1M if one_m else WINDOW) - NEAR_WINDOW_RESERVE - margin
+    return window_threshold(model, betas) - margin
 
 
 def is_near(prompt: int | None, level: int) -> bool:

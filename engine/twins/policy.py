@@ -27,7 +27,9 @@ in short, with the prices of :mod:`engine.api.prompt_cache`:
   (:func:`ceiling_for`): at a 1M window's 1,000,001, 90,000 is a tenth of the way, and where the
   messages that cannot be cleared pass it, every request moves, each a rewrite of the whole
   prompt, for a compaction that is not coming (a never-seen 2.1.215 session, ``claude-fable-5``:
-  48 rewrites, +249% against unpatched; scaled, 4 and -11%).
+  48 rewrites, +249% against unpatched; scaled, 4 and -11%). The injected JavaScript, which
+  knows no build's threshold, scales it the same way to the one the request's window gives
+  (:func:`ceiling_from_env`: a ``[1m]`` model or a ``context-1m`` beta).
 
 Stateless: the injected code sees one request at a time, so the policy is replayed over the
 message list itself (its stateful additions, the free move where the cache breaks anyway and the
@@ -56,6 +58,7 @@ from engine.twins.context_clear import (
     ENV_POLICY,
     _env_int,
     trailing_results,
+    window_threshold,
 )
 
 __all__ = [
@@ -87,10 +90,13 @@ def policy_from_env(env: Mapping[str, str]) -> str:
 CEILING_THRESHOLD = 167_000  # the auto-compact threshold DEFAULT_CEILING was measured against
 
 
-def ceiling_from_env(env: Mapping[str, str]) -> int:
-    """The ceiling of a client whose threshold is not known (the injected JavaScript's): the
-    knob's, else :data:`DEFAULT_CEILING` (:func:`ceiling_for`)."""
-    return ceiling_for(env)
+def ceiling_from_env(env: Mapping[str, str], model: str = "", betas: Sequence[str] = ()) -> int:
+    """The ceiling of a request whose client's threshold is not known (the injected
+    JavaScript's, and the gateway's for an unknown client): the knob's, else
+    :data:`DEFAULT_CEILING` scaled to the threshold the request's window gives
+    (:func:`engine.twins.context_clear.window_threshold`: 167,000 at 200K, where it is 90,000;
+    967,000 for a ``[1m]`` model or a ``context-1m`` beta, 521,138)."""
+    return ceiling_for(env, window_threshold(model, betas))
 
 
 def ceiling_is_set(env: Mapping[str, str]) -> bool:

@@ -32,7 +32,9 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   the messages kept reach CEILING; fixed: every STEP
   //                                   tool uses (the rule before the policy)
   //   CLAUDE_CTX_CLEAR_CEILING        paid: move whatever it costs once the messages kept
-  //                                   reach this many tokens of 4 characters (integer >= 1)
+  //                                   reach this many tokens of 4 characters (integer >= 1;
+  //                                   default 90000 at a 200K window, scaled to the
+  //                                   request's: 521138 for a [1m] model)
   //   CLAUDE_CTX_CLEAR_PATIENCE       paid: percent of the break-even rent paid before a
   //                                   move (integer >= 0; 100 = break even)
   //   CLAUDE_CTX_CLEAR_FREE           paid: the free move (on unless 0/false/no/off): where
@@ -96,6 +98,7 @@ function _ctxpatchContextClearing(value, mode) {
   var DEFAULT_STEP = 20;
   var DEFAULT_POLICY = "paid";
   var DEFAULT_CEILING = 90000;
+  var CEILING_THRESHOLD = 167000; // the threshold DEFAULT_CEILING was measured at (twin: CEILING_THRESHOLD)
   var DEFAULT_PATIENCE = 100;
   var TRUE_WORDS = ["1", "true", "yes", "on"];
   var LEDGER_MAX_BYTES = 8388608; // usage/ledger.py MAX_BYTES
@@ -489,14 +492,28 @@ function _ctxpatchContextClearing(value, mode) {
     return margin === null ? DEFAULT_MARGIN : margin;
   }
 
-  // The prompt from which a reply makes the next request a near move; 0: never (twin: near_level).
-  function nearLevel(model, betas, margin) {
-    if (margin <= 0) return 0;
+  // Claude Code's auto-compact threshold as a request shows it: its window (1M for a [1m]
+  // model or a context-1m beta) less RESERVE (twin: window_threshold).
+  function windowThreshold(model, betas) {
     var oneM = String(model).indexOf("[1m]") >= 0;
     if (Array.isArray(betas)) {
       for (var i = 0; i < betas.length && !oneM; i++) oneM = String(betas[i]).indexOf("context-1m") >= 0;
     }
-    return (oneM ? WINDOW_1M : WINDOW) - RESERVE - margin;
+    return (oneM ? WINDOW_1M : WINDOW) - RESERVE;
+  }
+
+  // The prompt from which a reply makes the next request a near move; 0: never (twin: near_level).
+  function nearLevel(model, betas, margin) {
+    if (margin <= 0) return 0;
+    return windowThreshold(model, betas) - margin;
+  }
+
+  // CEILING when unset or invalid: DEFAULT_CEILING scaled to the request's threshold, rounded
+  // half up (twin: ceiling_from_env). At a 1M window 90000 would make every request past it a
+  // move, each a rewrite of the whole prompt, for a compaction that is not coming.
+  function defaultCeiling(model, betas) {
+    var t = windowThreshold(model, betas);
+    return Math.max(1, Math.floor((2 * DEFAULT_CEILING * t + CEILING_THRESHOLD) / (2 * CEILING_THRESHOLD)));
   }
 
   // A role as Python compares it: null for none, a boolean as its number (True == 1).
@@ -949,10 +966,17 @@ function _ctxpatchContextClearing(value, mode) {
         }
       }
       var extra = writeExtra(request.system);
+      if (ceiling === null) {
+        try {
+          ceiling = defaultCeiling(request.model, request.betas);
+        } catch (e) {
+          ceiling = DEFAULT_CEILING; // a model no string can be made of: never a broken request
+        }
+      }
       var cleared = paidBoundary(
         messages,
         edit,
-        ceiling === null ? DEFAULT_CEILING : ceiling,
+        ceiling,
         patience === null ? DEFAULT_PATIENCE : patience,
         uncachedSystem(request.system),
         extra,

@@ -126,7 +126,8 @@ def twin_keep(env: dict[str, str], messages: list[dict], system: object) -> int 
         return edit_for_request(edit, messages, step_from_env(env)).keep
     # of the system prompt and tools, only the system blocks after the last cache_control count
     rest, extra = system_facts(system)
-    knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
+    ceiling = ceiling_from_env(env, request["model"], request["betas"])
+    knobs = (ceiling, patience_from_env(env), 0, rest, extra)
     return paid_edit(edit, messages, *knobs).keep
 
 
@@ -247,3 +248,64 @@ def test_the_one_hour_cache_makes_every_move_dearer() -> None:
     # round (15 messages) and the whole list ends with 6 kept
     assert keeps(five) == [1, 2, 2]
     assert keeps(hour) == [6, 1, 6]
+
+
+WINDOW_DRIVER = r"""
+import { readFileSync } from "node:fs";
+const CASES = JSON.parse(readFileSync(0, "utf8"));
+const fn = SNIPPET;
+const out = [];
+for (const [env, model, betas, messages] of CASES) {
+  delete fn.memory;
+  for (const n of NAMES) delete process.env[n];
+  Object.assign(process.env, env);
+  const req = {model, messages, betas, max_tokens: 1, system: "s"};
+  out.push(fn(req).context_management.edits[0].keep.value);
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+@pytest.mark.node
+def test_the_default_ceiling_scales_to_the_window_the_request_shows() -> None:
+    """A ``[1m]`` model or a ``context-1m`` beta: the default ceiling is 90,000 scaled to the
+    1M window's threshold (967,000 tokens: 521,138), in the JavaScript as in the twin. Forty
+    rounds of 10,000-token results (440K tokens of 4 characters), the rent never paid
+    (PATIENCE 1,000,000): at 200K the ceiling makes the moves (a move whatever it costs from
+    90,000, every few rounds: what made a native 1M session +249% dearer in the gateway before
+    its ceiling was scaled); at 1M none is due; a CEILING set is taken as it is."""
+    node = need("node", "node is the ground truth for JavaScript")
+    msgs, _ = _rounds(160_000, 40, 40_000)
+    slow = {"CLAUDE_CTX_CLEAR_PATIENCE": "1000000"}
+    set_ = {**slow, "CLAUDE_CTX_CLEAR_CEILING": "90000"}
+    cases = [
+        (slow, "claude-sonnet-4-5", []),
+        (slow, "claude-sonnet-4-5[1m]", []),
+        (slow, "claude-sonnet-4-5", ["context-1m-2025-08-07"]),
+        (set_, "claude-sonnet-4-5[1m]", []),
+    ]
+    script = WINDOW_DRIVER.replace("NAMES", json.dumps(ENV_NAMES)).replace(
+        "SNIPPET", _snippet_cached()
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
+    res = subprocess.run(
+        [node, "--input-type=module", "-e", script],
+        input=json.dumps([[e, m, b, msgs] for e, m, b in cases]).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    got = json.loads(res.stdout)
+    assert ceiling_from_env({}, "claude-sonnet-4-5") == 90_000
+    assert ceiling_from_env({}, "claude-sonnet-4-5[1m]") == 521_138
+    assert ceiling_from_env({}, "x", ["context-1m-2025-08-07"]) == 521_138
+    assert ceiling_from_env({"CLAUDE_CTX_CLEAR_CEILING": "90000"}, "x[1m]") == 90_000
+    want = []
+    for e, m, b in cases:
+        edit = knobs_from_env(e)
+        assert edit is not None
+        want.append(paid_edit(edit, msgs, ceiling_from_env(e, m, b), 1_000_000, 0, 1).keep)
+    assert got == want
+    assert got[1] == got[2] == 40  # nothing moved at 1M
+    assert got[0] == got[3] < 40  # the ceiling's moves at 200K, and with CEILING set

@@ -204,7 +204,8 @@ class Twin:
             return None
         messages = body["messages"]
         rest, extra = system_facts(body.get("system"))
-        knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
+        ceiling = ceiling_from_env(env, str(body.get("model")), body.get("betas") or ())
+        knobs = (ceiling, patience_from_env(env), 0, rest, extra)
         if not free_from_env(env):
             return paid_edit(edit, messages, *knobs).keep
         key = js_key(session, messages)
@@ -523,7 +524,8 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
         edit = knobs_from_env(env)
         assert edit is not None
         rest, extra = system_facts(body.get("system"))
-        knobs = (ceiling_from_env(env), patience_from_env(env), 0, rest, extra)
+        ceiling = ceiling_from_env(env, str(body.get("model")), body.get("betas") or ())
+        knobs = (ceiling, patience_from_env(env), 0, rest, extra)
         stateless.append(paid_edit(edit, body["messages"], *knobs).keep)
     lower = sum(1 for a, b in zip(got["keeps"], stateless, strict=True) if a < b)
     assert lower >= 10, lower
