@@ -90,7 +90,7 @@ from engine.twins.free_moves import (
 )
 from engine.twins.policy import (
     ceiling_for,
-    ceiling_is_set,
+    ceiling_set,
     patience_from_env,
     policy_from_env,
 )
@@ -136,7 +136,7 @@ class Knobs:
         return cls(
             policy_from_env(env),
             step_from_env(env),
-            ceiling_for(env) if ceiling_is_set(env) else None,
+            ceiling_set(env),
             patience_from_env(env),
             free_from_env(env),
             margin_from_env(env),

@@ -88,28 +88,24 @@ def score_file(path: Path, usable: dict[int, int] | None = None, version: str = 
     """One session's row: ``usable`` maps each auto-compaction's line to its ``preTokens``
     (None: read from the file, :func:`usable_boundaries`)."""
     row = {"file": path.name, "version": version, "usable": len(usable or {})}
+
+    def refused(why: str) -> dict:
+        return {**row, "hit": 0, "missed": row["usable"], "extra": 0, "worst": "", "refused": why}
+
     try:
         tr = load_transcript(path)
     except TranscriptError as e:
-        return {
-            **row,
-            "hit": 0,
-            "missed": row["usable"],
-            "extra": 0,
-            "worst": "",
-            "refused": str(e),
-        }
+        return refused(str(e))
     if usable is None:
         usable = usable_boundaries(tr.records)
         row["usable"] = len(usable)
-    refused = {"hit": 0, "missed": len(usable), "extra": 0, "worst": ""}
     row["version"] = row["version"] or (tr.version or "?")
     if not tr.version:
-        return {**row, **refused, "refused": "no Claude Code version in the file"}
+        return refused("no Claude Code version in the file")
     try:
         profile = profile_for(tr.version)
     except ValueError as e:  # a version the engine does not model
-        return {**row, **refused, "refused": str(e)}
+        return refused(str(e))
     sim = simulate_recorded(tr, profile)
     hit, missed, extra, worst = 0, [], 0, 0.0
     for e in sim.events:

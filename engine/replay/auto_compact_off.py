@@ -23,13 +23,8 @@ from dataclasses import replace
 from engine.api.previous_thinking import starts_turn
 from engine.claude_code.thresholds import Thresholds, compute_thresholds
 from engine.profiles import Profile
-from engine.tokens import usage_total
+from engine.tokens import usage_prompt
 from engine.transcript import Transcript, is_compact_boundary, is_sidechain
-
-
-def prompt_tokens(usage: dict) -> int:
-    """The prompt the API reported: the usage total less the output."""
-    return usage_total(usage) - int(usage.get("output_tokens") or 0)
 
 
 def ran_past_threshold(tr: Transcript, threshold: int) -> int | None:
@@ -42,7 +37,7 @@ def ran_past_threshold(tr: Transcript, threshold: int) -> int | None:
     starts = {r.lines[0] for r in tr.replies}
     settled = 0  # replies ending before this line have no evidence: a scan passed them already
     for reply in tr.replies:
-        if reply.lines[-1] < settled or prompt_tokens(reply.usage) < threshold:
+        if reply.lines[-1] < settled or usage_prompt(reply.usage) < threshold:
             continue
         typed = False
         for line in range(reply.lines[-1] + 1, len(tr.records) + 1):

@@ -93,7 +93,7 @@ def knob_errors(env: Mapping[str, str]) -> list[str]:
         if raw is not None and raw.strip() and _env_int(env, name, minimum) is None:
             errors.append(f"{name}={raw!r} is not an integer >= {minimum}; the default is used")
     policy = env.get(ENV_POLICY)
-    if policy is not None and policy.strip() and policy.strip().lower() not in ("paid", "fixed"):
+    if policy is not None and policy.strip() and policy.strip().lower() not in POLICIES:
         errors.append(f"{ENV_POLICY}={policy!r} is not paid or fixed; the default is used")
     free = env.get(ENV_FREE)
     if free is not None and free.strip() and free.strip().lower() not in FREE_OFF + FREE_ON:
@@ -138,21 +138,27 @@ def knobs_from_env(env: Mapping[str, str]) -> ClearToolUses | None:
     )
 
 
-def _fixed(env: Mapping[str, str]) -> bool:
-    return (env.get(ENV_POLICY) or "").strip().lower() == "fixed"
+POLICIES = ("paid", "fixed")
+DEFAULT_POLICY = "paid"
+
+
+def policy_from_env(env: Mapping[str, str]) -> str:
+    """``CLAUDE_CTX_CLEAR_POLICY``: ``paid`` or ``fixed`` (the STEP rule); else the default."""
+    raw = (env.get(ENV_POLICY) or "").strip().lower()
+    return raw if raw in POLICIES else DEFAULT_POLICY
 
 
 def default_trigger(env: Mapping[str, str]) -> int:
     """TRIGGER when ``CLAUDE_CTX_CLEAR_TRIGGER`` is unset or invalid: :data:`DEFAULT_TRIGGER`
     for the fixed STEP rule, :data:`DEFAULT_PAID_TRIGGER` for the paid policy."""
-    return DEFAULT_TRIGGER if _fixed(env) else DEFAULT_PAID_TRIGGER
+    return DEFAULT_TRIGGER if policy_from_env(env) == "fixed" else DEFAULT_PAID_TRIGGER
 
 
 def default_keep(env: Mapping[str, str]) -> int:
     """KEEP when ``CLAUDE_CTX_CLEAR_KEEP`` is unset or invalid: :data:`DEFAULT_KEEP` for the
     fixed STEP rule, :data:`DEFAULT_PAID_KEEP` for the paid policy (any other value of
-    ``CLAUDE_CTX_CLEAR_POLICY`` is the paid policy: ``engine.twins.policy.policy_from_env``)."""
-    return DEFAULT_KEEP if _fixed(env) else DEFAULT_PAID_KEEP
+    ``CLAUDE_CTX_CLEAR_POLICY`` is the paid policy: :func:`policy_from_env`)."""
+    return DEFAULT_KEEP if policy_from_env(env) == "fixed" else DEFAULT_PAID_KEEP
 
 
 def trailing_results(messages: Sequence[Mapping[str, Any]]) -> int:

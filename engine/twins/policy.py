@@ -53,38 +53,36 @@ from engine.api.context_management import ClearToolUses
 from engine.identity_memo import by_identity
 from engine.javascript import utf16_len
 from engine.twins.context_clear import (
+    DEFAULT_POLICY,
     ENV_CEILING,
     ENV_PATIENCE,
     ENV_POLICY,
+    POLICIES,
     _env_int,
+    policy_from_env,
     trailing_results,
     window_threshold,
 )
 
 __all__ = [
     "CEILING_THRESHOLD",
+    "DEFAULT_POLICY",
     "ENV_CEILING",
     "ENV_PATIENCE",
     "ENV_POLICY",
+    "POLICIES",
     "ceiling_for",
-    "ceiling_is_set",
+    "ceiling_set",
     "paid_edit",
+    "policy_from_env",
     "uncached_system",
     "write_extra",
 ]
-POLICIES = ("paid", "fixed")
-DEFAULT_POLICY = "paid"
 DEFAULT_CEILING = 90_000  # tokens of 4 characters of the messages kept
 DEFAULT_PATIENCE = 100  # percent of the break-even rent
 WRITE_EXTRA_X20 = 23  # 20 × (1.25 - 0.1): the extra price of writing instead of reading
 WRITE_EXTRA_X20_1H = 38  # 20 × (2.0 - 0.1): the same for the 1-hour cache
 READ_X20 = 2  # 20 × 0.1
-
-
-def policy_from_env(env: Mapping[str, str]) -> str:
-    """``CLAUDE_CTX_CLEAR_POLICY``: ``paid`` or ``fixed`` (the STEP rule); else the default."""
-    raw = (env.get(ENV_POLICY) or "").strip().lower()
-    return raw if raw in POLICIES else DEFAULT_POLICY
 
 
 CEILING_THRESHOLD = 167_000  # the auto-compact threshold DEFAULT_CEILING was measured against
@@ -99,16 +97,17 @@ def ceiling_from_env(env: Mapping[str, str], model: str = "", betas: Sequence[st
     return ceiling_for(env, window_threshold(model, betas))
 
 
-def ceiling_is_set(env: Mapping[str, str]) -> bool:
-    """Whether ``CLAUDE_CTX_CLEAR_CEILING`` holds a valid value (then it is never scaled)."""
-    return _env_int(env, ENV_CEILING, 1) is not None
+def ceiling_set(env: Mapping[str, str]) -> int | None:
+    """``CLAUDE_CTX_CLEAR_CEILING`` when it holds a valid value (then it is never scaled); else
+    None (the default, scaled to the client's threshold)."""
+    return _env_int(env, ENV_CEILING, 1)
 
 
 def ceiling_for(env: Mapping[str, str], threshold: int | None = None) -> int:
     """``CLAUDE_CTX_CLEAR_CEILING`` when set; else :data:`DEFAULT_CEILING`, scaled to
-    ``threshold`` (a native client's auto-compact threshold; None: the injected JavaScript's
-    fixed default) against :data:`CEILING_THRESHOLD`, rounded half up, at least 1."""
-    value = _env_int(env, ENV_CEILING, 1)
+    ``threshold`` (the client's auto-compact threshold; None: not scaled) against
+    :data:`CEILING_THRESHOLD`, rounded half up, at least 1."""
+    value = ceiling_set(env)
     if value is not None:
         return value
     if threshold is None:

@@ -5,8 +5,9 @@ built as the API reports them (the fidelity tests' builder); each prompt is what
 from __future__ import annotations
 
 from engine.profiles import profile_for
-from engine.replay.auto_compact_off import prompt_tokens, ran_past_threshold
+from engine.replay.auto_compact_off import ran_past_threshold
 from engine.replay.session import simulate
+from engine.tokens import usage_prompt
 
 from .test_counterfactual_fidelity import SONNET, Session
 
@@ -30,7 +31,7 @@ def test_a_session_that_went_on_past_the_threshold_ran_with_auto_compaction_off(
     profile = profile_for(VERSION)
     line = ran_past_threshold(tr, 155_000)
     assert line is not None
-    first = next(r for r in tr.replies if prompt_tokens(r.usage) >= 155_000)
+    first = next(r for r in tr.replies if usage_prompt(r.usage) >= 155_000)
     assert line == first.lines[-1]
     for scenario in ("recorded", "unpatched"):
         sim = simulate(tr, profile, scenario)
