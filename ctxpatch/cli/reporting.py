@@ -109,7 +109,7 @@ def report_cmd(
         files = rep.find_sessions(folder, when, project)
         from engine.replay.knobs import parse_knobs
 
-        knobs = parse_knobs(process_env=os.environ)  # the clearing's knobs of this environment
+        knobs = parse_knobs(process_env=os.environ)  # the knobs of this environment, both sides
         bar = None
         if sys.stderr.isatty() and files:
             import click
@@ -141,6 +141,7 @@ def report_cmd(
             "skipped": [{"file": s.file, "why": s.why} for s in skipped],
             "prices": table.describe(),
             "clear_env": dict(knobs.clear_env),
+            "prune_env": dict(knobs.prune_env),
             "replays": counts,
             "ledger": {
                 "files": [str(p) for p in led.files],

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ctxpatch.errors import UsageError
 from engine.twins import context_clear as cc
+from engine.twins import textprune as tp
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,16 @@ KNOBS: tuple[Knob, ...] = (
     ),
 )
 OPTIONS: tuple[Knob, ...] = tuple(k for k in KNOBS if k.name is not None)
+PRUNE_ENV_NAMES = (
+    tp.ENV_KEEP,
+    tp.ENV_THRESHOLD,
+    tp.ENV_MAX_CHARS,
+    tp.ENV_STEP,
+    tp.ENV_DISABLE,
+    tp.ENV_THINKING,
+)
+"""Every variable the injected text prune reads that changes what it does (its twin reads the
+same; ``CLAUDE_TEXT_PRUNE_DEBUG`` only writes a log), options or not."""
 """The knobs ``simulate`` has an option for, in the order ``--help`` lists them."""
 
 
@@ -168,13 +179,21 @@ def parse_knobs(
     extra_env: Mapping[str, str] | None = None,
     microcompact: bool | None = None,
 ) -> Knobs:
-    """:class:`Knobs` from the options (``values``, by parameter name). The clearing's variables
-    come from the process's environment, then ``extra_env`` (``--env``), then the options, each
-    overriding the one before; the text prune's from the options only."""
+    """:class:`Knobs` from the options (``values``, by parameter name). Each side's variables
+    (the clearing's, and the text prune's :data:`PRUNE_ENV_NAMES`) come from the process's
+    environment, then ``extra_env`` (``--env``), then the options, each overriding the one
+    before: what the patched Claude Code started from that environment would read."""
     values = values or {}
     clear = [k for k in KNOBS if not k.prunes]
-    names = {k.env for k in clear}
-    clear_env = {k: v for k, v in (process_env or {}).items() if k in names}
-    clear_env |= {k: v for k, v in (extra_env or {}).items() if k in names}
-    clear_env |= _option_env(values, clear)
-    return Knobs(_option_env(values, [k for k in KNOBS if k.prunes]), clear_env, microcompact)
+    prune = [k for k in KNOBS if k.prunes]
+
+    def layered(names: set[str], knobs: list[Knob]) -> dict[str, str]:
+        env = {k: v for k, v in (process_env or {}).items() if k in names}
+        env |= {k: v for k, v in (extra_env or {}).items() if k in names}
+        return env | _option_env(values, knobs)
+
+    return Knobs(
+        layered(set(PRUNE_ENV_NAMES), prune),
+        layered({k.env for k in clear}, clear),
+        microcompact,
+    )

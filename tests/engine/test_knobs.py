@@ -4,10 +4,19 @@ clearing twin reads."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ctxpatch.errors import UsageError
-from engine.replay.knobs import KNOBS, OPTIONS, below_bound, check_bounds, parse_knobs
+from engine.replay.knobs import (
+    KNOBS,
+    OPTIONS,
+    PRUNE_ENV_NAMES,
+    below_bound,
+    check_bounds,
+    parse_knobs,
+)
 from engine.twins.context_clear import REPLAY_ENV_NAMES, knob_errors
 
 
@@ -63,13 +72,19 @@ def test_parsed_once_environment_then_env_then_options() -> None:
             "CLAUDE_CTX_CLEAR_KEEP": "1",
             "CLAUDE_CTX_CLEAR_TRIGGER": "9",
             "CLAUDE_CTX_CLEAR_POLICY": "fixed",
-            "CLAUDE_TEXT_PRUNE_STEP": "4",  # the text prune's come from the options only
+            "CLAUDE_TEXT_PRUNE_STEP": "4",
+            "CLAUDE_TEXT_PRUNE_DISABLE": "1",  # read by the prune, no option: environment only
+            "CLAUDE_TEXT_PRUNE_DEBUG": "/tmp/log",  # a log path: changes nothing replayed
             "HOME": "/x",
         },
         {"CLAUDE_CTX_CLEAR_TRIGGER": "7", "CLAUDE_TEXT_PRUNE_KEEP": "9"},
         None,
     )
-    assert dict(knobs.prune_env) == {"CLAUDE_TEXT_PRUNE_KEEP": "2"}
+    assert dict(knobs.prune_env) == {
+        "CLAUDE_TEXT_PRUNE_STEP": "4",
+        "CLAUDE_TEXT_PRUNE_DISABLE": "1",
+        "CLAUDE_TEXT_PRUNE_KEEP": "2",  # environment, then --env (9), then the option (2)
+    }
     assert list(knobs.clear_env.items()) == [
         ("CLAUDE_CTX_CLEAR_KEEP", "5"),
         ("CLAUDE_CTX_CLEAR_TRIGGER", "7"),
@@ -78,6 +93,19 @@ def test_parsed_once_environment_then_env_then_options() -> None:
     ]
     assert knobs.microcompact is None
     assert parse_knobs().clear_env == {} and parse_knobs().cache_key() == "[[], []]"
+
+
+def test_the_prune_variables_are_those_the_twin_reads() -> None:
+    """Every CLAUDE_TEXT_PRUNE_* name the twin reads from its environment is taken from the
+    user's (a replay at the knobs the patched Claude Code would run under), but the debug log."""
+    import inspect
+
+    from engine.twins import textprune
+
+    read = set(re.findall(r"ENV_[A-Z_]+", inspect.getsource(textprune.PruneSettings.from_env)))
+    assert {getattr(textprune, n) for n in read} == set(PRUNE_ENV_NAMES)
+    assert textprune.ENV_DEBUG not in PRUNE_ENV_NAMES
+    assert {k.env for k in KNOBS if k.prunes} <= set(PRUNE_ENV_NAMES)
 
 
 def test_the_first_value_below_its_bound_is_named() -> None:

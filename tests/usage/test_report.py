@@ -90,6 +90,46 @@ def test_report_equals_simulate_compare_and_prices_it(projects: Path) -> None:
     _equals_simulate_compare(doc, projects / "-home-me-app" / "s1.jsonl", "patched")
 
 
+def test_report_replays_under_the_prune_knobs_of_the_environment(
+    projects: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The text prune's variables of the user's environment are what the patched Claude Code
+    reads, so the "with ctxpatch" replay runs under them (the clearing's were already) and the
+    envelope says which: CLAUDE_TEXT_PRUNE_KEEP=1 prunes more of this session (as simulate's
+    --keep 1 does), CLAUDE_TEXT_PRUNE_DISABLE=1 beside it turns the prune off (the replay is
+    server_clearing's)."""
+    path = projects / "-home-me-app" / "s1.jsonl"
+
+    def sent(*args: str) -> int:
+        code, out, _ = run_cli("simulate", str(path), *args, "--json")
+        assert code == 0
+        (only,) = json.loads(out)["results"]
+        return int(only["summary"]["tokens_sent"])
+
+    default = report_json("--projects", str(projects))
+    assert default["prune_env"] == {}
+    (d,) = default["results"]
+    assert d["replay"]["patched"]["tokens_sent"] == sent("--scenario", "patched")
+
+    monkeypatch.setenv("CLAUDE_TEXT_PRUNE_KEEP", "1")
+    doc = report_json("--projects", str(projects))
+    assert doc["prune_env"] == {"CLAUDE_TEXT_PRUNE_KEEP": "1"}
+    assert doc["replays"]["cached"] == 0  # another knob set: not the default's cached replay
+    s = _equals_simulate_compare(doc, path, "patched")
+    assert s["replay"]["unpatched"] == d["replay"]["unpatched"]
+    assert s["replay"]["patched"]["tokens_sent"] < d["replay"]["patched"]["tokens_sent"]
+    monkeypatch.delenv("CLAUDE_TEXT_PRUNE_KEEP")
+    assert s["replay"]["patched"]["tokens_sent"] == sent("--scenario", "patched", "--keep", "1")
+
+    monkeypatch.setenv("CLAUDE_TEXT_PRUNE_KEEP", "1")
+    monkeypatch.setenv("CLAUDE_TEXT_PRUNE_DISABLE", "1")
+    off = report_json("--projects", str(projects))
+    assert off["prune_env"] == {"CLAUDE_TEXT_PRUNE_KEEP": "1", "CLAUDE_TEXT_PRUNE_DISABLE": "1"}
+    (o,) = off["results"]
+    assert o["replay"]["patched"]["tokens_sent"] == sent("--scenario", "server_clearing")
+    assert o["replay"]["patched"]["tokens_sent"] > s["replay"]["patched"]["tokens_sent"]
+
+
 NATIVE_SESSION = "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d95104b4a6.jsonl.xz"
 
 
