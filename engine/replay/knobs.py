@@ -107,6 +107,7 @@ KNOBS: tuple[Knob, ...] = (
     ),
 )
 OPTIONS: tuple[Knob, ...] = tuple(k for k in KNOBS if k.name is not None)
+"""The knobs ``simulate`` has an option for, in the order ``--help`` lists them."""
 PRUNE_ENV_NAMES = (
     tp.ENV_KEEP,
     tp.ENV_THRESHOLD,
@@ -117,7 +118,6 @@ PRUNE_ENV_NAMES = (
 )
 """Every variable the injected text prune reads that changes what it does (its twin reads the
 same; ``CLAUDE_TEXT_PRUNE_DEBUG`` only writes a log), options or not."""
-"""The knobs ``simulate`` has an option for, in the order ``--help`` lists them."""
 
 
 @dataclass(frozen=True)
