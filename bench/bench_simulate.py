@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         "--check-linear", action="store_true", help="also a ×2N session against the ×N one"
     )
     args = ap.parse_args(argv)
+    if args.rounds < 1 or args.times < 2:
+        ap.error("--rounds must be at least 1 and --times at least 2")
     pub = largest_public()
     if pub is not None and args.session is None:
         tr = load_transcript(pub)
