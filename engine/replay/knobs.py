@@ -108,16 +108,8 @@ KNOBS: tuple[Knob, ...] = (
 )
 OPTIONS: tuple[Knob, ...] = tuple(k for k in KNOBS if k.name is not None)
 """The knobs ``simulate`` has an option for, in the order ``--help`` lists them."""
-PRUNE_ENV_NAMES = (
-    tp.ENV_KEEP,
-    tp.ENV_THRESHOLD,
-    tp.ENV_MAX_CHARS,
-    tp.ENV_STEP,
-    tp.ENV_DISABLE,
-    tp.ENV_THINKING,
-)
-"""Every variable the injected text prune reads that changes what it does (its twin reads the
-same; ``CLAUDE_TEXT_PRUNE_DEBUG`` only writes a log), options or not."""
+PRUNE_ENV_NAMES = tp.ENV_NAMES
+"""The text prune's variables, options or not (:data:`engine.twins.textprune.ENV_NAMES`)."""
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,9 @@ ENV_STEP = "CLAUDE_TEXT_PRUNE_STEP"
 ENV_DISABLE = "CLAUDE_TEXT_PRUNE_DISABLE"
 ENV_DEBUG = "CLAUDE_TEXT_PRUNE_DEBUG"
 ENV_THINKING = "CLAUDE_TEXT_PRUNE_THINKING"
+#: every variable that changes what the prune does (:meth:`PruneSettings.from_env` reads them;
+#: ``CLAUDE_TEXT_PRUNE_DEBUG`` only writes a log)
+ENV_NAMES = (ENV_KEEP, ENV_THRESHOLD, ENV_MAX_CHARS, ENV_STEP, ENV_DISABLE, ENV_THINKING)
 
 #: ``CLAUDE_TEXT_PRUNE_THINKING`` values. Exactly ``"ignore"`` restores the pruning of 0.1.0
 #: (thinking blocks are left where they are, whatever the cutoff); anything else is ``"drop"``.

@@ -159,8 +159,14 @@ function _ctxpatchContextClearing(value, mode) {
     return TRUE_WORDS.indexOf(strip(raw).toLowerCase()) >= 0;
   }
 
+  // CLAUDE_CTX_CLEAR_POLICY: "paid" or "fixed", else the default (twin: policy_from_env).
+  function policyFrom(env) {
+    var policy = strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase();
+    return policy === "fixed" || policy === "paid" ? policy : DEFAULT_POLICY;
+  }
+
   function isFixed(env) {
-    return strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase() === "fixed";
+    return policyFrom(env) === "fixed";
   }
 
   // TRIGGER when unset or invalid: the fixed rule's 50000, the paid policy's 30000 (twin:
@@ -941,9 +947,7 @@ function _ctxpatchContextClearing(value, mode) {
     var edit = editFromEnv(env);
     if (edit === null) return skipped(mem, request, "CLAUDE_CTX_CLEAR_DISABLE is set");
     var keep;
-    var policy = strip(envText(env, "CLAUDE_CTX_CLEAR_POLICY")).toLowerCase();
-    if (policy !== "fixed" && policy !== "paid") policy = DEFAULT_POLICY;
-    if (policy === "paid" && Array.isArray(request.messages)) {
+    if (!isFixed(env) && Array.isArray(request.messages)) {
       var ceiling = envInt(env, "CLAUDE_CTX_CLEAR_CEILING", 1);
       var patience = envInt(env, "CLAUDE_CTX_CLEAR_PATIENCE", 0);
       var messages = request.messages;
