@@ -7,13 +7,25 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 TEXTS = st.sampled_from(["", "ok", "x" * 700, "é" * 300, "\U0001f600" * 90, "line\n" * 2_000])
+# an assistant message's thinking: none, shown (a summary, its text counts), omitted (display
+# "omitted": an empty text, counted by its signature), or a block without a signature
+THINKING = st.one_of(
+    st.none(),
+    st.builds(
+        lambda text, sig: {"type": "thinking", "thinking": text, "signature": "S" * sig},
+        st.sampled_from(["", "hmm", "é" * 300]),
+        st.sampled_from([0, 3, 4_001, 40_000]),
+    ),
+    st.just({"type": "thinking", "thinking": ""}),
+)
 
 
 @st.composite
 def conversations(draw, odd: bool = False) -> list[dict]:
-    """A human prompt, then tool rounds of 1-3 parallel uses with results of 0-40K chars, a
-    typed prompt now and then; the last round's results may be missing. ``odd``: also rounds
-    whose results come late (in a later user message) or twice, and messages of another role."""
+    """A human prompt, then tool rounds of 1-3 parallel uses with results of 0-40K chars (a
+    reply now and then with a thinking block, shown or omitted), a typed prompt now and then;
+    the last round's results may be missing. ``odd``: also rounds whose results come late (in
+    a later user message) or twice, and messages of another role."""
     msgs: list[dict] = [{"role": "user", "content": draw(TEXTS)}]
     k = 0
     late: list[dict] = []
@@ -33,7 +45,9 @@ def conversations(draw, odd: bool = False) -> list[dict]:
             {"type": "tool_use", "id": f"t{k + i}", "name": name, "input": {"p": "y" * (size // 7)}}
             for i in range(width)
         ]
-        msgs.append({"role": "assistant", "content": [{"type": "text", "text": "on it"}, *uses]})
+        thinking = draw(THINKING)
+        said = [{"type": "text", "text": "on it"}, *uses]
+        msgs.append({"role": "assistant", "content": [thinking, *said] if thinking else said})
         content = "r" * size if size % 2 else [{"type": "text", "text": "r" * size}]
         results = [
             {"type": "tool_result", "tool_use_id": f"t{k + i}", "content": content}

@@ -45,6 +45,7 @@ from engine.twins.policy import (
     READ_X20,
     WRITE_EXTRA_X20,
     _clears_input,
+    thinking_size,
     uncached_system,
     write_extra,
 )
@@ -138,7 +139,7 @@ def _block_size(block: Any) -> int:
     if kind == "text":
         return _len(block.get("text"))
     if kind == "thinking":
-        return _len(block.get("thinking"))
+        return thinking_size(block)
     if kind in ("image", "document"):
         return MEDIA_CHARS
     if kind == "tool_result":

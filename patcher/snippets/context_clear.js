@@ -285,12 +285,21 @@ function _ctxpatchContextClearing(value, mode) {
     return sum;
   }
 
+  // A thinking block's characters: its text; where the text is omitted (thinking display
+  // "omitted": an empty string and the signature), 3 per 4 characters of its signature, the
+  // base64 of the encrypted thinking the API counts in later prompts (twin: thinking_size).
+  function thinkingSize(block) {
+    var shown = typeof block.thinking === "string" ? block.thinking.length : 0;
+    if (shown > 0 || typeof block.signature !== "string") return shown;
+    return Math.floor((3 * block.signature.length) / 4);
+  }
+
   function blockSize(block) {
     switch (blockType(block)) {
       case "text":
         return typeof block.text === "string" ? block.text.length : 0;
       case "thinking":
-        return typeof block.thinking === "string" ? block.thinking.length : 0;
+        return thinkingSize(block);
       case "image":
       case "document":
         return MEDIA_CHARS;

@@ -29,6 +29,7 @@ from engine.twins.policy import (
     paid_edit,
     patience_from_env,
     policy_from_env,
+    thinking_size,
     uncached_system,
     write_extra,
 )
@@ -309,3 +310,64 @@ def test_the_default_ceiling_scales_to_the_window_the_request_shows() -> None:
     assert got == want
     assert got[1] == got[2] == 40  # nothing moved at 1M
     assert got[0] == got[3] < 40  # the ceiling's moves at 200K, and with CEILING set
+
+
+THINKING_DRIVER = r"""
+import { readFileSync } from "node:fs";
+const CASES = JSON.parse(readFileSync(0, "utf8"));
+const fn = SNIPPET;
+const out = [];
+for (const messages of CASES) {
+  delete fn.memory;
+  for (const n of NAMES) delete process.env[n];
+  process.env.CLAUDE_CTX_CLEAR_KEEP = "1";
+  process.env.CLAUDE_CTX_CLEAR_CEILING = "999999999";  // the rent alone decides
+  const req = {model: "claude-sonnet-4-5", messages, betas: [], max_tokens: 1, system: "s"};
+  const edits = fn(req).context_management.edits;  // a clear_thinking edit, if any, comes first
+  out.push(edits.find((e) => e.type === "clear_tool_uses_20250919").keep.value);
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+@pytest.mark.node
+def test_an_omitted_thinking_block_weighs_its_signature() -> None:
+    """A reply whose thinking is omitted (display ``"omitted"``, the native builds' default)
+    carries an empty text and the signature: the API counts the thinking behind it in every
+    later prompt, so a move rewrites it too. Twelve rounds of 40,000-character results after a
+    4,000-character prompt, KEEP 1, each reply with a thinking block of a 40,000-character
+    signature: omitted, it weighs 30,000 characters (3 per 4 of the signature) and no move
+    pays within the twelve rounds (the kept part grows by 30,000 a round and the price with it);
+    shown (a 100-character summary), or absent, the first move comes with the 6th result, as
+    before. The JavaScript and the twin agree on each."""
+    node = need("node", "node is the ground truth for JavaScript")
+    edit = knobs_from_env({"CLAUDE_CTX_CLEAR_KEEP": "1"})
+    assert edit is not None
+    omitted = {"type": "thinking", "thinking": "", "signature": "S" * 40_000}
+    shown = {**omitted, "thinking": "t" * 100}
+    assert thinking_size(omitted) == 30_000 and thinking_size(shown) == 100
+    assert thinking_size({"type": "thinking", "thinking": ""}) == 0  # no signature: nothing
+
+    def rounds(thinking: dict | None) -> list[dict]:
+        msgs, _ = _rounds(4_000, 12, 40_000)
+        if thinking:
+            for m in msgs[1::2]:
+                m["content"] = [thinking, *m["content"]]
+        return msgs
+
+    lists = [rounds(t)[:n] for t in (None, shown, omitted) for n in (13, 25)]
+    twin = [paid_edit(edit, m, 999_999_999, 100, 0, 0, 23).keep for m in lists]
+    assert twin == [1, 2, 1, 2, 6, 12]
+    script = THINKING_DRIVER.replace("NAMES", json.dumps(ENV_NAMES)).replace(
+        "SNIPPET", _snippet_cached()
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
+    res = subprocess.run(
+        [node, "--input-type=module", "-e", script],
+        input=json.dumps(lists).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    assert json.loads(res.stdout) == twin
