@@ -80,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         named = [(p, n) for p, n in named if any(o in n for o in args.only)]
     if not named:
-        print("error: no session file found", file=sys.stderr)
+        where = args.folder or real_sessions.TRANSCRIPTS
+        print(
+            f"error: no .jsonl or .jsonl.xz session under {where} (or none --only picks)",
+            file=sys.stderr,
+        )
         return 2
     t0 = time.monotonic()
     with ProcessPoolExecutor(args.jobs) as ex:
