@@ -12,9 +12,10 @@ TEXTS = st.sampled_from(["", "ok", "x" * 700, "é" * 300, "\U0001f600" * 90, "li
 THINKING = st.one_of(
     st.none(),
     st.builds(
-        lambda text, sig: {"type": "thinking", "thinking": text, "signature": "S" * sig},
+        lambda text, sig, unit: {"type": "thinking", "thinking": text, "signature": unit * sig},
         st.sampled_from(["", "hmm", "é" * 300]),
         st.sampled_from([0, 3, 4_001, 40_000]),
+        st.sampled_from(["S", "\U0001f600"]),  # not base64: counted in UTF-16 units, as in JS
     ),
     st.just({"type": "thinking", "thinking": ""}),
 )

@@ -158,7 +158,7 @@ def thinking_size(block: Mapping[str, Any]) -> int:
     sig = block.get("signature")
     if shown or not isinstance(sig, str):
         return shown
-    return 3 * len(sig) // 4
+    return 3 * utf16_len(sig) // 4  # JavaScript's length (a base64 signature is ASCII)
 
 
 @by_identity

@@ -347,6 +347,8 @@ def test_an_omitted_thinking_block_weighs_its_signature() -> None:
     shown = {**omitted, "thinking": "t" * 100}
     assert thinking_size(omitted) == 30_000 and thinking_size(shown) == 100
     assert thinking_size({"type": "thinking", "thinking": ""}) == 0  # no signature: nothing
+    # lengths in UTF-16 units, as JavaScript's (a real signature is base64, ASCII)
+    assert thinking_size({"type": "thinking", "thinking": "", "signature": "\U0001f600" * 4}) == 6
 
     def rounds(thinking: dict | None) -> list[dict]:
         msgs, _ = _rounds(4_000, 12, 40_000)
