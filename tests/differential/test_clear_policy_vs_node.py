@@ -141,22 +141,10 @@ def twin_keep(env: dict[str, str], messages: list[dict], system: object) -> int 
 )
 def test_the_javascript_policy_keeps_what_the_twin_keeps(cases) -> None:
     node = need("node", "node is the ground truth for JavaScript")
-    script = (
-        DRIVER.replace("__SYSTEM__", json.dumps(SYSTEM))
-        .replace("__TOOLS__", json.dumps(TOOLS))
-        .replace("NAMES", json.dumps(ENV_NAMES))
-        .replace("SNIPPET", _snippet_cached())
+    driver = DRIVER.replace("__SYSTEM__", json.dumps(SYSTEM)).replace(
+        "__TOOLS__", json.dumps(TOOLS)
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
-    res = subprocess.run(
-        [node, "--input-type=module", "-e", script],
-        input=json.dumps(cases).encode(),
-        capture_output=True,
-        env=env,
-        timeout=60,
-    )
-    assert res.returncode == 0, res.stderr.decode()
-    assert json.loads(res.stdout) == [twin_keep(e, m, s) for e, m, s in cases]
+    assert _node_run(node, driver, cases) == [twin_keep(e, m, s) for e, m, s in cases]
 
 
 def _rounds(prompt: int, rounds: int, result: int) -> tuple[list[dict], ClearToolUses]:
@@ -212,6 +200,23 @@ def _snippet_cached() -> str:
     if not _CACHE:
         _CACHE.append(injected_clearing_js())
     return _CACHE[0]
+
+
+def _node_run(node: str, driver: str, payload: object) -> object:
+    """``driver`` (its ``SNIPPET`` the injected function, ``NAMES`` the knobs' names) run by
+    node on ``payload`` (JSON on its stdin) without the ``CLAUDE_*`` variables of this process:
+    the JSON it prints."""
+    script = driver.replace("NAMES", json.dumps(ENV_NAMES)).replace("SNIPPET", _snippet_cached())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
+    res = subprocess.run(
+        [node, "--input-type=module", "-e", script],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    return json.loads(res.stdout)
 
 
 def test_near_window_is_the_auto_compact_threshold_at_3_chars_a_token() -> None:
@@ -285,19 +290,7 @@ def test_the_default_ceiling_scales_to_the_window_the_request_shows() -> None:
         (slow, "claude-sonnet-4-5", ["context-1m-2025-08-07"]),
         (set_, "claude-sonnet-4-5[1m]", []),
     ]
-    script = WINDOW_DRIVER.replace("NAMES", json.dumps(ENV_NAMES)).replace(
-        "SNIPPET", _snippet_cached()
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
-    res = subprocess.run(
-        [node, "--input-type=module", "-e", script],
-        input=json.dumps([[e, m, b, msgs] for e, m, b in cases]).encode(),
-        capture_output=True,
-        env=env,
-        timeout=60,
-    )
-    assert res.returncode == 0, res.stderr.decode()
-    got = json.loads(res.stdout)
+    got = _node_run(node, WINDOW_DRIVER, [[e, m, b, msgs] for e, m, b in cases])
     assert ceiling_from_env({}, "claude-sonnet-4-5") == 90_000
     assert ceiling_from_env({}, "claude-sonnet-4-5[1m]") == 521_138
     assert ceiling_from_env({}, "x", ["context-1m-2025-08-07"]) == 521_138
@@ -360,16 +353,4 @@ def test_an_omitted_thinking_block_weighs_its_signature() -> None:
     lists = [rounds(t)[:n] for t in (None, shown, omitted) for n in (13, 25)]
     twin = [paid_edit(edit, m, 999_999_999, 100, 0, 0, 23).keep for m in lists]
     assert twin == [1, 2, 1, 2, 6, 12]
-    script = THINKING_DRIVER.replace("NAMES", json.dumps(ENV_NAMES)).replace(
-        "SNIPPET", _snippet_cached()
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
-    res = subprocess.run(
-        [node, "--input-type=module", "-e", script],
-        input=json.dumps(lists).encode(),
-        capture_output=True,
-        env=env,
-        timeout=60,
-    )
-    assert res.returncode == 0, res.stderr.decode()
-    assert json.loads(res.stdout) == twin
+    assert _node_run(node, THINKING_DRIVER, lists) == twin
