@@ -35,8 +35,10 @@ WITHOUT = "unpatched"
 WITH_SCENARIOS = ("patched", "server_clearing")  # the "with ctxpatch" replays, cli.js / native
 SUFFIXES = (".jsonl", ".jsonl.xz")
 # part of every cache key: bumped when what a cached entry means changes (2: the "with" replay
-# follows the session's version, not always ``patched``)
-CACHE_SCHEME = 2
+# follows the session's version, not always ``patched``; 3: the requests where it rewrote the
+# cache and the unpatched replay did not)
+CACHE_SCHEME = 3
+DEARER_LINES = 10  # the dearer sessions the text names (the JSON has all)
 
 
 def with_scenario(version: str | None) -> str:
@@ -86,6 +88,10 @@ class SessionNumbers:
     with_scenario: str  # the "with ctxpatch" replay (:func:`with_scenario`), a key of replays
     replays: dict[str, ReplayNumbers]  # unpatched and with_scenario
     warnings: list[str] = field(default_factory=list)
+    # the requests (1 to ``replayed``, the replays' requests) where the with_scenario replay
+    # rewrote the prompt cache and the unpatched one did not: ctxpatch's moves
+    rewrites: list[int] = field(default_factory=list)
+    replayed: int = 0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionNumbers:
@@ -121,6 +127,8 @@ def replay_session(path: str, project: str, knobs: Knobs) -> SessionNumbers:
     replayed = session.replay_session(tr, prof, (WITHOUT, with_), knobs)
     recorded, sims = replayed.recorded, replayed.simulations
     assert recorded is not None  # it decided micro-compaction
+    by_name = {s.scenario: s for s in sims}
+    rewrites = extra_rewrites(by_name[WITHOUT], by_name[with_])
     used = recorded_usage(tr)
     hour = one_hour_cache(used.values())
     sid = next(
@@ -154,7 +162,19 @@ def replay_session(path: str, project: str, knobs: Knobs) -> SessionNumbers:
             for s in sims
         },
         warnings=list(tr.warnings[:3]),
+        rewrites=rewrites,
+        replayed=len(by_name[with_].requests),
     )
+
+
+def extra_rewrites(without: Any, with_: Any) -> list[int]:
+    """The requests (numbered from 1) where the ``with_`` replay's prompt cache broke and the
+    ``without`` one's did not (the replays send the same requests, one for one)."""
+    return [
+        i
+        for i, (a, b) in enumerate(zip(without.requests, with_.requests, strict=False), 1)
+        if b.cache_break and not a.cache_break
+    ]
 
 
 # --- finding the sessions -------------------------------------------------------------------------
@@ -417,6 +437,13 @@ def session_result(
         saved = None if un["usd"] is None or pa["usd"] is None else un["usd"] - pa["usd"]
         d["compactions_avoided"] = un["auto_compactions"] - pa["auto_compactions"]
         d["usd_saved"] = usd(saved)
+        if saved is not None and saved < 0:
+            d["dearer"] = {
+                "usd": usd(-saved),
+                "cache_rewrites": n.rewrites,
+                "requests": n.replayed,
+                "after_last_rewrite": n.replayed - n.rewrites[-1] if n.rewrites else None,
+            }
     if real.unpriced:
         d["unpriced_models"] = list(real.unpriced)
     if ledger is not None:
@@ -481,6 +508,49 @@ def _unseen_notes(results: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"tokens of history the file does not hold (the replay cannot clear them); "
                 f"compactions with ctxpatch forced by them: {pa['compactions_unseen_history']}"
             )
+    return out
+
+
+def dearer_notes(results: Sequence[Mapping[str, Any]], most: int = DEARER_LINES) -> list[str]:
+    """The sessions the replay with ctxpatch makes dearer, the dearest first (at most ``most``),
+    each with what made it so: the cache rewrites ctxpatch's moves caused (and how close to the
+    session's end the last came: a move pays back over the requests after it), or none, when
+    what it added is the recall tools' definitions in every request, or the compactions it
+    avoided (a compaction makes the prompts after it smaller)."""
+    dearer = sorted(
+        (r for r in results if r.get("dearer")), key=lambda r: r["dearer"]["usd"], reverse=True
+    )
+    out = []
+    for r in dearer[:most]:
+        x = r["dearer"]
+        head = f"{r['session'][:8]}: {fmt_usd(x['usd'])} more"
+        moves = x["cache_rewrites"]
+        avoided = r.get("compactions_avoided", 0)
+        if moves:
+            shown = ", ".join(map(str, moves[:5])) + (", ..." if len(moves) > 5 else "")
+            after = x["after_last_rewrite"]
+            why = (
+                f"{len(moves)} cache rewrite{'s' if len(moves) > 1 else ''} by its moves "
+                f"(request{'s' if len(moves) > 1 else ''} {shown} of {x['requests']}), the last "
+                f"{after} request{'s' if after != 1 else ''} before the end"
+            )
+        elif avoided > 0:
+            why = (
+                f"no cache rewrite of its own; it avoided {avoided} "
+                f"compaction{'s' if avoided > 1 else ''}, which would have made later prompts "
+                "smaller"
+            )
+        else:
+            why = (
+                "no cache rewrite of its own: the recall tools' definitions in each of its "
+                f"{x['requests']} requests"
+            )
+        pa = r["replay"].get(r["with_scenario"]) or {}
+        if pa.get("unseen_history_tokens"):
+            why += " (it starts mid-conversation: the replay cannot clear the history before it)"
+        out.append(f"{head}: {why}")
+    if len(dearer) > most:
+        out.append(f"... and {len(dearer) - most} more (--json has each)")
     return out
 
 
@@ -565,6 +635,12 @@ def render(
     )
     lines.append(with_legend(tot["with_scenarios"]))
     lines += _unseen_notes(results)
+    dearer = dearer_notes(results)
+    if dearer:
+        n = sum(1 for r in results if r.get("dearer"))
+        lines.append("")
+        lines.append(f"dearer with ctxpatch (replayed): {n} session{'s' if n > 1 else ''}")
+        lines += [f"  {x}" for x in dearer]
     if skipped:
         lines.append("")
         lines.append(f"skipped {len(skipped)} file(s):")

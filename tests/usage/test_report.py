@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, run_cli
 from shared_data import PUBLIC, need_shared
 
 from usage import ledger as L
+from usage.money import fmt_usd
 from usage.prices import Usage, builtin_table, cost_usd
 
 SESSION = ROOT / "examples" / "spotter-session.jsonl"
@@ -131,6 +133,7 @@ def test_report_replays_under_the_prune_knobs_of_the_environment(
 
 
 NATIVE_SESSION = "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d95104b4a6.jsonl.xz"
+DEARER_SESSION = "FSM1__cipher-box__12f1f541-2a05-4a60-a551-14b836a1ad82.jsonl.xz"
 
 
 def test_a_native_session_is_reported_with_what_the_gateway_does(tmp_path: Path) -> None:
@@ -460,3 +463,77 @@ def test_a_cache_entry_of_the_old_scheme_is_not_reused(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(R, "CACHE_SCHEME", 1)
         assert R.cache_key(f, "knobs", "fp") != key
+
+
+def test_a_dearer_session_says_where_ctxpatch_rewrote_the_cache(tmp_path: Path) -> None:
+    """A session the replay with ctxpatch makes dearer (the shared 2.1.49 cipher-box session
+    12f1f541: one text prune move 14 requests before a pause expired the cache) carries in the
+    JSON the requests where the with-ctxpatch replay rewrote the cache and the unpatched one did
+    not, as ``simulate --compare`` shows them request by request, and the table names it under
+    "dearer with ctxpatch"."""
+    src = need_shared(PUBLIC / DEARER_SESSION)
+    folder = tmp_path / "projects" / "-home-me-cipher"
+    folder.mkdir(parents=True)
+    shutil.copy(src, folder / src.name)
+    doc = report_json("--projects", str(folder.parent))
+    (s,) = doc["results"]
+    code, out, _ = run_cli("simulate", str(folder / src.name), "--compare", "--json")
+    assert code == 0
+    reqs = {r["scenario"]: r["requests"] for r in json.loads(out)["results"]}
+    pairs = list(zip(reqs["unpatched"], reqs["patched"], strict=True))
+    want = [i for i, (a, b) in enumerate(pairs, 1) if b["cache_break"] and not a["cache_break"]]
+    assert want, "the session has a move"
+    x = s["dearer"]
+    assert x["cache_rewrites"] == want and x["requests"] == len(pairs)
+    assert x["after_last_rewrite"] == len(pairs) - want[-1]
+    assert x["usd"] == pytest.approx(-s["usd_saved"], abs=1e-3) and x["usd"] > 0
+    code, text, _ = run_cli("report", "--projects", str(folder.parent), "--jobs", "1")
+    assert code == 0
+    assert "dearer with ctxpatch (replayed): 1 session" in text
+    assert f"12f1f541: {fmt_usd(x['usd'])} more: " in text
+    assert f"of {len(pairs)}), the last {len(pairs) - want[-1]} requests before the end" in text
+
+
+def test_dearer_notes_name_the_dearest_and_what_made_each_so() -> None:
+    """The note under the table: the dearest first, at most DEARER_LINES of them; a session
+    with moves gives their requests and how far before its end the last came; one without,
+    the recall tools' definitions, or the compactions it avoided; a session that starts
+    mid-conversation says so; one that is not dearer has no ``dearer`` entry."""
+    from usage.report import DEARER_LINES, SessionNumbers, dearer_notes, session_result
+
+    table = builtin_table()
+
+    def one(sid: str, with_tokens: int, rewrites: list[int], **kw: Any) -> dict[str, Any]:
+        d = _numbers(kw.pop("unseen", 0), 0)
+        d.update(session=sid, rewrites=rewrites, replayed=40)
+        d["replays"]["patched"]["usage"] = {"input_tokens": with_tokens}
+        d["replays"]["unpatched"]["usage"] = {"input_tokens": 1_000_000}
+        d["replays"]["patched"]["auto_compactions"] -= kw.pop("avoided", 0)
+        return session_result(SessionNumbers.from_dict(d), table, None)
+
+    cheaper = one("cheaper0", 900_000, [3])
+    assert "dearer" not in cheaper
+    moved = one("moved000", 1_200_000, [5, 9, 33])
+    assert moved["dearer"]["cache_rewrites"] == [5, 9, 33]
+    assert moved["dearer"]["after_last_rewrite"] == 7 and moved["dearer"]["requests"] == 40
+    recall = one("recall00", 1_010_000, [])
+    assert recall["dearer"]["after_last_rewrite"] is None
+    avoided = one("avoided0", 1_100_000, [], avoided=1)
+    sliced = one("sliced00", 1_050_000, [2], unseen=900)
+    lines = dearer_notes([cheaper, recall, moved, avoided, sliced])
+    assert [x.split(":")[0] for x in lines] == ["moved000", "avoided0", "sliced00", "recall00"]
+    assert lines[0].endswith(
+        "3 cache rewrites by its moves (requests 5, 9, 33 of 40), the last 7 requests before the end"
+    )
+    assert "no cache rewrite of its own; it avoided 1 compaction" in lines[1]
+    assert (
+        "(request 2 of 40), the last 38 requests before the end (it starts mid-conversation"
+        in lines[2]
+    )
+    assert lines[3].endswith(
+        "no cache rewrite of its own: the recall tools' definitions in each of its 40 requests"
+    )
+    many = [one(f"s{i:07d}", 1_000_000 + 1_000 * (i + 1), [1]) for i in range(DEARER_LINES + 2)]
+    lines = dearer_notes(many)
+    assert len(lines) == DEARER_LINES + 1 and lines[0].startswith(f"s{DEARER_LINES + 1:07d}")
+    assert lines[-1] == "... and 2 more (--json has each)"
