@@ -529,10 +529,14 @@ def dearer_notes(results: Sequence[Mapping[str, Any]], most: int = DEARER_LINES)
         if moves:
             shown = ", ".join(map(str, moves[:5])) + (", ..." if len(moves) > 5 else "")
             after = x["after_last_rewrite"]
+            last = (
+                "the last at its last request"
+                if after == 0
+                else f"the last {after} request{'s' if after != 1 else ''} before the end"
+            )
             why = (
                 f"{len(moves)} cache rewrite{'s' if len(moves) > 1 else ''} by its moves "
-                f"(request{'s' if len(moves) > 1 else ''} {shown} of {x['requests']}), the last "
-                f"{after} request{'s' if after != 1 else ''} before the end"
+                f"(request{'s' if len(moves) > 1 else ''} {shown} of {x['requests']}), {last}"
             )
         elif avoided > 0:
             why = (

@@ -520,6 +520,10 @@ def test_dearer_notes_name_the_dearest_and_what_made_each_so() -> None:
     assert recall["dearer"]["after_last_rewrite"] is None
     avoided = one("avoided0", 1_100_000, [], avoided=1)
     sliced = one("sliced00", 1_050_000, [2], unseen=900)
+    (at_end,) = dearer_notes([one("atend000", 1_001_000, [40])])
+    assert at_end.endswith(
+        "1 cache rewrite by its moves (request 40 of 40), the last at its last request"
+    )
     lines = dearer_notes([cheaper, recall, moved, avoided, sliced])
     assert [x.split(":")[0] for x in lines] == ["moved000", "avoided0", "sliced00", "recall00"]
     assert lines[0].endswith(
