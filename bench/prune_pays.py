@@ -42,10 +42,7 @@ Row = tuple[str, str, int, dict[str, float]]
 def replay(path: Path, name: str) -> Row | str:
     """The session's costs in each of :data:`SCENARIOS`, or why it is skipped."""
     try:
-        if path.parent == real_sessions.TRANSCRIPTS / "spotter" or path.suffix == ".xz":
-            tr = real_sessions._read(path)
-        else:
-            tr = load_transcript(path)
+        tr = load_transcript(path)
         if not tr.version:
             return f"skip {name}: no Claude Code version in the file"
         if is_native(tr.version):
