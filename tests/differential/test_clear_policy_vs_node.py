@@ -256,7 +256,9 @@ def test_the_one_hour_cache_makes_every_move_dearer() -> None:
     assert keeps(hour) == [6, 1, 6]
 
 
-WINDOW_DRIVER = r"""
+# each case [env, model, betas, messages] on its own (no conversation remembered): the keep of
+# the clearing edit the injected function sends
+KEEP_DRIVER = r"""
 import { readFileSync } from "node:fs";
 const CASES = JSON.parse(readFileSync(0, "utf8"));
 const fn = SNIPPET;
@@ -266,7 +268,8 @@ for (const [env, model, betas, messages] of CASES) {
   for (const n of NAMES) delete process.env[n];
   Object.assign(process.env, env);
   const req = {model, messages, betas, max_tokens: 1, system: "s"};
-  out.push(fn(req).context_management.edits[0].keep.value);
+  const edits = fn(req).context_management.edits;  // a clear_thinking edit, if any, comes first
+  out.push(edits.find((e) => e.type === "clear_tool_uses_20250919").keep.value);
 }
 process.stdout.write(JSON.stringify(out));
 """
@@ -290,7 +293,7 @@ def test_the_default_ceiling_scales_to_the_window_the_request_shows() -> None:
         (slow, "claude-sonnet-4-5", ["context-1m-2025-08-07"]),
         (set_, "claude-sonnet-4-5[1m]", []),
     ]
-    got = _node_run(node, WINDOW_DRIVER, [[e, m, b, msgs] for e, m, b in cases])
+    got = _node_run(node, KEEP_DRIVER, [[e, m, b, msgs] for e, m, b in cases])
     assert ceiling_from_env({}, "claude-sonnet-4-5") == 90_000
     assert ceiling_from_env({}, "claude-sonnet-4-5[1m]") == 521_138
     assert ceiling_from_env({}, "x", ["context-1m-2025-08-07"]) == 521_138
@@ -303,24 +306,6 @@ def test_the_default_ceiling_scales_to_the_window_the_request_shows() -> None:
     assert got == want
     assert got[1] == got[2] == 40  # nothing moved at 1M
     assert got[0] == got[3] < 40  # the ceiling's moves at 200K, and with CEILING set
-
-
-THINKING_DRIVER = r"""
-import { readFileSync } from "node:fs";
-const CASES = JSON.parse(readFileSync(0, "utf8"));
-const fn = SNIPPET;
-const out = [];
-for (const messages of CASES) {
-  delete fn.memory;
-  for (const n of NAMES) delete process.env[n];
-  process.env.CLAUDE_CTX_CLEAR_KEEP = "1";
-  process.env.CLAUDE_CTX_CLEAR_CEILING = "999999999";  // the rent alone decides
-  const req = {model: "claude-sonnet-4-5", messages, betas: [], max_tokens: 1, system: "s"};
-  const edits = fn(req).context_management.edits;  // a clear_thinking edit, if any, comes first
-  out.push(edits.find((e) => e.type === "clear_tool_uses_20250919").keep.value);
-}
-process.stdout.write(JSON.stringify(out));
-"""
 
 
 @pytest.mark.node
@@ -353,4 +338,5 @@ def test_an_omitted_thinking_block_weighs_its_signature() -> None:
     lists = [rounds(t)[:n] for t in (None, shown, omitted) for n in (13, 25)]
     twin = [paid_edit(edit, m, 999_999_999, 100, 0, 0, 23).keep for m in lists]
     assert twin == [1, 2, 1, 2, 6, 12]
-    assert _node_run(node, THINKING_DRIVER, lists) == twin
+    env = {"CLAUDE_CTX_CLEAR_KEEP": "1", "CLAUDE_CTX_CLEAR_CEILING": "999999999"}  # rent decides
+    assert _node_run(node, KEEP_DRIVER, [[env, "claude-sonnet-4-5", [], m] for m in lists]) == twin
