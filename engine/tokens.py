@@ -272,9 +272,10 @@ def thinking_chars(block: Mapping[str, Any]) -> int:
     if block.get("type") == "redacted_thinking":
         data = block.get("data")
         return 3 * len(data) // 4 if isinstance(data, str) else 0
-    shown = utf16_len(block.get("thinking") or "")
+    text = block.get("thinking")
+    shown = utf16_len(text) if isinstance(text, str) else 0
     sig = block.get("signature")
-    return max(shown, 3 * len(sig) // 4) if isinstance(sig, str) else shown
+    return max(shown, 3 * utf16_len(sig) // 4) if isinstance(sig, str) else shown
 
 
 def _output_chars(blocks: Iterable[Any]) -> tuple[int, int]:

@@ -52,6 +52,7 @@ from engine.api.context_editing import blocks_of, is_block
 from engine.api.context_management import ClearToolUses
 from engine.identity_memo import by_identity
 from engine.javascript import utf16_len
+from engine.tokens import thinking_chars
 from engine.twins.context_clear import (
     DEFAULT_POLICY,
     ENV_CEILING,
@@ -149,16 +150,13 @@ def thinking_size(block: Mapping[str, Any]) -> int:
     ``thinking.display`` ``"omitted"``, the native builds' default: an empty string and the
     signature), 3 per 4 characters of its ``signature``. The signature is the base64 of the
     encrypted thinking, which the API counts in the prompt of every later request of a model
-    that keeps earlier thinking (:mod:`engine.api.previous_thinking`); the 3/4 is
-    :func:`engine.tokens.thinking_chars`' measured rule. Sized by its empty text, such a block
+    that keeps earlier thinking (:mod:`engine.api.previous_thinking`); the 3/4 is the engine's
+    measured rule for the thinking behind a block, :func:`engine.tokens.thinking_chars`, which
+    this calls. Sized by its empty text, such a block
     counted 0, and the policy took a move's rewrite for a fraction of what it is (a never-seen
     2.1.205 session: 9,300 tokens estimated, 43,303 written). A shown text (a summary, shorter
     than the thinking behind it) stays its size: the defaults were measured with it."""
-    shown = _text_len(block.get("thinking"))
-    sig = block.get("signature")
-    if shown or not isinstance(sig, str):
-        return shown
-    return 3 * utf16_len(sig) // 4  # JavaScript's length (a base64 signature is ASCII)
+    return _text_len(block.get("thinking")) or thinking_chars(block)
 
 
 @by_identity

@@ -325,6 +325,8 @@ def test_an_omitted_thinking_block_weighs_its_signature() -> None:
     shown = {**omitted, "thinking": "t" * 100}
     assert thinking_size(omitted) == 30_000 and thinking_size(shown) == 100
     assert thinking_size({"type": "thinking", "thinking": ""}) == 0  # no signature: nothing
+    # a text that is not a string counts 0, as in JavaScript, and never raises
+    assert thinking_size({"type": "thinking", "thinking": 7, "signature": "S" * 8}) == 6
     # lengths in UTF-16 units, as JavaScript's (a real signature is base64, ASCII)
     assert thinking_size({"type": "thinking", "thinking": "", "signature": "\U0001f600" * 4}) == 6
 
