@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.replay.knobs import Knobs
+from engine.replay.model import Simulation
 from usage.money import fmt_usd, one_hour_cache, price_by_model, recorded_usage, replay_usage, usd
 from usage.prices import PriceTable, Usage, cost_usd
 
@@ -167,7 +168,7 @@ def replay_session(path: str, project: str, knobs: Knobs) -> SessionNumbers:
     )
 
 
-def extra_rewrites(without: Any, with_: Any) -> list[int]:
+def extra_rewrites(without: Simulation, with_: Simulation) -> list[int]:
     """The requests (numbered from 1) where the ``with_`` replay's prompt cache broke and the
     ``without`` one's did not (the replays send the same requests, one for one)."""
     return [
