@@ -31,6 +31,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from engine.api.previous_thinking import thinking_chars
 from engine.claude_code.attachments import render_attachment
 from engine.javascript import js_json_stringify, js_round_div, utf16_len
 from engine.profiles import Profile
@@ -254,28 +255,6 @@ def output_estimates(blocks: Iterable[Any]) -> tuple[int, int]:
     """(``output_content_tokens``, ``signed_output_tokens``) of ``blocks``, in one pass."""
     shown, signed = _output_chars(blocks)
     return js_round_div(shown), js_round_div(signed)
-
-
-def thinking_chars(block: Mapping[str, Any]) -> int:
-    """The length of the thinking behind a ``thinking`` / ``redacted_thinking`` block.
-
-    The ``signature`` (a thinking block's) or ``data`` (a redacted block's) is the base64 of the
-    encrypted thinking the model wrote, 3 bytes per 4 characters; Claude 4 models show a summary
-    of it (opus 4.5/4.6, opus 5: the signature is 2-2.6x the shown text), so the shown text
-    undercounts what the output tokens paid for. Measured on the 1,259 replies of the public and
-    spotter sessions that carry a thinking block, a real signature and a final output count:
-    output = 0.20-0.28 x signature length + the visible part (0.75/4 = 0.19 predicted), and with
-    thinking at 3/4 of the signature the error of the session-ratio estimate of those replies
-    fell from a median 18.8% to 8.2% (``engine.transcript.thinking_ratio``). A redacted signature
-    (a tool that shortened it) is shorter than the shown text: the shown text is kept.
-    """
-    if block.get("type") == "redacted_thinking":
-        data = block.get("data")
-        return 3 * len(data) // 4 if isinstance(data, str) else 0
-    text = block.get("thinking")
-    shown = utf16_len(text) if isinstance(text, str) else 0
-    sig = block.get("signature")
-    return max(shown, 3 * utf16_len(sig) // 4) if isinstance(sig, str) else shown
 
 
 def _output_chars(blocks: Iterable[Any]) -> tuple[int, int]:

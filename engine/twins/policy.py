@@ -50,9 +50,9 @@ from typing import Any
 
 from engine.api.context_editing import blocks_of, is_block
 from engine.api.context_management import ClearToolUses
+from engine.api.previous_thinking import thinking_chars
 from engine.identity_memo import by_identity
 from engine.javascript import utf16_len
-from engine.tokens import thinking_chars
 from engine.twins.context_clear import (
     DEFAULT_POLICY,
     ENV_CEILING,
@@ -151,8 +151,8 @@ def thinking_size(block: Mapping[str, Any]) -> int:
     signature), 3 per 4 characters of its ``signature``. The signature is the base64 of the
     encrypted thinking, which the API counts in the prompt of every later request of a model
     that keeps earlier thinking (:mod:`engine.api.previous_thinking`); the 3/4 is the engine's
-    measured rule for the thinking behind a block, :func:`engine.tokens.thinking_chars`, which
-    this calls. Sized by its empty text, such a block
+    measured rule for the thinking behind a block, :func:`engine.api.previous_thinking.thinking_chars`,
+    which this calls. Sized by its empty text, such a block
     counted 0, and the policy took a move's rewrite for a fraction of what it is (a never-seen
     2.1.205 session: 9,300 tokens estimated, 43,303 written). A shown text (a summary, shorter
     than the thinking behind it) stays its size: the defaults were measured with it."""
