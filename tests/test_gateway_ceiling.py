@@ -47,12 +47,14 @@ def test_the_default_ceiling_scales_to_the_threshold_and_a_set_one_does_not() ->
 
 def _messages(rounds: int) -> list[dict]:
     """A long typed prompt nothing clears (500,000 characters: 125,000 tokens of 4, past the
-    200K default and under the 1M one), then ``rounds`` tool rounds with small results."""
+    200K default and under the 1M one), then ``rounds`` tool rounds with results of 40,000
+    characters (each more than the tenth of the 200K ceiling that a move it forces must free,
+    ``CEILING_SHARE``)."""
     out: list[dict] = [{"role": "user", "content": "p" * 500_000}]
     for n in range(rounds):
         use = {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"f": n}}
         out.append({"role": "assistant", "content": [use]})
-        res = {"type": "tool_result", "tool_use_id": f"t{n}", "content": "r" * 4_000}
+        res = {"type": "tool_result", "tool_use_id": f"t{n}", "content": "r" * 40_000}
         out.append({"role": "user", "content": [res]})
     return out
 

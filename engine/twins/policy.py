@@ -30,6 +30,14 @@ in short, with the prices of :mod:`engine.api.prompt_cache`:
   48 rewrites, +249% against unpatched; scaled, 4 and -11%). The injected JavaScript, which
   knows no build's threshold, scales it the same way to the one the request's window gives
   (:func:`ceiling_from_env`: a ``[1m]`` model or a ``context-1m`` beta).
+* A move the ceiling forces must free at least a tenth of the ceiling (:data:`CEILING_SHARE`;
+  9,000 tokens at the default): where what can be cleared comes a few results at a time and the
+  rest of the messages stays past the ceiling (a conversation of text or thinking, or a replayed
+  file that starts mid-conversation), a move on every request rewrote the whole prompt on every
+  request, for a compaction it only put off (a never-seen 2.1.14 session that starts at 149,000
+  tokens: 20 rewrites in a row and the compaction 16 requests later anyway, +210% against
+  unpatched; with the share: the compaction where unpatched has it, -14%). The moves it still
+  makes clear the results gathered since the last one in one rewrite.
 
 Stateless: the injected code sees one request at a time, so the policy is replayed over the
 message list itself (its stateful additions, the free move where the cache breaks anyway and the
@@ -81,6 +89,7 @@ __all__ = [
     "write_extra",
 ]
 DEFAULT_CEILING = 90_000  # tokens of 4 characters of the messages kept
+CEILING_SHARE = 10  # a move the ceiling forces frees at least 1/CEILING_SHARE of the ceiling
 DEFAULT_PATIENCE = 100  # percent of the break-even rent
 WRITE_EXTRA_X20 = 23  # 20 × (1.25 - 0.1): the extra price of writing instead of reading
 WRITE_EXTRA_X20_1H = 38  # 20 × (2.0 - 0.1): the same for the 1-hour cache
@@ -307,9 +316,9 @@ def paid_boundary(
                     free = gains[limit] - gains[cleared]
                     kept = total - gains[cleared]
                     rent += free
-                    if kept >= 4 * ceiling or READ_X20 * rent * 100 >= extra * patience * (
-                        kept - free + rest
-                    ):
+                    if (
+                        kept >= 4 * ceiling and CEILING_SHARE * free >= 4 * ceiling
+                    ) or READ_X20 * rent * 100 >= extra * patience * (kept - free + rest):
                         cleared = limit
                         rent = 0
         if moved is not None and i == moved[0] and moved[1] > cleared:

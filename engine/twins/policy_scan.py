@@ -38,6 +38,7 @@ from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
 from engine.twins.free_moves import MARK, MARK_LEN, Fingerprint
 from engine.twins.policy import (
+    CEILING_SHARE,
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
     MAX_DEPTH,
@@ -458,9 +459,9 @@ class PolicyScan:
                         free = gains[limit] - gains[cleared]
                         kept = total - gains[cleared]
                         rent += free
-                        if kept >= ceiling4 or READ_X20 * rent * 100 >= (
-                            extra_patience * (kept - free + rest)
-                        ):
+                        if (
+                            kept >= ceiling4 and CEILING_SHARE * free >= ceiling4
+                        ) or READ_X20 * rent * 100 >= extra_patience * (kept - free + rest):
                             cleared = limit
                             rent = 0
             if moved is not None and index == moved[0] and moved[1] > cleared:

@@ -32,7 +32,8 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   the messages kept reach CEILING; fixed: every STEP
   //                                   tool uses (the rule before the policy)
   //   CLAUDE_CTX_CLEAR_CEILING        paid: move whatever it costs once the messages kept
-  //                                   reach this many tokens of 4 characters (integer >= 1;
+  //                                   reach this many tokens of 4 characters and the move
+  //                                   frees at least a tenth of that (integer >= 1;
   //                                   default 90000 at a 200K window, scaled to the
   //                                   request's: 521138 for a [1m] model)
   //   CLAUDE_CTX_CLEAR_PATIENCE       paid: percent of the break-even rent paid before a
@@ -98,6 +99,7 @@ function _ctxpatchContextClearing(value, mode) {
   var DEFAULT_STEP = 20;
   var DEFAULT_POLICY = "paid";
   var DEFAULT_CEILING = 90000;
+  var CEILING_SHARE = 10; // a move the ceiling forces frees at least 1/10 of it (twin: CEILING_SHARE)
   var CEILING_THRESHOLD = 167000; // the threshold DEFAULT_CEILING was measured at (twin: CEILING_THRESHOLD)
   var DEFAULT_PATIENCE = 100;
   var TRUE_WORDS = ["1", "true", "yes", "on"];
@@ -424,7 +426,10 @@ function _ctxpatchContextClearing(value, mode) {
             var free = gains[limit] - gains[cleared];
             var kept = total - gains[cleared];
             rent += free;
-            if (kept >= 4 * ceiling || 2 * rent * 100 >= extra * patience * (kept - free + rest)) {
+            if (
+              (kept >= 4 * ceiling && CEILING_SHARE * free >= 4 * ceiling) ||
+              2 * rent * 100 >= extra * patience * (kept - free + rest)
+            ) {
               cleared = limit;
               rent = 0;
             }

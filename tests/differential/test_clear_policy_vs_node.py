@@ -25,6 +25,7 @@ from engine.twins.context_clear import (
     step_from_env,
 )
 from engine.twins.policy import (
+    CEILING_SHARE,
     ceiling_from_env,
     paid_edit,
     patience_from_env,
@@ -341,4 +342,29 @@ def test_an_omitted_thinking_block_weighs_its_signature() -> None:
     twin = [paid_edit(edit, m, 999_999_999, 100, 0, 0, 23).keep for m in lists]
     assert twin == [1, 2, 1, 2, 6, 12]
     env = {"CLAUDE_CTX_CLEAR_KEEP": "1", "CLAUDE_CTX_CLEAR_CEILING": "999999999"}  # rent decides
+    assert _node_run(node, KEEP_DRIVER, [[env, "claude-sonnet-4-5", [], m] for m in lists]) == twin
+
+
+@pytest.mark.node
+def test_a_move_the_ceiling_forces_frees_a_tenth_of_it() -> None:
+    """Past the ceiling a move is made whatever it costs, but only once it frees a tenth of the
+    ceiling (``CEILING_SHARE``): a 400,000-character prompt nothing clears (100,000 tokens of 4,
+    past the 90,000 ceiling from the start), then rounds of one 4,000-character result, KEEP 1,
+    the rent never paid (PATIENCE 1,000,000). A move waits for 9 results (36,000 characters: a
+    tenth of 360,000) and then clears them all; before the share every request past the ceiling
+    moved, each a rewrite of the whole prompt for one result (a never-seen 2.1.14 session that
+    starts at 149,000 tokens: 20 rewrites in a row, +210% against unpatched). The JavaScript and
+    the twin agree on each list."""
+    node = need("node", "node is the ground truth for JavaScript")
+    assert CEILING_SHARE == 10
+    msgs, edit = _rounds(400_000, 20, 4_000)
+    counts = (1, 9, 10, 11, 18, 19, 20)
+    lists = [msgs[: 1 + 2 * n] for n in counts]
+    twin = [paid_edit(edit, m, 90_000, 1_000_000, 0, 0, 23).keep for m in lists]
+    # 9 results kept until the 10th comes (then all but KEEP cleared), again with the 19th
+    assert twin == [1, 9, 1, 2, 9, 1, 2]
+    # a ceiling a tenth as high lets each result move on its own (4,000 >= 3,600)
+    assert [paid_edit(edit, m, 9_000, 1_000_000, 0, 0, 23).keep for m in lists] == [1] * 7
+    env = {"CLAUDE_CTX_CLEAR_KEEP": "1", "CLAUDE_CTX_CLEAR_PATIENCE": "1000000"}
+    env["CLAUDE_CTX_CLEAR_CEILING"] = "90000"
     assert _node_run(node, KEEP_DRIVER, [[env, "claude-sonnet-4-5", [], m] for m in lists]) == twin

@@ -5,7 +5,9 @@ A never-seen 2.1.215 session with ``claude-fable-5`` (run at a 1,000,000 window)
 the messages that cannot be cleared passed the 200K default (90,000 tokens of 4 characters),
 every request moved, each a rewrite of the whole prompt, for a compaction that was not coming
 (48 rewrites, +249% against unpatched; scaled: 4, -11%). Here the same shape, synthetic: replies
-whose thinking nobody clears, and a few small tool results a turn."""
+whose thinking nobody clears, and a few small tool results a turn. Since then a move the ceiling
+forces must also free a tenth of it (``engine.twins.policy.CEILING_SHARE``), so even the 200K
+ceiling no longer rewrites on every request there: once per ~9,000 tokens of results."""
 
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ def test_a_native_1m_client_is_not_moved_by_the_200k_ceiling() -> None:
     scaled = simulate(tr, profile, "server_clearing").summary
     old = simulate(tr, profile, "server_clearing", clear_env={"CLAUDE_CTX_CLEAR_CEILING": "90000"})
     assert unpatched["auto_compactions"] == scaled["auto_compactions"] == 0
-    # the 200K ceiling: every request once the thinking passed it, a rewrite each
-    assert old.summary["cache_breaks"] >= 40
-    assert old.summary["cost"] > 3 * unpatched["cost"]
+    # the 200K ceiling: a move once the results since the last one reach 9,000 tokens
+    # (36,000 characters: 9 turns of 2 x 2,000), not on every request once the thinking passed it
+    # (48 rewrites and more than 3 x the cost before the share)
+    assert 1 <= old.summary["cache_breaks"] <= 90 // 18
+    assert old.summary["cost"] < 1.5 * unpatched["cost"]
     assert scaled["cache_breaks"] <= 2
     assert scaled["cost"] <= unpatched["cost"] * 1.01
 
