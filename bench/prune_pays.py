@@ -2,8 +2,9 @@
 text prune added (what ``ctxpatch apply`` installs), against unpatched.
 
 The prune exists only in the ``cli.js`` builds (up to 2.1.112); a native build's session is
-skipped. Its every cutoff move rewrites the prompt cache from the first shortened message, and
-it moves by turns, not by what the move saves, so it has no paid gate of its own
+skipped. Its every cutoff move rewrites the prompt cache from the system prompt's breakpoint
+(the entries written since its last move all end after the first message it shortens), and it
+moves by turns, not by what the move saves, so it has no paid gate of its own
 (``docs/text-prune.md``). This prints, per session, the cost (prompt-cache prices, base input
 tokens, ``engine.api.prompt_cache``) of ``server_clearing`` and ``patched`` relative to
 ``unpatched``, and what the prune adds (``patched`` against ``server_clearing``); then the
