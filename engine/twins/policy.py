@@ -82,6 +82,7 @@ __all__ = [
     "POLICIES",
     "ceiling_for",
     "ceiling_set",
+    "move_due",
     "paid_edit",
     "policy_from_env",
     "thinking_size",
@@ -252,6 +253,22 @@ def _clears_input(edit: ClearToolUses, name: Any) -> bool:
     return ci if isinstance(ci, bool) else name in ci
 
 
+def move_due(
+    kept: int, free: int, rent: int, ceiling4: int, extra_patience: int, rest: int
+) -> bool:
+    """Whether the ``paid`` policy moves the cleared part at a request point (the rule of the
+    module's docstring; :func:`paid_boundary` and the resumable walk,
+    :class:`engine.twins.policy_scan.PolicyScan`, both ask it): ``kept`` characters of messages
+    after the boundary, ``free`` of them clearable now, ``rent`` the clearable characters summed
+    over the request points since the last move (this one's included), ``ceiling4`` the ceiling in
+    characters, ``extra_patience`` the write's extra price x 20 times PATIENCE, ``rest`` the system
+    prompt's characters a move writes again. At the ceiling, a move that frees a tenth of it;
+    else, one whose rent paid for the rewrite."""
+    if kept >= ceiling4 and CEILING_SHARE * free >= ceiling4:
+        return True
+    return READ_X20 * rent * 100 >= extra_patience * (kept - free + rest)
+
+
 def paid_boundary(
     messages: Sequence[Mapping[str, Any]],
     edit: ClearToolUses,
@@ -316,9 +333,7 @@ def paid_boundary(
                     free = gains[limit] - gains[cleared]
                     kept = total - gains[cleared]
                     rent += free
-                    if (
-                        kept >= 4 * ceiling and CEILING_SHARE * free >= 4 * ceiling
-                    ) or READ_X20 * rent * 100 >= extra * patience * (kept - free + rest):
+                    if move_due(kept, free, rent, 4 * ceiling, extra * patience, rest):
                         cleared = limit
                         rent = 0
         if moved is not None and i == moved[0] and moved[1] > cleared:

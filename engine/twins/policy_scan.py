@@ -38,14 +38,13 @@ from engine.api.context_management import ClearToolUses
 from engine.javascript import utf16_len
 from engine.twins.free_moves import MARK, MARK_LEN, Fingerprint
 from engine.twins.policy import (
-    CEILING_SHARE,
     DEFAULT_CEILING,
     DEFAULT_PATIENCE,
     MAX_DEPTH,
     MEDIA_CHARS,
-    READ_X20,
     WRITE_EXTRA_X20,
     _clears_input,
+    move_due,
     thinking_size,
     uncached_system,
     write_extra,
@@ -459,9 +458,7 @@ class PolicyScan:
                         free = gains[limit] - gains[cleared]
                         kept = total - gains[cleared]
                         rent += free
-                        if (
-                            kept >= ceiling4 and CEILING_SHARE * free >= ceiling4
-                        ) or READ_X20 * rent * 100 >= extra_patience * (kept - free + rest):
+                        if move_due(kept, free, rent, ceiling4, extra_patience, rest):
                             cleared = limit
                             rent = 0
             if moved is not None and index == moved[0] and moved[1] > cleared:
