@@ -43,7 +43,8 @@ conversation also holds the prompt the reply to its body reported (``_Kept.promp
 reads it off the reply, :mod:`gateway.reply_prompt`, and tells the handle :meth:`Fitter.fit`
 gave, :meth:`Kept.observe`). The conversation's next request reads it once (the new kept body
 starts without one): at or past the level of the request's model and betas, a list that only
-grew moves as a free move does.
+grew moves as a free move does where the move frees at least the margin
+(:func:`engine.twins.free_moves.near_need`, weighed on the walk's ``PolicyScan.gains``).
 
 The expiry move (:func:`engine.twins.free_moves.is_expired`, with the free move): a kept
 conversation also holds the time of its last request (``_Kept.at``, integer milliseconds of the
@@ -87,6 +88,7 @@ from engine.twins.free_moves import (
     lifetime_ms,
     margin_from_env,
     near_level,
+    near_need,
 )
 from engine.twins.policy import (
     ceiling_for,
@@ -452,14 +454,23 @@ class Fitter:
             return keep, 0, None
         p = scan.points[-1]
         keep, forced, made = free_keep(
-            how, forced, p.uses, p.trailing_any, scan.edit.keep, keep, near or expired
+            how,
+            forced,
+            p.uses,
+            p.trailing_any,
+            scan.edit.keep,
+            keep,
+            near,
+            expired,
+            scan.gains,
+            near_need(k.margin),
         )
         self.free_moves += made
         if made and how == GREW:
-            if near:
-                self.near_moves += 1
-            else:
+            if expired:
                 self.expiry_moves += 1
+            else:
+                self.near_moves += 1
         if made:
             moved = (len(scan.points) - 1, forced)
             scan.move(moved)

@@ -325,11 +325,11 @@ def test_generated_odd_conversations_get_the_twins_keep(
     check(requests, ceiling, patience)
 
 
-def _plain(n: int) -> list[dict]:
+def _plain(n: int, result: int = 3_000) -> list[dict]:
     msgs: list[dict] = [{"role": "user", "content": "go"}]
     for k in range(n):
         use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"p": k}}
-        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 3_000}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * result}
         msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
     return msgs
 
@@ -348,10 +348,11 @@ def spelt_twice(messages: list[dict]) -> bytes:
     )
 
 
-def _pruned_sequence() -> list[list[dict]]:
-    """Seven growing requests (4 to 10 tool rounds), then two more (11 and 12 rounds) in which an
-    older result is shortened (the cache breaks at it on the first of them)."""
-    msgs = _plain(12)
+def _pruned_sequence(result: int = 3_000) -> list[list[dict]]:
+    """Seven growing requests (4 to 10 tool rounds, each result of ``result`` characters), then
+    two more (11 and 12 rounds) in which an older result is shortened (the cache breaks at it on
+    the first of them)."""
+    msgs = _plain(12, result)
     lists = [marked(msgs[: 2 * k + 1], 1) for k in range(4, 11)]
     cut = [*msgs[:5], {**msgs[5], "content": [{**msgs[5]["content"][0], "content": "r"}]}]
     lists += [marked([*cut, *msgs[6:n]], 1) for n in (23, 25)]

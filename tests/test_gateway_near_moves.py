@@ -21,6 +21,7 @@ from engine.twins.free_moves import (
     Conversation,
     free_edit,
     near_level,
+    near_need,
 )
 from engine.twins.policy import paid_edit
 from engine.twins.policy_scan import system_facts
@@ -29,6 +30,9 @@ from gateway.policy import Fitter, Knobs
 from gateway.toplevel import scan
 
 LEVEL = near_level(MODEL, (), DEFAULT_MARGIN)  # 200,000 - 33,000 - 10,000
+NEED = near_need(DEFAULT_MARGIN)  # a near move frees 40,000 characters or is not made
+RESULT = 10_000  # the results of the growing requests below: a near move frees 4 or more
+PATIENT = {"CLAUDE_CTX_CLEAR_PATIENCE": "100000"}  # the paid rule never moves on its own
 
 
 def _prompt(rng: random.Random) -> int | None:
@@ -58,7 +62,10 @@ def check(seed: int, margin: int = DEFAULT_MARGIN, free: bool = True) -> tuple[i
             without = Conversation()  # the same memory told no prompt: the free move alone
             without.previous, without.forced, without.moved = twin.previous, twin.forced, twin.moved
             alone = free_edit(without, EDIT, r.messages, ceiling, patience, 0, rest, extra)
-            want = free_edit(twin, EDIT, r.messages, ceiling, patience, 0, rest, extra, level)
+            need = near_need(margin)
+            want = free_edit(
+                twin, EDIT, r.messages, ceiling, patience, 0, rest, extra, level, need=need
+            )
             near_changed += near_before and want.keep != alone.keep
         else:
             want = paid_edit(EDIT, r.messages, ceiling, patience, 0, rest, extra)
@@ -135,7 +142,7 @@ def test_the_level_is_the_models_window_and_the_prompt_is_used_once() -> None:
     """A prompt at the 200K level moves the next request (all but KEEP cleared, and held), not
     the one after (used once); under a 1M window (a ``[1m]`` model, a ``context-1m`` beta) the
     same prompt is far from its level: no move."""
-    lists = _pruned_sequence()[:7]  # seven growing requests, no break
+    lists = _pruned_sequence(RESULT)[:7]  # seven growing requests, no break
     assert LEVEL == 157_000
     base = _fit_seq(Fitter(Knobs()), lists, {}, MODEL, [])
     keeps = _fit_seq(Fitter(Knobs()), lists, {3: LEVEL}, MODEL, [])
@@ -325,20 +332,28 @@ def test_the_server_reads_the_reply_and_moves_near(
     from lab.mock import MockConfig, MockServer, Step, make_usage
     from usage.ledger import Ledger, read_ledger
 
-    lists = _pruned_sequence()[:7]  # seven growing requests, no break
+    lists = _pruned_sequence(RESULT)[:7]  # seven growing requests, no break
     prompts = [40_000, 80_000, 120_000, LEVEL + 2_000, 150_000, 155_000, 158_000]
-    for env in ({}, {"CLAUDE_CTX_CLEAR_MARGIN": "0"}, {"CLAUDE_CTX_CLEAR_FREE": "0"}):
+    for env in (
+        PATIENT,
+        PATIENT | {"CLAUDE_CTX_CLEAR_MARGIN": "0"},
+        {"CLAUDE_CTX_CLEAR_FREE": "0"},
+    ):
         edit = knobs_from_env(env)
         assert edit is not None
         rest, extra = system_facts(SYSTEM)
         twin = Conversation()
-        level = near_level(MODEL, (), int(env.get("CLAUDE_CTX_CLEAR_MARGIN", DEFAULT_MARGIN)))
+        margin = int(env.get("CLAUDE_CTX_CLEAR_MARGIN", DEFAULT_MARGIN))
+        level, need = near_level(MODEL, (), margin), near_need(margin)
         want = []
         for m, p in zip(lists, prompts, strict=True):
             if env.get("CLAUDE_CTX_CLEAR_FREE") == "0":
                 want.append(paid_edit(edit, m, rest=rest, extra=extra).keep)
             else:
-                want.append(free_edit(twin, edit, m, rest=rest, extra=extra, level=level).keep)
+                fitted = free_edit(
+                    twin, edit, m, patience=100_000, rest=rest, extra=extra, level=level, need=need
+                )
+                want.append(fitted.keep)
                 twin.observe(p)
         script = [Step.text(usage=make_usage(p + 1, output=1, cache_read=p // 2)) for p in prompts]
         book = Ledger(tmp_path / "ledger") if ledger else None
@@ -353,10 +368,11 @@ def test_the_server_reads_the_reply_and_moves_near(
             book.close()
             entries = read_ledger(tmp_path / "ledger").entries[-len(lists) :]
             assert [e["cache_read"] for e in entries] == [p // 2 for p in prompts]
-        near = 1 if not env else 0
+        near = 1 if env == PATIENT else 0
         assert fitter.near_moves == near == twin.moves
         if near:
-            assert sent[4] == edit.keep < paid_edit(edit, lists[4], rest=rest, extra=extra).keep
+            paid = paid_edit(edit, lists[4], patience=100_000, rest=rest, extra=extra).keep
+            assert sent[4] == edit.keep < paid
 
 
 @pytest.mark.parametrize(
@@ -391,13 +407,13 @@ def test_the_server_takes_the_threshold_of_the_clients_build(
     from gateway.server import ThreadedGateway
     from lab.mock import MockConfig, MockServer, Step, make_usage
 
-    lists = _pruned_sequence()[:7]
+    lists = _pruned_sequence(RESULT)[:7]
     prompts = [40_000, 80_000, 120_000, peak, 150_000, 155_000, 156_000]
     script = [Step.text(usage=make_usage(p + 1, output=1, cache_read=p // 2)) for p in prompts]
     headers = HEADERS | {"User-Agent": agent} if agent else HEADERS
     with (
         MockServer(MockConfig(script=script)) as mock,
-        ThreadedGateway(upstream=mock.base_url, env=env) as gw,
+        ThreadedGateway(upstream=mock.base_url, env=PATIENT | env) as gw,
     ):
         for m in lists:
             body = SERIALISE["javascript"](claude_code(m, model=model))
@@ -421,7 +437,7 @@ def test_a_json_reply_that_comes_whole_with_its_headers_tells_its_prompt() -> No
     from engine.twins.context_clear import knobs_from_env
     from gateway.server import ThreadedGateway
 
-    lists = _pruned_sequence()[:6]
+    lists = _pruned_sequence(RESULT)[:6]
     prompts = iter([40_000, 90_000, LEVEL + 1, 150_000, 155_000, 158_000])
     sent: list[dict] = []
 
@@ -445,7 +461,7 @@ def test_a_json_reply_that_comes_whole_with_its_headers_tells_its_prompt() -> No
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         upstream = f"http://127.0.0.1:{server.server_address[1]}"
-        with ThreadedGateway(upstream=upstream, env={}, ledger=None) as gw:
+        with ThreadedGateway(upstream=upstream, env=PATIENT, ledger=None) as gw:
             for m in lists:
                 raw = SERIALISE["javascript"](claude_code(m) | {"stream": False})
                 status, _, reply = post(
@@ -457,14 +473,15 @@ def test_a_json_reply_that_comes_whole_with_its_headers_tells_its_prompt() -> No
     finally:
         server.shutdown()
         server.server_close()
-    edit = knobs_from_env({})
+    edit = knobs_from_env(PATIENT)
     assert edit is not None
     rest, extra = system_facts(SYSTEM)
     twin = Conversation()
     level = near_level(MODEL, (), DEFAULT_MARGIN)
     want = []
     for m, p in zip(lists, [40_000, 90_000, LEVEL + 1, 150_000, 155_000, 158_000], strict=True):
-        want.append(free_edit(twin, edit, m, rest=rest, extra=extra, level=level).keep)
+        fitted = free_edit(twin, edit, m, 90_000, 100_000, 0, rest, extra, level, need=NEED)
+        want.append(fitted.keep)
         twin.observe(p)
     assert [b["context_management"]["edits"][-1]["keep"]["value"] for b in sent] == want
     assert fitter.near_moves == twin.moves == 1 and want[3] == edit.keep
@@ -513,7 +530,7 @@ def test_the_walk_takes_the_last_move_only_while_it_holds(other_system: bool) ->
         got, kept = fitter.fit(EDIT, raw, top, None, MODEL, [])
         rest, extra = system_facts(system)
         keeps.append(got.keep)
-        want.append(free_edit(twin, EDIT, m, 90_000, 400, 0, rest, extra, LEVEL).keep)
+        want.append(free_edit(twin, EDIT, m, 90_000, 400, 0, rest, extra, LEVEL, need=NEED).keep)
         assert keeps == want and fitter.free_moves == twin.moves, (i, twin.moved)
         if i in prompts:
             assert kept is not None

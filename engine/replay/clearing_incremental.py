@@ -370,7 +370,15 @@ class IncrementalClearing:
             floor += r.trailing
         moves = conversation.moves
         keep = conversation.keep(
-            self._change, self._prints, len(self._uses), floor, self.edit.keep, keep, policy.level
+            self._change,
+            self._prints,
+            len(self._uses),
+            floor,
+            self.edit.keep,
+            keep,
+            policy.level,
+            scan.gains,
+            policy.need,
         )
         if conversation.moves != moves:  # a move on this request: the walk's last point
             scan.move((lead + n - 1, conversation.forced))

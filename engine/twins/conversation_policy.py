@@ -19,6 +19,7 @@ from engine.twins.free_moves import (
     lifetime_ms,
     margin_from_env,
     near_level,
+    near_need,
 )
 from engine.twins.policy import (
     DEFAULT_CEILING,
@@ -48,7 +49,8 @@ class PaidPolicy:
     ``free``: the free move where the cache breaks anyway (:mod:`engine.twins.free_moves`):
     the policy then remembers the conversation, so an instance serves one replay, and with it
     the near move from ``level`` (:func:`engine.twins.free_moves.near_level`; 0: never), told
-    each reply's prompt by :meth:`observe`."""
+    each reply's prompt by :meth:`observe`, when it frees ``need`` characters
+    (:func:`engine.twins.free_moves.near_need`)."""
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class PaidPolicy:
         one_hour: bool = False,
         free: bool = True,
         level: int = 0,
+        need: int = 0,
     ) -> None:
         self.ceiling = ceiling
         self.patience = patience
@@ -67,6 +70,7 @@ class PaidPolicy:
         self.extra = WRITE_EXTRA_X20_1H if one_hour else WRITE_EXTRA_X20
         self.conversation = Conversation() if free else None
         self.level = level if free else 0
+        self.need = need  # what a near move must free (near_need)
 
     def asked(self, now: int | None) -> None:
         """The coming request is sent at ``now`` (ms since the epoch; ``None``: unknown): the
@@ -101,6 +105,7 @@ class PaidPolicy:
             self.rest,
             self.extra,
             self.level,
+            need=self.need,
         )
 
 
@@ -129,4 +134,5 @@ def clear_policy_from_env(
         one_hour,
         free_from_env(env),
         near_level(model, (), margin_from_env(env), threshold),
+        near_need(margin_from_env(env)),
     )

@@ -31,7 +31,10 @@ tokens; :meth:`Conversation.observe`), the real size Claude Code's auto-compacti
 the message list does not give. When it reached Claude Code's threshold (the window less its
 reserve of 33,000) less ``CLAUDE_CTX_CLEAR_MARGIN`` (default :data:`DEFAULT_MARGIN`; 0: never), the
 next request of the conversation (not another one) clears ``limit`` and holds it, as a free move
-does. The prompt is read once.
+does, where that frees at least the margin (:func:`near_need`: in tokens of 4 characters, beyond
+the larger of the paid rule's boundary and the one held): unlike a break or an expired cache, a
+near move is paid for, and one for a result or two only put the compaction off by a request. The
+prompt is read once.
 
 The *expiry move* (:func:`is_expired`): the memory also keeps the time of the conversation's last
 request. A request that comes more than the prompt cache's lifetime after it (5 minutes, or an
@@ -73,7 +76,7 @@ from engine.twins.policy import (
     WRITE_EXTRA_X20_1H,
     assistant_tool_uses,
     block_size,
-    paid_edit,
+    paid_walk,
     value_size,
 )
 
@@ -163,18 +166,46 @@ def change(previous: Fingerprint | None, current: Fingerprint) -> str:
     return BROKE if len(current) < n or current[: n - 1] != previous[: n - 1] else GREW
 
 
+def near_need(margin: int) -> int:
+    """The characters a near move must free beyond what the edit clears without it: the
+    ``margin`` itself, in tokens of 4 characters as the paid rule counts them (0: no near move).
+    A move for a result or two rewrote the whole prompt on every request past the level, each
+    putting the compaction off by a request (a synthetic session whose thinking fills the
+    margin: +58% against unpatched, with the compaction where it came anyway)."""
+    return 4 * margin if margin > 0 else 0
+
+
 def free_step(
-    how: str, forced: int, uses: int, limit: int, paid: int, near: bool = False
+    how: str,
+    forced: int,
+    uses: int,
+    limit: int,
+    paid: int,
+    near: bool = False,
+    expired: bool = False,
+    gains: Sequence[int] = (),
+    need: int = 0,
 ) -> tuple[int, int, bool]:
     """The rule for one request told :func:`change` ``how``: (tool uses the edit clears, the
     boundary held after it, whether a move was made). ``forced``: the boundary held before;
     ``uses``: the list's tool uses, of which the edit may clear ``limit``; ``paid``: what the
     stateless rule clears; ``near``: the previous reply's prompt reached the near level (the
-    near move, :func:`is_near`) or the cache expired (the expiry move, :func:`is_expired`). Pure: :class:`Conversation` and the gateway's kept
-    conversations (``gateway.policy``) hold ``forced`` each their own way."""
+    near move, :func:`is_near`); ``expired``: the cache expired (the expiry move,
+    :func:`is_expired`). A near move must free at least ``need`` characters (:func:`near_need`)
+    beyond what the edit clears without it: ``gains``, the prefix sums of what clearing the
+    oldest uses frees (:func:`engine.twins.policy.clearing_gains`, ``PolicyScan.gains``). Pure:
+    :class:`Conversation` and the gateway's kept conversations (``gateway.policy``) hold
+    ``forced`` each their own way."""
     if how == NEW or uses < forced:  # another conversation, or a shorter one
         forced = 0
-    moved = (how == BROKE or (near and how == GREW)) and limit > max(paid, forced)
+    base = max(paid, forced)
+    moved = limit > base and (
+        how == BROKE
+        or (
+            how == GREW
+            and (expired or (near and (need <= 0 or gains[limit] - gains[base] >= need)))
+        )
+    )
     if moved:
         forced = limit
     return max(paid, min(forced, limit)), forced, moved
@@ -188,13 +219,16 @@ def free_keep(
     edit_keep: int,
     paid_keep: int,
     near: bool = False,
+    expired: bool = False,
+    gains: Sequence[int] = (),
+    need: int = 0,
 ) -> tuple[int, int, bool]:
     """:func:`free_step` as a keep: (the keep sent, the boundary held after, whether a move
     was made). ``paid_keep``: the stateless rule's keep; ``floor``: the list's tool results
     after its last assistant message (the round in progress); ``edit_keep``: KEEP."""
     limit = max(0, uses - max(edit_keep, floor))
     paid = max(0, uses - paid_keep)
-    cleared, forced, moved = free_step(how, forced, uses, limit, paid, near)
+    cleared, forced, moved = free_step(how, forced, uses, limit, paid, near, expired, gains, need)
     return max(uses - cleared, floor, edit_keep), forced, moved
 
 
@@ -264,16 +298,20 @@ class Conversation:
         edit_keep: int,
         paid_keep: int,
         level: int = 0,
+        gains: Sequence[int] = (),
+        need: int = 0,
     ) -> int:
         """The keep sent: ``paid_keep`` (the stateless rule's) lowered by a free or near move.
         ``uses``: the list's tool uses; ``floor``: its tool results after the last assistant
-        message (the round in progress); ``edit_keep``: KEEP; ``level``: :func:`near_level`."""
-        near = is_near(self.prompt, level) or is_expired(self.at, self.now, self.lifetime)
+        message (the round in progress); ``edit_keep``: KEEP; ``level``: :func:`near_level`;
+        ``gains`` and ``need``: what a near move would free and must (:func:`free_step`)."""
+        near = is_near(self.prompt, level)
+        expired = is_expired(self.at, self.now, self.lifetime)
         self.previous, self.prompt = prints, None
         if self.now is not None:
             self.at, self.now = self.now, None
         keep, self.forced, moved = free_keep(
-            how, self.forced, uses, floor, edit_keep, paid_keep, near
+            how, self.forced, uses, floor, edit_keep, paid_keep, near, expired, gains, need
         )
         self.moves += moved
         if moved:
@@ -302,27 +340,31 @@ def free_edit(
     extra: int = WRITE_EXTRA_X20,
     level: int = 0,
     now: int | None = None,
+    need: int = 0,
 ) -> ClearToolUses:
     """The edit the injected JavaScript sends with ``messages`` under the ``paid`` policy with
     the free move on: :func:`engine.twins.policy.paid_edit`'s, lowered by a free, near or expiry
     move of ``conversation`` (which this call updates: call it once per request, in order, and
-    :meth:`Conversation.observe` each reply). ``level``: :func:`near_level`; ``now``: the
-    request's time in ms (``None``: unknown, no expiry move; the cache's lifetime from
-    ``extra``)."""
+    :meth:`Conversation.observe` each reply). ``level``: :func:`near_level`; ``need``:
+    :func:`near_need`; ``now``: the request's time in ms (``None``: unknown, no expiry move; the
+    cache's lifetime from ``extra``)."""
     if now is not None:
         conversation.asked(now, lifetime_ms(extra))
     prints = fingerprint(messages)
     uses = assistant_tool_uses(messages)
     how = change(conversation.previous, prints)
     moved = conversation.paid_move(how, uses)
-    fitted = paid_edit(edit, messages, ceiling, patience, preceding, rest, extra, moved)
+    cleared, gains = paid_walk(messages, edit, ceiling, patience, preceding, rest, extra, moved)
+    trailing = trailing_results(messages)
     keep = conversation.keep(
         how,
         prints,
         uses,
-        trailing_results(messages),
+        trailing,
         edit.keep,
-        fitted.keep,
+        max(uses - cleared, trailing, edit.keep),
         level,
+        gains,
+        need,
     )
     return edit if keep == edit.keep else replace(edit, keep=keep)

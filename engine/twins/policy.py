@@ -279,7 +279,24 @@ def paid_boundary(
     extra: int = WRITE_EXTRA_X20,
     moved: tuple[int, int] | None = None,
 ) -> int:
-    """How many of the oldest tool uses the ``paid`` policy clears with ``messages``.
+    """How many of the oldest tool uses the ``paid`` policy clears with ``messages``
+    (:func:`paid_walk`'s boundary)."""
+    return paid_walk(messages, edit, ceiling, patience, preceding, rest, extra, moved)[0]
+
+
+def paid_walk(
+    messages: Sequence[Mapping[str, Any]],
+    edit: ClearToolUses,
+    ceiling: int = DEFAULT_CEILING,
+    patience: int = DEFAULT_PATIENCE,
+    preceding: int = 0,
+    rest: int = 0,
+    extra: int = WRITE_EXTRA_X20,
+    moved: tuple[int, int] | None = None,
+) -> tuple[int, list[int]]:
+    """(how many of the oldest tool uses the ``paid`` policy clears with ``messages``, the
+    prefix sums of the characters clearing the oldest uses frees: entry ``n`` for the first
+    ``n``, which the near move weighs, :func:`engine.twins.free_moves.free_step`).
 
     ``preceding``: estimated tokens of history before the list (0 for a real request; a replay
     passes the history its file does not hold, which the client would send as messages).
@@ -338,7 +355,7 @@ def paid_boundary(
                         rent = 0
         if moved is not None and i == moved[0] and moved[1] > cleared:
             cleared, rent = moved[1], 0  # the memory's move there, taken as the walk's own
-    return cleared
+    return cleared, gains
 
 
 def assistant_tool_uses(messages: Sequence[Mapping[str, Any]]) -> int:

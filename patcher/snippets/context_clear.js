@@ -49,6 +49,8 @@ function _ctxpatchContextClearing(value, mode) {
   //                                   10000; 0 = never): once a reply reports a prompt within
   //                                   MARGIN tokens of Claude Code's auto-compact threshold,
   //                                   the conversation's next request moves as a free move does
+  //                                   where the move frees at least MARGIN tokens of 4
+  //                                   characters
   //   CLAUDE_CTX_CLEAR_DISABLE=1      off (also true/yes/on)
   //   CLAUDE_CTX_CLEAR_DEBUG=FILE     append one JSON line per decision to FILE
   //                                   (default: CLAUDE_TEXT_PRUNE_DEBUG)
@@ -441,6 +443,7 @@ function _ctxpatchContextClearing(value, mode) {
         rent = 0;
       }
     }
+    if (prints !== null) prints.gains = gains; // what a near move would free (freeCleared)
     return cleared;
   }
 
@@ -466,7 +469,11 @@ function _ctxpatchContextClearing(value, mode) {
   // when it reached the level, the window (1,000,000 for a "[1m]" model or a "context-1m" beta,
   // else 200,000) less Claude Code's reserve (RESERVE, 33000) less CLAUDE_CTX_CLEAR_MARGIN, a
   // list that GREW moves as a BROKE one does: Claude Code would soon compact, which rewrites the
-  // cache anyway. A new conversation never moves.
+  // cache anyway. Unlike a free move it must free at least MARGIN tokens of 4 characters
+  // (nearNeed; paidBoundary's prefix sums of what clearing the oldest uses frees, prints.gains)
+  // beyond what the edit clears without it: a move for a result or two rewrote the whole prompt
+  // on every request past the level and only put the compaction off by as many. A new
+  // conversation never moves.
   //
   // The expiry move (twin: is_expired, lifetime_ms): the conversation also remembers the time
   // of its last request (Date.now(), read once per request; every request of the conversation
@@ -520,6 +527,11 @@ function _ctxpatchContextClearing(value, mode) {
       for (var i = 0; i < betas.length && !oneM; i++) oneM = String(betas[i]).indexOf("context-1m") >= 0;
     }
     return (oneM ? WINDOW_1M : WINDOW) - RESERVE;
+  }
+
+  // The characters a near move must free: MARGIN tokens of 4 (twin: near_need).
+  function nearNeed(margin) {
+    return margin > 0 ? 4 * margin : 0;
   }
 
   // The prompt from which a reply makes the next request a near move; 0: never (twin: near_level).
@@ -625,19 +637,26 @@ function _ctxpatchContextClearing(value, mode) {
   // Tool uses the edit clears (twin: Conversation.keep, free_step): the paid rule's, or more
   // after a free, near or expiry move. limit: what it may clear; paid: what the paid rule clears;
   // level: nearLevel's (the remembered prompt is read once, here); now: the request's time (ms;
-  // not a number: unknown, no expiry move and the time remembered stays); lifetime: lifetimeMs's.
-  function freeCleared(conv, prints, uses, limit, paid, level, now, lifetime) {
+  // not a number: unknown, no expiry move and the time remembered stays); lifetime: lifetimeMs's;
+  // need: nearNeed's (weighed on prints.gains, paidBoundary's).
+  function freeCleared(conv, prints, uses, limit, paid, level, now, lifetime, need) {
     var how = change(conv, prints);
     var near = level > 0 && typeof conv.prompt === "number" && conv.prompt >= level;
+    var expired = false;
     if (typeof now === "number" && isFinite(now)) {
-      if (typeof conv.at === "number" && now - conv.at > lifetime + EXPIRY_SLACK_MS) near = true;
+      expired = typeof conv.at === "number" && now - conv.at > lifetime + EXPIRY_SLACK_MS;
       conv.at = now;
     }
     conv.prompt = null;
     conv.roles = prints.roles;
     conv.sizes = prints.sizes;
     if (how === NEW || uses < conv.forced) conv.forced = 0;
-    if ((how === BROKE || (near && how === GREW)) && limit > Math.max(paid, conv.forced)) {
+    var base = Math.max(paid, conv.forced);
+    if (near && need > 0) {
+      var gains = prints.gains;
+      near = Array.isArray(gains) && limit < gains.length && gains[limit] - gains[base] >= need;
+    }
+    if ((how === BROKE || ((near || expired) && how === GREW)) && limit > base) {
       conv.forced = limit;
       conv.moved = [prints.roles.length - 1, limit]; // for the walk of the next requests
     } else if (conv.forced === 0) conv.moved = null;
@@ -1006,10 +1025,12 @@ function _ctxpatchContextClearing(value, mode) {
       if (conv !== null) {
         try {
           var limit = Math.max(0, uses - least);
-          var level = nearLevel(request.model, request.betas, marginFromEnv(env));
+          var margin = marginFromEnv(env);
+          var level = nearLevel(request.model, request.betas, margin);
           var paid = Math.max(0, uses - keep);
           var now = Date.now(); // the request's time: the expiry move's clock
-          var more = freeCleared(conv, prints, uses, limit, paid, level, now, lifetimeMs(extra));
+          var life = lifetimeMs(extra);
+          var more = freeCleared(conv, prints, uses, limit, paid, level, now, life, nearNeed(margin));
           keep = Math.max(uses - more, least);
           if (level > 0) mem.replyConv = conv; // its reply's prompt: for the next request
         } catch (e) {

@@ -25,6 +25,7 @@ and expiry moves must happen.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -41,6 +42,7 @@ from policy_conversations import conversations
 
 from engine.twins.context_clear import ENV_FREE, ENV_MARGIN, ENV_NAMES, knobs_from_env
 from engine.twins.free_moves import (
+    DEFAULT_MARGIN,
     GREW,
     Conversation,
     change,
@@ -53,6 +55,7 @@ from engine.twins.free_moves import (
     margin_from_env,
     message_size,
     near_level,
+    near_need,
     role_of,
 )
 from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env
@@ -179,14 +182,16 @@ def js_key(session: str | None, messages: list[dict]) -> tuple[str, str, str, st
 
 class Twin:
     """The twin of the JavaScript's process-wide memory: a Conversation per key, LRU of 16.
-    ``near``: False for a twin without the near move (the level always 0)."""
+    ``near``: False for a twin without the near move (the level always 0); ``need``: False for
+    the near move's old rule (a move however little it frees)."""
 
-    def __init__(self, near: bool = True) -> None:
+    def __init__(self, near: bool = True, need: bool = True) -> None:
         self.conversations: OrderedDict[tuple[str, ...], Conversation] = OrderedDict()
         self.moves = 0  # free, near and expiry moves made (all conversations, evicted ones too)
-        self.near_moves = 0  # moves made where the list GREW and the prompt was near
-        self.expiry_moves = 0  # moves made where the list GREW, the cache expired, not near
+        self.near_moves = 0  # moves made where the list GREW and the prompt was near, not expired
+        self.expiry_moves = 0  # moves made where the list GREW and the cache expired
         self.near = near
+        self.need = need
 
     def keep(
         self,
@@ -213,12 +218,14 @@ class Twin:
         self.conversations[key] = conv
         while len(self.conversations) > CONVERSATIONS:
             self.conversations.popitem(last=False)
-        level = near_level(body["model"], body["betas"], margin_from_env(env)) if self.near else 0
+        margin = margin_from_env(env)
+        level = near_level(body["model"], body["betas"], margin) if self.near else 0
         grew = change(conv.previous, fingerprint(messages)) == GREW
-        near = grew and is_near(conv.prompt, level)
-        expired = grew and not near and is_expired(conv.at, now, lifetime_ms(extra))
+        expired = grew and is_expired(conv.at, now, lifetime_ms(extra))
+        near = grew and not expired and is_near(conv.prompt, level)
         before = conv.moves
-        keep = free_edit(conv, edit, messages, *knobs, level=level, now=now).keep
+        need = near_need(margin) if self.need else 0
+        keep = free_edit(conv, edit, messages, *knobs, level=level, now=now, need=need).keep
         self.moves += conv.moves - before
         self.near_moves += (conv.moves - before) if near else 0
         self.expiry_moves += (conv.moves - before) if expired else 0
@@ -498,14 +505,16 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     request, the twin made free moves, and they changed what was sent (the stateless rule's
     keeps differ on some requests): the free move is there, and the test can fail. Near moves
     too (moves where the list grew), and without them (a twin whose level is always 0) the keeps
-    differ on some requests. Expiry moves too (moves where the list grew and the cache had
+    differ on some requests; near moves that free less than the margin are not made (the old
+    rule, which made them, keeps less on some requests). Expiry moves too (moves where the list grew and the cache had
     expired, not near), and without them (the twin told no time) the keeps differ on some
     requests."""
     steps: list[Any] = []
     twin_steps: list[Any] = []
     for seed in range(20):
         rnd = random.Random(seed)
-        bases = [_base(rnd.randint(10, 30), rnd.choice([500, 3_000, 9_000])) for _ in range(3)]
+        sizes = [500, 3_000, 9_000, 60_000]
+        bases = [_base(rnd.randint(10, 30), rnd.choice(sizes)) for _ in range(3)]
         s, t = case(seed, bases, far=0.15)
         steps += s
         twin_steps += t
@@ -513,10 +522,14 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     want, twin = twin_keeps(twin_steps)
     assert got["keeps"] == want
     assert twin.moves >= 10, twin.moves
-    assert twin.near_moves >= 20, twin.near_moves
+    assert twin.near_moves >= 5, twin.near_moves
     assert twin.expiry_moves >= 10, twin.expiry_moves
     far, _ = twin_keeps(twin_steps, Twin(near=False))
-    assert sum(1 for a, b in zip(got["keeps"], far, strict=True) if a != b) >= 20
+    assert sum(1 for a, b in zip(got["keeps"], far, strict=True) if a != b) >= 5
+    # near moves that would have freed less than the margin were not made
+    greedy, old = twin_keeps(twin_steps, Twin(need=False))
+    assert old.near_moves >= twin.near_moves + 20, (old.near_moves, twin.near_moves)
+    assert sum(1 for a, b in zip(got["keeps"], greedy, strict=True) if a != b) >= 20
     timeless, _ = twin_keeps([step[:4] for step in twin_steps])
     assert sum(1 for a, b in zip(got["keeps"], timeless, strict=True) if a != b) >= 10
     stateless = []
@@ -549,6 +562,34 @@ def _pruned(msgs: list[dict]) -> list[dict]:
     new = _shorten(msgs[1])  # the first answer's text
     assert new is not None
     return [msgs[0], new, *msgs[2:]]
+
+
+@pytest.mark.node
+def test_a_near_move_frees_at_least_the_margin() -> None:
+    """Every reply reports a prompt past the near level, the paid rule never moves on its own,
+    each round adds one result of 4,000 characters: a near move waits until what it clears
+    beyond the boundary held reaches the margin (10,000 tokens of 4 characters), then clears it
+    all in one rewrite. The old rule moved on every request, one result at a time (a rewrite of
+    the whole prompt each). The JavaScript and the twin agree on both."""
+    level = near_level("claude-sonnet-4-5", [], DEFAULT_MARGIN)
+    steps: list[Any] = []
+    twin_steps: list[Any] = []
+    for n in range(1, 41):
+        body = _body(_base(n, 4_000))
+        usage = {"input_tokens": 7, "cache_read_input_tokens": level - 7 + 500}
+        steps.append((PATIENT, body, {"kind": "json", "usage": usage}, T0 + 1_000 * n))
+        twin_steps.append((PATIENT, None, json.loads(body), level + 500, T0 + 1_000 * n))
+    got = run_node(steps)
+    want, twin = twin_keeps(twin_steps)
+    assert got["keeps"] == want
+    cleared = [n - keep for n, keep in zip(range(1, 41), want, strict=True)]
+    moves = [b - a for a, b in itertools.pairwise(cleared) if b != a]
+    assert twin.near_moves == len(moves) >= 3
+    assert all(m >= 10 for m in moves), moves  # 10 results of 4,000 and their inputs: 40,000
+    greedy, old = twin_keeps(twin_steps, Twin(need=False))
+    assert greedy[1:] == [1] * 39 and old.near_moves == 39
+    old_steps = [({**env, ENV_MARGIN: "0"}, *rest) for env, *rest in steps]
+    assert run_node(old_steps)["keeps"] == [n for n in range(1, 41)]  # no near move at all
 
 
 @pytest.mark.node

@@ -2,8 +2,8 @@
 hand: no move while the list only grows (cache marks moving included), a prune-like change moves
 the cleared part to all it may clear, held on the next requests, reset by a compaction or a
 rewind below it; the knob off gives the stateless paid rule's keep. The near move: a reply whose
-prompt reached the level makes the next request of the conversation clear all it may. The
-expiry move: a request more than the cache's lifetime (and the slack) after the conversation's
+prompt reached the level makes the next request of the conversation clear all it may, where that
+frees at least the margin. The expiry move: a request more than the cache's lifetime (and the slack) after the conversation's
 last one does too."""
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ from engine.twins.free_moves import (
     fingerprint,
     free_edit,
     free_from_env,
+    free_step,
     is_expired,
     is_near,
     lifetime_ms,
     margin_from_env,
     message_size,
     near_level,
+    near_need,
     stable_block_size,
 )
 from engine.twins.policy import (
@@ -195,6 +197,38 @@ def test_a_reply_near_the_threshold_makes_the_next_request_clear_all_it_may() ->
     # a reply near the level again: the uses aged since are cleared too
     conv.observe(level + 5_000)
     assert near_keep(conv, rounds(8), level) == 1 and conv.moves == 2 and conv.forced == 7
+
+
+def test_a_near_move_frees_at_least_the_margin() -> None:
+    """The near move weighs what it would clear beyond the boundary the edit keeps without it
+    (the larger of the paid rule's and the one held): at least ``near_need`` characters, the
+    margin in tokens of 4, or no move. A break and an expired cache move whatever they free
+    (they rewrite the prompt anyway)."""
+    assert near_need(DEFAULT_MARGIN) == 40_000 and near_need(7_000) == 28_000
+    assert near_need(0) == 0
+    gains = [0, 10_000, 20_000, 30_000, 45_000, 50_000]  # prefix sums of 5 uses
+    # may clear 5, the paid rule clears 1: 40,000 beyond it
+    assert free_step(GREW, 0, 5, 5, 1, near=True, gains=gains, need=40_000) == (5, 5, True)
+    assert free_step(GREW, 0, 5, 5, 1, near=True, gains=gains, need=40_001) == (1, 0, False)
+    # the boundary held (2) is the base when above the paid rule's: 30,000 beyond it
+    assert free_step(GREW, 2, 5, 5, 1, near=True, gains=gains, need=40_000) == (2, 2, False)
+    assert free_step(GREW, 2, 5, 5, 1, near=True, gains=gains, need=30_000) == (5, 5, True)
+    # a break, an expired cache: no need to meet
+    assert free_step(BROKE, 2, 5, 5, 1, gains=gains, need=10**9) == (5, 5, True)
+    assert free_step(GREW, 2, 5, 5, 1, expired=True, gains=gains, need=10**9) == (5, 5, True)
+    assert free_step(GREW, 2, 5, 5, 1, near=True, expired=True, gains=gains, need=10**9)[2]
+    # through the conversation, every reply at the level, each use freeing 1,002 characters (its
+    # result and its input): the request of 5 rounds clears 4 (4,008 >= 4,000); the next three
+    # gather 1, 2, 3 more: no move. Without the need, a move on every request.
+    level = near_level("claude-opus-4-6", (), 1_000)
+    assert EDIT is not None
+    for need, want, moves in ((4_000, [3, 4, 1, 2, 3, 4], 1), (0, [3, 1, 1, 1, 1, 1], 5)):
+        conv = Conversation()
+        keeps = []
+        for n in range(3, 9):
+            keeps.append(free_edit(conv, EDIT, rounds(n), **NEVER, level=level, need=need).keep)
+            conv.observe(level)
+        assert keeps == want and conv.moves == moves
 
 
 def test_no_near_move_for_another_conversation_or_with_the_level_off() -> None:

@@ -70,3 +70,35 @@ def test_a_natively_1m_model_moves_near_the_1m_window_not_the_200k_one() -> None
         assert on.summary == off.summary, scenario
         assert on.summary["cost"] < unpatched.summary["cost"], scenario
         assert on.summary["cache_breaks"] <= 10, scenario
+
+
+def test_a_near_move_that_frees_less_than_the_margin_is_not_made() -> None:
+    """A synthetic 2.1.217 session (its build compacts at 200,001 with ``claude-sonnet-4-5``: the
+    near level 190,001) whose replies carry 6,000 characters of thinking and two 2,000-character
+    results a turn, a compaction recorded where its prompt passed 167,000. Past the level each
+    request could clear only the results since the last move: before the near move had to free
+    the margin it moved on 5 requests of 7 (each a rewrite of ~170,000 tokens) and the
+    compaction still came, +58% against unpatched. Now no near move is made there: the margin's
+    knob at 0 replays the same requests, and the cost is within 15% of unpatched's (the paid
+    rule's own moves, which put the compaction off by 48 requests)."""
+    from engine.claude_code.thresholds import near_threshold
+
+    from .test_counterfactual_fidelity import Session
+
+    s = Session("claude-sonnet-4-5", "2.1.217")
+    for n in range(60):
+        if s.prompt() >= 167_000:
+            s.compaction("auto", "summary " * 500, 20_000)
+        s.turn(n, think=6_000, result=2_000, rounds=2)
+    tr = s.transcript()
+    profile = profile_for("2.1.217")
+    unpatched = simulate(tr, profile, "unpatched")
+    on = simulate(tr, profile, "server_clearing")
+    off = simulate(tr, profile, "server_clearing", clear_env={"CLAUDE_CTX_CLEAR_MARGIN": "0"})
+    level = near_threshold(on.thresholds, "2.1.217") - DEFAULT_MARGIN
+    assert level == 190_001
+    # replies at the level: the next requests asked for the near move
+    assert sum(r.prompt_tokens >= level for r in on.requests[:-1]) >= 5
+    assert on.summary == off.summary
+    assert on.summary["cache_breaks"] <= 4
+    assert on.summary["cost"] < 1.15 * unpatched.summary["cost"]
