@@ -489,8 +489,9 @@ def test_an_exit_before_the_copy_is_read_writes_a_cut_line(node: str, state: Pat
 # what Date.now() returns while each request is built and its reply read (the requests' times, ms;
 # the expiry move's clock); none: the real clock.
 NEAR_DRIVER = r"""
+import { readFileSync } from "node:fs";
 const fn = SNIPPET;
-const cfg = JSON.parse(process.argv[1]);
+const cfg = JSON.parse(readFileSync(0, "utf8")); // on stdin: the lists pass argv's 128 KB
 let clock = null;
 if (cfg.times) Date.now = () => clock;
 const freeze = (o) => { if (o && typeof o === "object") { Object.values(o).forEach(freeze); Object.freeze(o); } return o; };
@@ -564,10 +565,12 @@ def _near_usage(read: int) -> dict[str, Any]:
 
 
 def _near_lists() -> list[list[dict[str, Any]]]:
+    """12 tool uses, then a round more; each result 7,000 characters: a near move that clears
+    12 frees 84,000 and more, past what the margins below ask (4 characters a token of it)."""
     msgs: list[dict[str, Any]] = [{"role": "user", "content": "Fix the tests, please."}]
     for k in range(13):
         use = {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"p": "f" * 40}}
-        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 3_000}
+        res = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "r" * 7_000}
         msgs += [{"role": "assistant", "content": [use]}, {"role": "user", "content": [res]}]
     return [msgs[:-2], msgs]  # 12 tool uses; then a round more (13, the last one in progress)
 
@@ -584,6 +587,7 @@ def _twin_keeps(
         free_from_env,
         margin_from_env,
         near_level,
+        near_need,
     )
     from engine.twins.policy import ceiling_from_env, paid_edit, patience_from_env
 
@@ -593,13 +597,15 @@ def _twin_keeps(
     lists = _near_lists()
     if not free_from_env(env):
         return [paid_edit(edit, m, *knobs).keep for m in lists]
-    level = near_level(MODEL, [], margin_from_env(env))
+    margin = margin_from_env(env)
+    level, need = near_level(MODEL, [], margin), near_need(margin)
     conv = Conversation()
     now = times or [None, None]
-    first = free_edit(conv, edit, lists[0], *knobs, level=level, now=now[0]).keep
+    first = free_edit(conv, edit, lists[0], *knobs, level=level, now=now[0], need=need).keep
     if prompt is not None and level > 0:
         conv.observe(prompt)
-    return [first, free_edit(conv, edit, lists[1], *knobs, level=level, now=now[1]).keep]
+    second = free_edit(conv, edit, lists[1], *knobs, level=level, now=now[1], need=need)
+    return [first, second.keep]
 
 
 def _drive_near(
@@ -627,7 +633,9 @@ def _drive_near(
     }
     js = NEAR_DRIVER.replace("SNIPPET", snippet.clear_source().decode().strip())
     full = {"CLAUDE_CTX_CLEAR_PATIENCE": "100000", **env}
-    res = run_node(node, ["--input-type=module", "-e", js, json.dumps(cfg)], env=full)
+    res = run_node(
+        node, ["--input-type=module", "-e", js], env=full, input=json.dumps(cfg).encode()
+    )
     assert res.returncode == 0 and res.stderr == b"", res.stderr.decode()
     out = json.loads(res.stdout)
     if kind == "sse":
