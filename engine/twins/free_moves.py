@@ -175,6 +175,11 @@ def near_need(margin: int) -> int:
     return 4 * margin if margin > 0 else 0
 
 
+def _frees(gains: Sequence[int], base: int, limit: int) -> int:
+    """Characters clearing uses ``base`` to ``limit`` frees (-1: ``gains`` does not reach)."""
+    return gains[limit] - gains[base] if limit < len(gains) else -1
+
+
 def free_step(
     how: str,
     forced: int,
@@ -193,7 +198,8 @@ def free_step(
     near move, :func:`is_near`); ``expired``: the cache expired (the expiry move,
     :func:`is_expired`). A near move must free at least ``need`` characters (:func:`near_need`)
     beyond what the edit clears without it: ``gains``, the prefix sums of what clearing the
-    oldest uses frees (:func:`engine.twins.policy.clearing_gains`, ``PolicyScan.gains``). Pure:
+    oldest uses frees (:func:`engine.twins.policy.paid_walk`'s, ``PolicyScan.gains``; without
+    them, as in the JavaScript, no near move). Pure:
     :class:`Conversation` and the gateway's kept conversations (``gateway.policy``) hold
     ``forced`` each their own way."""
     if how == NEW or uses < forced:  # another conversation, or a shorter one
@@ -203,7 +209,7 @@ def free_step(
         how == BROKE
         or (
             how == GREW
-            and (expired or (near and (need <= 0 or gains[limit] - gains[base] >= need)))
+            and (expired or (near and (need <= 0 or _frees(gains, base, limit) >= need)))
         )
     )
     if moved:

@@ -213,6 +213,9 @@ def test_a_near_move_frees_at_least_the_margin() -> None:
     # the boundary held (2) is the base when above the paid rule's: 30,000 beyond it
     assert free_step(GREW, 2, 5, 5, 1, near=True, gains=gains, need=40_000) == (2, 2, False)
     assert free_step(GREW, 2, 5, 5, 1, near=True, gains=gains, need=30_000) == (5, 5, True)
+    # no sizes told (the JavaScript: no prints.gains): no near move; none needed: the old rule
+    assert free_step(GREW, 0, 5, 5, 1, near=True, need=1) == (1, 0, False)
+    assert free_step(GREW, 0, 5, 5, 1, near=True) == (5, 5, True)
     # a break, an expired cache: no need to meet
     assert free_step(BROKE, 2, 5, 5, 1, gains=gains, need=10**9) == (5, 5, True)
     assert free_step(GREW, 2, 5, 5, 1, expired=True, gains=gains, need=10**9) == (5, 5, True)
