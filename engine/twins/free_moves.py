@@ -76,7 +76,7 @@ from engine.twins.policy import (
     WRITE_EXTRA_X20_1H,
     assistant_tool_uses,
     block_size,
-    paid_walk,
+    paid_boundary,
     value_size,
 )
 
@@ -198,7 +198,7 @@ def free_step(
     near move, :func:`is_near`); ``expired``: the cache expired (the expiry move,
     :func:`is_expired`). A near move must free at least ``need`` characters (:func:`near_need`)
     beyond what the edit clears without it: ``gains``, the prefix sums of what clearing the
-    oldest uses frees (:func:`engine.twins.policy.paid_walk`'s, ``PolicyScan.gains``; without
+    oldest uses frees (:func:`engine.twins.policy.paid_boundary`'s, ``PolicyScan.gains``; without
     them, as in the JavaScript, no near move). Pure:
     :class:`Conversation` and the gateway's kept conversations (``gateway.policy``) hold
     ``forced`` each their own way."""
@@ -360,7 +360,7 @@ def free_edit(
     uses = assistant_tool_uses(messages)
     how = change(conversation.previous, prints)
     moved = conversation.paid_move(how, uses)
-    cleared, gains = paid_walk(messages, edit, ceiling, patience, preceding, rest, extra, moved)
+    cleared, gains = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra, moved)
     trailing = trailing_results(messages)
     keep = conversation.keep(
         how,

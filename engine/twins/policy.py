@@ -278,21 +278,6 @@ def paid_boundary(
     rest: int = 0,
     extra: int = WRITE_EXTRA_X20,
     moved: tuple[int, int] | None = None,
-) -> int:
-    """How many of the oldest tool uses the ``paid`` policy clears with ``messages``
-    (:func:`paid_walk`'s boundary)."""
-    return paid_walk(messages, edit, ceiling, patience, preceding, rest, extra, moved)[0]
-
-
-def paid_walk(
-    messages: Sequence[Mapping[str, Any]],
-    edit: ClearToolUses,
-    ceiling: int = DEFAULT_CEILING,
-    patience: int = DEFAULT_PATIENCE,
-    preceding: int = 0,
-    rest: int = 0,
-    extra: int = WRITE_EXTRA_X20,
-    moved: tuple[int, int] | None = None,
 ) -> tuple[int, list[int]]:
     """(how many of the oldest tool uses the ``paid`` policy clears with ``messages``, the
     prefix sums of the characters clearing the oldest uses frees: entry ``n`` for the first
@@ -384,6 +369,6 @@ def paid_edit(
     ``rest``: :func:`uncached_system` of the request's system prompt; ``extra``:
     :func:`write_extra` of it; ``moved``: see :func:`paid_boundary`."""
     n = assistant_tool_uses(messages)
-    cleared = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra, moved)
+    cleared, _ = paid_boundary(messages, edit, ceiling, patience, preceding, rest, extra, moved)
     keep = max(n - cleared, trailing_results(messages), edit.keep)
     return edit if keep == edit.keep else replace(edit, keep=keep)

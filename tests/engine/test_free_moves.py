@@ -266,11 +266,11 @@ def test_the_paid_walk_takes_the_memorys_move_as_its_own() -> None:
     holds 1 instead of paying for a second move one request after the first."""
     assert EDIT is not None
     msgs = rounds(3)
-    assert paid_boundary(msgs, EDIT, 10**9, 10) == 2
-    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(4, 1)) == 1
+    assert paid_boundary(msgs, EDIT, 10**9, 10)[0] == 2
+    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(4, 1))[0] == 1
     # a move the walk had made itself, or a lower one, changes nothing
-    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(4, 0)) == 2
-    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(6, 2)) == 2
+    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(4, 0))[0] == 2
+    assert paid_boundary(msgs, EDIT, 10**9, 10, moved=(6, 2))[0] == 2
     # the conversation hands its last move to the walk only while it holds it
     conv = Conversation()
     conv.forced, conv.moved = 1, (4, 1)
