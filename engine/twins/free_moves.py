@@ -205,13 +205,8 @@ def free_step(
     if how == NEW or uses < forced:  # another conversation, or a shorter one
         forced = 0
     base = max(paid, forced)
-    moved = limit > base and (
-        how == BROKE
-        or (
-            how == GREW
-            and (expired or (near and (need <= 0 or _frees(gains, base, limit) >= need)))
-        )
-    )
+    near = near and (need <= 0 or _frees(gains, base, limit) >= need)
+    moved = limit > base and (how == BROKE or (how == GREW and (near or expired)))
     if moved:
         forced = limit
     return max(paid, min(forced, limit)), forced, moved

@@ -506,9 +506,9 @@ def test_free_moves_happen_and_the_javascript_makes_the_same() -> None:
     keeps differ on some requests): the free move is there, and the test can fail. Near moves
     too (moves where the list grew), and without them (a twin whose level is always 0) the keeps
     differ on some requests; near moves that free less than the margin are not made (the old
-    rule, which made them, keeps less on some requests). Expiry moves too (moves where the list grew and the cache had
-    expired, not near), and without them (the twin told no time) the keeps differ on some
-    requests."""
+    rule, which made them, keeps less on some requests). Expiry moves too (moves where the list
+    grew and the cache had expired), and without them (the twin told no time) the keeps differ
+    on some requests."""
     steps: list[Any] = []
     twin_steps: list[Any] = []
     for seed in range(20):
