@@ -6,16 +6,22 @@ Real ``cli.js`` files are proprietary and 11-14 MB: they are never committed. Te
 extracted beside it and trimmed to what is read (:data:`KEEP`, ripgrep for this platform), and
 the tarball is deleted. npm's own cache is a throwaway folder, deleted with the tarball: the
 cache keeps what is read and nothing else. docs/development.md "Cache" gives the sizes.
+
+Several processes share the cache (the test suite's parallel workers, ``regress --jobs``, two
+ctxpatch runs): one at a time fetches or unpacks a given package (:func:`fetch_lock`, an empty
+lock file per package), and the others then find it there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ctxpatch.errors import FetchFailed
@@ -31,15 +37,33 @@ def _slug(package: str, version: str) -> str:
     return f"{package.replace('@', '').replace('/', '-')}-{version}"
 
 
-def package_dir(package: str, version: str, root: Path | None = None) -> Path:
-    """The extracted ``package/`` folder of ``package@version``, fetching it if needed."""
+@contextlib.contextmanager
+def fetch_lock(base: Path, slug: str) -> Iterator[None]:
+    """Held while this process fetches or unpacks ``slug`` into ``base``: an exclusive
+    ``flock`` on ``base/.<slug>.lock`` (made if missing; the lock goes with the process, so a
+    killed fetch leaves none held). Another process fetching the same package waits, then finds
+    it fetched; without the lock both downloaded into the same tarball path, and one deleted it
+    under the other (a parallel test run on a cold cache)."""
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f".{slug}.lock", "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
+
+
+def package_dir(
+    package: str, version: str, root: Path | None = None, *, locked: bool = False
+) -> Path:
+    """The extracted ``package/`` folder of ``package@version``, fetching it if needed (under
+    :func:`fetch_lock`; ``locked``: the caller holds it)."""
     package = SHORT.get(package, package)
     base = (root or cache_root()) / "npm"
     slug = _slug(package, version)
     out = base / slug
     if (out / "package" / "package.json").is_file():
         return out / "package"
-    base.mkdir(parents=True, exist_ok=True)
+    if not locked:
+        with fetch_lock(base, slug):
+            return package_dir(package, version, root, locked=True)
     tgz = base / f"{slug}.tgz"
     if not tgz.is_file():
         _npm_pack(package, version, base, tgz)
@@ -232,9 +256,25 @@ def native_binary(
             if out.parent == base:  # unpacked in the cache (also for ``into``: used as is)
                 os.utime(out)  # recently used: evicted last
             return exe
+    with fetch_lock(base, slug):
+        return _fetch_native(base, slug, name, version, log, into)
+
+
+def _fetch_native(
+    base: Path,
+    slug: str,
+    name: str,
+    version: str,
+    log: Callable[[str], None] | None,
+    into: Path | None,
+) -> Path:
+    """:func:`native_binary` past its look in the cache, under :func:`fetch_lock`: it looks
+    again (another process may have unpacked it there while this one waited)."""
+    cached = base / slug / "package"
+    if (cached / NATIVE_EXECUTABLE).is_file() and (cached / "package.json").is_file():
+        return cached / NATIVE_EXECUTABLE
     out = (into if into is not None else base) / slug
     exe = out / "package" / NATIVE_EXECUTABLE
-    base.mkdir(parents=True, exist_ok=True)
     tgz = base / f"{slug}.tgz"  # where npm pack puts a download: emptied below, always
     kept = base / NATIVE_TARBALLS / f"{slug}.tgz"  # what ``into`` calls keep
     try:

@@ -51,7 +51,13 @@ def sdk_wheels(version: str = SDK_VERSION) -> Path:
     dest = npmcache.cache_root() / "pypi" / f"claude-agent-sdk-{version}-wheels"
     if any(dest.glob("claude_agent_sdk-*.whl")):
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    with npmcache.fetch_lock(dest.parent, dest.name):  # parallel test workers: one downloads
+        if not any(dest.glob("claude_agent_sdk-*.whl")):
+            _download_sdk_wheels(version, dest)
+    return dest
+
+
+def _download_sdk_wheels(version: str, dest: Path) -> None:
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}."))
     try:
         r = subprocess.run(
@@ -68,7 +74,6 @@ def sdk_wheels(version: str = SDK_VERSION) -> Path:
         tmp.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return dest
 
 
 def sdk_wheel(version: str = SDK_VERSION) -> Path:
@@ -118,8 +123,9 @@ def node18() -> Path:
     base = npmcache.cache_root() / "node"
     tgz = base / f"{package}-18.tgz"
     if not tgz.is_file():
-        base.mkdir(parents=True, exist_ok=True)
-        npmcache._npm_pack(package, "18", base, tgz)
+        with npmcache.fetch_lock(base, f"{package}-18"):  # parallel test workers: one fetches
+            if not tgz.is_file():
+                npmcache._npm_pack(package, "18", base, tgz)
     out = scratch() / "node18" / "node"
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)

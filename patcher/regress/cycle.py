@@ -9,11 +9,9 @@ this run downloaded.
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from ctxpatch.errors import CtxpatchError, Unsupported
@@ -27,24 +25,13 @@ from patcher.versions import version_of
 KEEP_FILES = frozenset({"cli.js", "package.json"})
 
 
-@contextmanager
-def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def fetch(job: Job, *, prune: bool = False, root: Path | None = None) -> Path:
     """The cached package folder (``npm pack`` on a miss), locked against parallel runs."""
     base = (root or npmcache.cache_root()) / "npm"
     slug = npmcache._slug(PACKAGES[job.package], job.version)
-    with _lock(base / f".{slug}.lock"):
+    with npmcache.fetch_lock(base, slug):
         existed = (base / slug / "package" / "package.json").is_file()
-        folder = npmcache.package_dir(job.package, job.version, root)
+        folder = npmcache.package_dir(job.package, job.version, root, locked=True)
         if prune and not existed:
             _prune(folder)
             (base / f"{slug}.tgz").unlink(missing_ok=True)

@@ -83,7 +83,11 @@ def test_npm_pack_keeps_nothing_in_npms_own_cache(tmp_path: Path, monkeypatch) -
     args = json.loads((tmp_path / "args.json").read_text())
     assert args[:2] == ["pack", "@anthropic-ai/claude-code@2.1.112"]
     assert Path(args[args.index("--cache") + 1]).is_relative_to(root)
-    left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    files = [p for p in root.rglob("*") if p.is_file()]
+    locks = [p for p in files if p.name.endswith(".lock")]  # npmcache.fetch_lock's, empty
+    assert [p.name for p in locks] == [".anthropic-ai-claude-code-2.1.112.lock"]
+    assert locks[0].stat().st_size == 0
+    left = sorted(str(p.relative_to(root)) for p in files if p not in locks)
     assert left == [str((folder / n).relative_to(root)) for n in ("cli.js", "package.json")]
     assert not any(home.iterdir())
 
