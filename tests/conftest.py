@@ -36,6 +36,25 @@ SHAPE_FIXTURES = (
 )
 
 
+# The test files that take longest (seconds on the 2-core CI machine, whole file), started
+# first: the workers run a file each (pyproject.toml's addopts) in collection order, so a long
+# file collected last runs on one worker while the others are done (the fresh-machine test,
+# one test of 2.5 min, ran last by itself). A file not named here keeps its place.
+LONGEST_FIRST = (
+    "tests/e2e/test_engine_vs_real.py",  # 213 s
+    "tests/test_fresh_machine.py",  # 153 s (CI only)
+    "tests/engine/test_clearing_incremental.py",  # 140 s
+    "tests/e2e/test_thinking_where_we_stand.py",  # 129 s
+    "tests/e2e/test_proof.py",  # 112 s
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """:data:`LONGEST_FIRST`'s files first, in that order; the others after, as collected."""
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """In CI the shared real sessions must be there: fail the run at once, loudly, if not."""
     if IN_CI and shared_data.missing():

@@ -132,3 +132,11 @@ def test_no_import_cycle() -> None:
     g = grimp.build_graph(*packages)
     graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
     assert strongly_connected(graph) == []
+
+
+def test_the_files_started_first_exist() -> None:
+    """conftest.LONGEST_FIRST names test files by path: a renamed one would silently lose its
+    place at the front of the parallel run."""
+    from conftest import LONGEST_FIRST
+
+    assert LONGEST_FIRST and all((ROOT / name).is_file() for name in LONGEST_FIRST)
