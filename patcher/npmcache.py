@@ -238,6 +238,7 @@ def native_binary(
     *,
     log: Callable[[str], None] | None = None,
     into: Path | None = None,
+    locked: bool = False,
 ) -> Path:
     """The ``claude`` executable of ``package``'s platform package at ``version``.
 
@@ -245,7 +246,9 @@ def native_binary(
     are kept in the cache, the downloaded tarball deleted right after, older native versions
     beyond :func:`native_keep` evicted. With ``into``: unpacked into ``into/<slug>/package/``
     (the caller deletes it), the tarball kept in the cache (``npm/native-tgz/``, at most
-    :func:`native_keep` of them); a copy already unpacked in the cache is used as is.
+    :func:`native_keep` of them); a copy already unpacked in the cache is used as is. Fetched
+    and unpacked under :func:`fetch_lock` (``locked``: the caller holds it), as
+    :func:`package_dir` does.
     """
     name = NATIVE_PACKAGES.get(package, package).format(platform=platform)
     base = (root or cache_root()) / "npm"
@@ -256,23 +259,9 @@ def native_binary(
             if out.parent == base:  # unpacked in the cache (also for ``into``: used as is)
                 os.utime(out)  # recently used: evicted last
             return exe
-    with fetch_lock(base, slug):
-        return _fetch_native(base, slug, name, version, log, into)
-
-
-def _fetch_native(
-    base: Path,
-    slug: str,
-    name: str,
-    version: str,
-    log: Callable[[str], None] | None,
-    into: Path | None,
-) -> Path:
-    """:func:`native_binary` past its look in the cache, under :func:`fetch_lock`: it looks
-    again (another process may have unpacked it there while this one waited)."""
-    cached = base / slug / "package"
-    if (cached / NATIVE_EXECUTABLE).is_file() and (cached / "package.json").is_file():
-        return cached / NATIVE_EXECUTABLE
+    if not locked:  # look again under the lock: another process may have fetched it meanwhile
+        with fetch_lock(base, slug):
+            return native_binary(package, version, platform, root, log=log, into=into, locked=True)
     out = (into if into is not None else base) / slug
     exe = out / "package" / NATIVE_EXECUTABLE
     tgz = base / f"{slug}.tgz"  # where npm pack puts a download: emptied below, always
