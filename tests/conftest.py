@@ -16,13 +16,15 @@ from pathlib import Path
 import pytest
 import shared_data
 import typer
+from scratch_dirs import scratch_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "cli_js"
 IN_CI = bool(os.environ.get("CI"))
 # Gateways started by tests (and the processes they spawn) write their usage ledger
-# (usage.ledger, in the XDG state dir) into a throwaway folder, never the user's.
-os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="ctxpatch-test-state-")
+# (usage.ledger, in the XDG state dir) into a throwaway folder, never the user's (deleted when
+# the process ends, or by the next run when it was killed: tests/scratch_dirs.py).
+os.environ["XDG_STATE_HOME"] = str(scratch_dir("ctxpatch-test-state-"))
 # One synthetic bundle per call-site shape (fixtures/cli_js/README.md).
 SHAPE_FIXTURES = (
     "s0-1.0.60.js",

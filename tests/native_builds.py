@@ -9,7 +9,6 @@ the wheel is cached once (``$CTXPATCH_CACHE/pypi/``) for both the Agent SDK test
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import subprocess
@@ -18,6 +17,8 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+
+from scratch_dirs import scratch_dir
 
 from patcher import npmcache
 
@@ -29,11 +30,11 @@ _scratch: Path | None = None
 
 
 def scratch() -> Path:
-    """This session's folder for unpacked builds (made on first use, deleted at exit)."""
+    """This session's folder for unpacked builds (made on first use, deleted at exit, or by the
+    next run when this one was killed: tests/scratch_dirs.py)."""
     global _scratch
     if _scratch is None:
-        _scratch = Path(tempfile.mkdtemp(prefix="ctxpatch-natives-"))
-        atexit.register(shutil.rmtree, _scratch, True)
+        _scratch = scratch_dir("ctxpatch-natives-")
     return _scratch
 
 

@@ -8,13 +8,13 @@ a test fails. Node missing: skip locally, fail in CI (``conftest.need``).
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import native_builds
 import pytest
 from conftest import IN_CI, need
+from scratch_dirs import scratch_dir
 
 from ctxpatch.errors import CtxpatchError
 from lab.mock import MockServer
@@ -35,7 +35,7 @@ def mock() -> Iterator[MockServer]:
 
 @pytest.fixture(scope="session")
 def e2e_root() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="ctxpatch-e2e-"))
+    root = scratch_dir("ctxpatch-e2e-", at_exit=False)  # swept by the next run if killed
     try:
         yield root
     finally:

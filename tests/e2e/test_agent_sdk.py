@@ -26,7 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import native_builds
 import pytest
 from conftest import IN_CI
+from scratch_dirs import scratch_dir
 
 from engine.api.context_management import BETA, CLEAR_THINKING, CLEAR_TOOL_USES
 from lab import netns
@@ -116,7 +116,7 @@ def sdk_site() -> Iterator[Path]:
     why = netns.netns_available()
     if why is not None:
         _unavailable(f"the Agent SDK e2e test runs the binary offline in a namespace: {why}")
-    site = Path(tempfile.mkdtemp(prefix="ctxpatch-agent-sdk-"))
+    site = scratch_dir("ctxpatch-agent-sdk-", at_exit=False)  # swept by the next run if killed
     try:
         _install(site)
         assert (site / "claude_agent_sdk" / "_bundled" / "claude").is_file()
