@@ -16,7 +16,17 @@ it. ``--check-linear`` also replays a ×2N session, whose time over the ×N one'
 where the ×1's constant costs (calibration, the first replay of a file's objects) no longer
 count: about 2 when the replay is linear.
 
+On this shared machine the ×1 replay's CPU time alone moves from 66 to 124 ms within one
+process, so the CPU ratio of one run can land anywhere from ×8 to ×15. ``--instructions`` counts
+instead what the processor executes, which the other processes do not change: each replay runs
+in a child process under valgrind's callgrind (Debian's ``valgrind``), once with one replay and
+once with two, and the difference is one warm replay's instructions (the first replay fills the
+memos, as the rounds' warm-up does; the start-up and the loading cancel out). Their ratio is
+the growth in work; the CPU time's growth is that times whatever the ×10's larger heap costs in
+cache misses. Four children of ~1-3 minutes each (valgrind runs ~50× slower), two at a time.
+
     python bench/bench_simulate.py [SESSION.jsonl] [--times 10] [--rounds 5] [--check-linear]
+                                   [--instructions [--scenarios patched,unpatched]]
 """
 
 from __future__ import annotations
@@ -25,15 +35,20 @@ import argparse
 import json
 import lzma
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.profiles import profile_for  # noqa: E402 (after the sys.path insert)
+from engine.replay.counterfactual import SCENARIOS  # noqa: E402 (after the sys.path insert)
 from engine.replay.session import simulate  # noqa: E402 (after the sys.path insert)
 from engine.transcript import build_transcript, load_transcript  # noqa: E402 (after the sys.path insert)
 
@@ -129,6 +144,49 @@ def growth_line(label: str, a: list, b: list, times: int, na: int, nb: int) -> s
     )
 
 
+_COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
+
+
+def child_replays(path: Path, times: int, scenario: str, replays: int) -> None:
+    """The child of ``--instructions``: ``replays`` replays of the session ×``times``."""
+    tr = load_transcript(path)
+    if times > 1:
+        tr = build_transcript(repeated(list(tr.records), times), f"{path.name}×{times}")
+    for _ in range(replays):
+        replay_times(tr, scenario)
+
+
+def instructions(path: Path, times: int, scenario: str, replays: int) -> int:
+    """The instructions a child doing ``replays`` replays executes, counted by callgrind."""
+    cmd = [
+        "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+        sys.executable, str(Path(__file__).resolve()), str(path),
+        "--child", str(times), scenario, str(replays),
+    ]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    found = _COLLECTED.findall(r.stderr)
+    if r.returncode or not found:
+        raise SystemExit(
+            f"valgrind failed on ×{times} {scenario} (rc {r.returncode}): {r.stderr.strip()[-600:]}"
+        )
+    return int(found[-1])
+
+
+def instruction_growth(path: Path, times: int, scenarios: list[str]) -> None:
+    """One warm replay's instructions at ×1 and ×``times``, and their ratio, per scenario."""
+    jobs = [(t, s, n) for s in scenarios for t in (1, times) for n in (1, 2)]
+    with ThreadPoolExecutor(max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        counts = dict(zip(jobs, pool.map(lambda j: instructions(path, *j), jobs), strict=True))
+    print("instructions of one warm replay (callgrind; the children of two replays less one):")
+    for s in scenarios:
+        one = counts[(1, s, 2)] - counts[(1, s, 1)]
+        many = counts[(times, s, 2)] - counts[(times, s, 1)]
+        print(
+            f"{s:16s} ×1 {one / 1e6:9,.1f} M   ×{times} {many / 1e6:9,.1f} M   "
+            f"growth ×{many / one:5.2f} (issue #14's bar: ×12)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("session", nargs="?", type=Path)
@@ -137,9 +195,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--check-linear", action="store_true", help="also a ×2N session against the ×N one"
     )
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count one warm replay's instructions under valgrind (steady on a shared machine)",
+    )
+    ap.add_argument(
+        "--scenarios",
+        default="patched",
+        help="with --instructions: the scenarios, comma-separated (default: patched)",
+    )
+    ap.add_argument(
+        "--child", nargs=3, metavar=("TIMES", "SCENARIO", "REPLAYS"), help=argparse.SUPPRESS
+    )
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.times < 2:
         ap.error("--rounds must be at least 1 and --times at least 2")
+    if args.child:
+        times, scenario, replays = args.child
+        child_replays(args.session or largest_session(), int(times), scenario, int(replays))
+        return 0
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            ap.error("--instructions needs valgrind on PATH (Debian: apt-get install valgrind)")
+        scenarios = [x for x in args.scenarios.split(",") if x]
+        unknown = sorted(set(scenarios) - {"recorded", *SCENARIOS})
+        if unknown or not scenarios:
+            ap.error(
+                f"--scenarios: unknown {', '.join(unknown) or '(none)'}; one of recorded, {', '.join(SCENARIOS)}"
+            )
+        path = args.session or largest_session()
+        print(
+            f"session {path.name} ×1 and ×{args.times}, load average "
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
+        instruction_growth(path, args.times, scenarios)
+        return 0
     pub = largest_public()
     if pub is not None and args.session is None:
         tr = load_transcript(pub)
