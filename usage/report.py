@@ -37,8 +37,9 @@ WITH_SCENARIOS = ("patched", "server_clearing")  # the "with ctxpatch" replays, 
 SUFFIXES = (".jsonl", ".jsonl.xz")
 # part of every cache key: bumped when what a cached entry means changes (2: the "with" replay
 # follows the session's version, not always ``patched``; 3: the requests where it rewrote the
-# cache and the unpatched replay did not)
-CACHE_SCHEME = 3
+# cache and the unpatched replay did not; 4: recall's tools as the session's version sends them,
+# only their names on a native build)
+CACHE_SCHEME = 4
 DEARER_LINES = 10  # the dearer sessions the text names (the JSON has all)
 
 
@@ -546,8 +547,10 @@ def dearer_notes(results: Sequence[Mapping[str, Any]], most: int = DEARER_LINES)
                 "smaller"
             )
         else:
+            # a native build's requests carry the tools' names only (engine.replay.recall_tools)
+            what = "names" if r["with_scenario"] == "server_clearing" else "definitions"
             why = (
-                "no cache rewrite of its own: the recall tools' definitions in each of its "
+                f"no cache rewrite of its own: the recall tools' {what} in each of its "
                 f"{x['requests']} requests"
             )
         pa = r["replay"].get(r["with_scenario"]) or {}

@@ -51,7 +51,7 @@ from engine.replay.microcompact_incremental import IncrementalMicrocompact
 from engine.replay.model import Event, Request, Simulation
 from engine.replay.prefix_sums import summed
 from engine.replay.prompt_parts import PromptParts, PruneSaving
-from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
+from engine.replay.recall_tools import recall_tools_for, recall_tools_tokens
 from engine.replay.recorded import (
     LINE_KEY,
     _mc_event,
@@ -211,8 +211,10 @@ def simulate_counterfactual(
     each request instead of the STEP rule (the oracle's plan, the online policy).
 
     ``recall_tools`` is the chars/4 estimate of the recall tools' definitions every request
-    carries (``engine.replay.recall_tools``): None means ``RECALL_TOOLS_ESTIMATE`` in the
-    scenarios with ctxpatch's clearing (``apply`` registers recall with it) and 0 in the others;
+    carries (``engine.replay.recall_tools``): None means what the session's version sends in
+    the scenarios with ctxpatch's clearing (``apply`` registers recall with it;
+    ``recall_tools_for``: the definitions, or only their names behind tool search on a native
+    build) and 0 in the others;
     0 replays ``apply --no-recall``, ``RECALL_TOOLS_DEFERRED_ESTIMATE`` Claude Code's tool search.
 
     ``microcompact_on=None`` infers it from the recorded session (off when the local logic
@@ -227,7 +229,7 @@ def simulate_counterfactual(
     th = seen_off(tr, profile, model, env, th)
     cal = calibration or calibrate(tr, profile)
     if recall_tools is None:
-        recall_tools = RECALL_TOOLS_ESTIMATE if scenario in CLEAR_SCENARIOS else 0
+        recall_tools = recall_tools_for(tr.version) if scenario in CLEAR_SCENARIOS else 0
     # the fixed part of every prompt: system prompt, tools, and recall's tools when registered
     overhead, stable = fixed_prefix(cal, recall_tools)
     # the API leaves out the thinking of turns before the last human prompt on some models

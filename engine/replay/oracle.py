@@ -363,12 +363,13 @@ def simulate_oracle(
         fixed_prefix,
         simulate_counterfactual,
     )
-    from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE
+    from engine.replay.recall_tools import recall_tools_for
 
     cal = calibration or calibrate(tr, profile)
     # both scenarios the oracle replays clear, so recall's tools ride along unless asked not to
     assert {"server_clearing", "patched"} <= CLEAR_SCENARIOS
-    _, stable = fixed_prefix(cal, RECALL_TOOLS_ESTIMATE if recall_tools is None else recall_tools)
+    tools = recall_tools_for(tr.version) if recall_tools is None else recall_tools
+    _, stable = fixed_prefix(cal, tools)
     cenv = limit_env(clear_env)
     kw: dict[str, Any] = {
         "model": model,

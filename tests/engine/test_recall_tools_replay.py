@@ -1,18 +1,25 @@
 """The replays with ctxpatch carry recall's tool definitions on every request
 (``engine.replay.recall_tools``), on the embedded real session; ``unpatched`` does not, and
-``simulate --no-recall`` replays ``apply --no-recall``."""
+``simulate --no-recall`` replays ``apply --no-recall``. A native build's session carries only
+their names (tool search), a ``cli.js`` build's the definitions."""
 
 import json
 from pathlib import Path
 
 import pytest
 from conftest import app_with
+from shared_data import PUBLIC, need_shared
 from typer.testing import CliRunner
 
 from ctxpatch.cli.modelling import register
 from engine.profiles import profile_for
 from engine.replay.calibration import calibrate
-from engine.replay.recall_tools import RECALL_TOOLS_ESTIMATE, recall_tools_tokens
+from engine.replay.recall_tools import (
+    RECALL_TOOLS_DEFERRED_ESTIMATE,
+    RECALL_TOOLS_ESTIMATE,
+    recall_tools_for,
+    recall_tools_tokens,
+)
 from engine.replay.session import simulate
 from engine.transcript import load_transcript
 
@@ -71,3 +78,42 @@ def test_simulate_no_recall(tmp_path) -> None:
     assert knobs_on["recall_tools"] == RECALL_TOOLS_ESTIMATE and "recall_tools" not in knobs_off
     sent_on = on["results"][0]["summary"]["tokens_sent"]
     assert sent_on > off["results"][0]["summary"]["tokens_sent"]
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("2.1.112", RECALL_TOOLS_ESTIMATE),  # the last cli.js build: both definitions
+        ("2.0.13", RECALL_TOOLS_ESTIMATE),
+        ("2.1.113", RECALL_TOOLS_DEFERRED_ESTIMATE),  # the first native build: names only
+        ("2.1.332", RECALL_TOOLS_DEFERRED_ESTIMATE),
+        (None, RECALL_TOOLS_ESTIMATE),  # no version: the dearer case
+        ("not a version", RECALL_TOOLS_ESTIMATE),
+    ],
+)
+def test_what_a_version_sends(version, expected) -> None:
+    assert recall_tools_for(version) == expected
+
+
+NATIVE_SESSION = "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d95104b4a6.jsonl.xz"
+
+
+@pytest.mark.parametrize("scenario", ["server_clearing", "patched"])
+def test_a_native_session_carries_only_the_names(scenario) -> None:
+    """The shared 2.1.217 session: behind ``ctxpatch run`` its requests carry recall's names in
+    the deferred tools' list, not the definitions (tests/e2e/test_recall_real.py measures it)."""
+    tr = load_transcript(need_shared(PUBLIC / NATIVE_SESSION))
+    assert tr.version == "2.1.217"
+    prof = profile_for(tr.version)
+    cal = calibrate(tr, prof)
+    kw = {"calibration": cal, "microcompact_on": True}
+    default = simulate(tr, prof, scenario, **kw)
+    whole = simulate(tr, prof, scenario, recall_tools=RECALL_TOOLS_ESTIMATE, **kw)
+    none = simulate(tr, prof, scenario, recall_tools=0, **kw)
+    assert default.knobs["recall_tools"] == RECALL_TOOLS_DEFERRED_ESTIMATE
+    names = recall_tools_tokens(RECALL_TOOLS_DEFERRED_ESTIMATE, cal.ratio)
+    definitions = recall_tools_tokens(RECALL_TOOLS_ESTIMATE, cal.ratio)
+    assert 0 < names < definitions
+    assert default.requests[0].prompt_tokens - none.requests[0].prompt_tokens == names
+    assert whole.requests[0].prompt_tokens - none.requests[0].prompt_tokens == definitions
+    assert none.summary["cost"] < default.summary["cost"] < whole.summary["cost"]
