@@ -100,6 +100,16 @@ profiles were split there (versions.md had bisected only a sample):
   usage record itself (2.1.65/2.1.66 were published only in the agent SDK). Read in every cached
   ``cli.js`` 2.1.0-2.1.112 (cc) and sdk 0.2.63-0.2.69; the id function (assistant, not
   ``<synthetic>``, ``message.id``) is the same in 2.1.64, 2.1.85, 2.1.90 and 2.1.112.
+* ``tool_search_defers_mcp``: what an MCP server's tools (recall's, ``engine.replay.recall_tools``)
+  add to every request. Talking to Anthropic's API (no base URL), 2.0.76-2.1.68 send their
+  definitions in ``tools``; from 2.1.69 tool search is on by default and sends only their names,
+  in the list of deferred tools (the real ``cli.js`` 2.0.76, 2.1.7, 2.1.20, 2.1.39, 2.1.50-2.1.68
+  and 2.1.69, 2.1.80, 2.1.90, 2.1.100, 2.1.105, 2.1.110, 2.1.112 run offline with
+  ``api.anthropic.com`` as the mock, ``tests/e2e/test_recall_first_party.py``, with
+  claude-sonnet-4-5, a model tool search serves). Native builds keep it behind ``ctxpatch run``,
+  which sets ``ENABLE_TOOL_SEARCH=true`` when its upstream is Anthropic's API (2.1.113), and
+  2.1.330 on through any base URL (``tests/e2e/test_recall_real.py``). Through another base URL
+  2.1.69-2.1.2xx turn it off and send the definitions (not modelled).
 """
 
 from __future__ import annotations
@@ -249,6 +259,9 @@ class Profile:
     # models whose built-in capability table says ``context: {window: 1e6, native_1m: true}``:
     # a 1M window without the [1m] suffix (first-party API; CLAUDE_CODE_DISABLE_1M_CONTEXT off)
     native_1m_models: tuple[str, ...] = ()
+    # talking to Anthropic's API, tool search keeps MCP tools (recall's) out of ``tools`` and
+    # sends their names only: 2.1.69 on (measured; see the module docstring)
+    tool_search_defers_mcp: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -432,7 +445,13 @@ ERAS: tuple[Era, ...] = (
         notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",),
     ),
     # ... and from 2.1.69 on the 2.1.64 era again (stub MC, XV counts from the first record)
-    _era("2.1.69..2.1.73", ("2.1.69", "2.1.71", "2.1.73"), like="2.1.64"),
+    # ... with tool search on by default: MCP tools deferred (their names only)
+    _era(
+        "2.1.69..2.1.73",
+        ("2.1.69", "2.1.71", "2.1.73"),
+        like="2.1.64",
+        tool_search_defers_mcp=True,
+    ),
     # every block counted in the newer-messages estimate (2.1.73: text, tool_result, images)
     _era("2.1.74..2.1.74", ("2.1.74",), newer_counts_all_blocks=True),
     _era(

@@ -213,8 +213,8 @@ def simulate_counterfactual(
     ``recall_tools`` is the chars/4 estimate of the recall tools' definitions every request
     carries (``engine.replay.recall_tools``): None means what the session's version sends in
     the scenarios with ctxpatch's clearing (``apply`` registers recall with it;
-    ``recall_tools_for``: the definitions, or only their names behind tool search on a native
-    build) and 0 in the others;
+    ``recall_tools_for``: the definitions, or only their names where the version's tool search
+    defers them) and 0 in the others;
     0 replays ``apply --no-recall``, ``RECALL_TOOLS_DEFERRED_ESTIMATE`` Claude Code's tool search.
 
     ``microcompact_on=None`` infers it from the recorded session (off when the local logic
@@ -229,7 +229,7 @@ def simulate_counterfactual(
     th = seen_off(tr, profile, model, env, th)
     cal = calibration or calibrate(tr, profile)
     if recall_tools is None:
-        recall_tools = recall_tools_for(tr.version) if scenario in CLEAR_SCENARIOS else 0
+        recall_tools = recall_tools_for(profile) if scenario in CLEAR_SCENARIOS else 0
     # the fixed part of every prompt: system prompt, tools, and recall's tools when registered
     overhead, stable = fixed_prefix(cal, recall_tools)
     # the API leaves out the thinking of turns before the last human prompt on some models

@@ -368,7 +368,7 @@ def simulate_oracle(
     cal = calibration or calibrate(tr, profile)
     # both scenarios the oracle replays clear, so recall's tools ride along unless asked not to
     assert {"server_clearing", "patched"} <= CLEAR_SCENARIOS
-    tools = recall_tools_for(tr.version) if recall_tools is None else recall_tools
+    tools = recall_tools_for(profile) if recall_tools is None else recall_tools
     _, stable = fixed_prefix(cal, tools)
     cenv = limit_env(clear_env)
     kw: dict[str, Any] = {

@@ -14,9 +14,9 @@ in one live process fed several prompts (``--input-format stream-json``). Checke
   carries the prompt the user marked ``#keep`` (the PreCompact hook's output, Claude Code's
   custom instructions), and the next request carries the digest as SessionStart additional
   context, naming the old result's id;
-* recall's tools ride along as the replays count them (``engine.replay.recall_tools``): the two
-  definitions in a ``cli.js`` build's ``tools``, only the two names in a native build's list of
-  deferred tools (tool search, which ``ctxpatch run`` turns on for Anthropic's API);
+* recall's tools ride along as the replays count them (``engine.replay.recall_tools``): behind
+  the gateway a native build sends only the two names, in its list of deferred tools (tool
+  search, which ``ctxpatch run`` turns on for Anthropic's API);
 * two sessions running at once in one project each recall their own results, never the
   other's (``get`` of the other's id: no such call; ``search`` of the other's words: no hit);
 * and, pinned here because the hook relies on it: a PreCompact hook that exits 2 blocks the
@@ -34,6 +34,7 @@ from pathlib import Path
 import native_builds
 import pytest
 
+from engine.profiles import profile_for
 from engine.replay.recall_tools import RECALL_TOOLS_DEFERRED_ESTIMATE, recall_tools_for
 from engine.twins.context_clear import ENV_KEEP, ENV_POLICY, ENV_STEP, ENV_TRIGGER
 from lab.chain import _is_result, drive, stream_json_prompts
@@ -179,18 +180,19 @@ def test_recall_and_the_digest_through_the_real_program(make, mock: MockServer, 
 
 
 @pytest.mark.parametrize(
-    ("kind", "tool_search"),
-    [("cli.js 2.1.112", None), ("native 2.1.113", "true"), ("native 2.1.330", None)],
+    ("kind", "tool_search"), [("native 2.1.113", "true"), ("native 2.1.330", None)]
 )
-def test_recall_tools_ride_along_as_the_replay_counts_them(
+def test_a_native_build_behind_the_gateway_sends_only_recalls_names(
     make, mock: MockServer, kind: str, tool_search: str | None
 ):
-    """What recall's tools add to every request, as ``engine.replay.recall_tools.recall_tools_for``
-    counts it for the version: a ``cli.js`` build sends both definitions in ``tools`` (here
-    through a base URL that is not Anthropic's); a native build behind ``ctxpatch run`` has tool
-    search on (2.1.113: ``ENABLE_TOOL_SEARCH=true``, which ``ctxpatch run`` sets when its upstream
-    is Anthropic's API and this mock is not; 2.1.330 keeps it on through any URL) and sends only
-    the two names, in the list of deferred tools."""
+    """What recall's tools add to every request of a native build behind ``ctxpatch run``, as
+    the replays count it (``Profile.tool_search_defers_mcp``): tool search is on (2.1.113:
+    ``ENABLE_TOOL_SEARCH=true``, which ``ctxpatch run`` sets when its upstream is Anthropic's
+    API and this mock is not; 2.1.330 keeps it on through any URL), so only the two names ride
+    along, in the list of deferred tools. (A ``cli.js`` build talking to Anthropic:
+    tests/e2e/test_recall_first_party.py.)"""
+    version = kind.split()[1]
+    assert recall_tools_for(profile_for(version)) == RECALL_TOOLS_DEFERRED_ESTIMATE
     sb, env = make(kind, "tools")
     if tool_search is not None:
         env["ENABLE_TOOL_SEARCH"] = tool_search
@@ -199,13 +201,9 @@ def test_recall_tools_ride_along_as_the_replay_counts_them(
     assert run.returncode == 0, run.describe()
     first = next(r for r in mock.requests() if r.kind == "main")
     names = {t.get("name") for t in first.body.get("tools", [])}
-    body = json.dumps(first.body)
-    if recall_tools_for(kind.split()[1]) == RECALL_TOOLS_DEFERRED_ESTIMATE:
-        assert not {GET, SEARCH} & names, names
-        assert "ToolSearch" in names, names
-        assert f"{GET}\\n{SEARCH}\\n" in body  # one line each in the deferred tools' list
-    else:
-        assert {GET, SEARCH} <= names, names
+    assert not {GET, SEARCH} & names, names
+    assert "ToolSearch" in names, names
+    assert f"{GET}\\n{SEARCH}\\n" in json.dumps(first.body)  # one line each in the list
 
 
 def _two_sessions(

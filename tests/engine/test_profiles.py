@@ -359,10 +359,21 @@ def test_each_era_names_exactly_what_changed_in_it():
 
 def test_only_2_1_65_and_2_1_69_go_back():
     """The one non-monotonic stretch (legacy MC in 2.1.64 gone, back in 2.1.67/2.1.68, gone
-    from 2.1.69): 2.1.65-2.1.68 are 2.1.47's numbers and 2.1.69-2.1.73 are 2.1.64's."""
+    from 2.1.69): 2.1.65-2.1.68 are 2.1.47's numbers and 2.1.69-2.1.73 are 2.1.64's, with
+    tool search deferring MCP tools from 2.1.69."""
     assert {e.range: e.like for e in ERAS if e.like} == {
         "2.1.65..2.1.68": "2.1.47",
         "2.1.69..2.1.73": "2.1.64",
     }
-    for a, b in (("2.1.65", "2.1.47"), ("2.1.69", "2.1.64")):
-        assert _numbers(profile_for(a)) == _numbers(profile_for(b))
+    assert _numbers(profile_for("2.1.65")) == _numbers(profile_for("2.1.47"))
+    later = {**_numbers(profile_for("2.1.69")), "tool_search_defers_mcp": False}
+    assert later == _numbers(profile_for("2.1.64"))
+
+
+def test_tool_search_defers_mcp_tools_from_2_1_69():
+    """Talking to Anthropic's API, MCP tools are deferred (their names only) from 2.1.69 on, the
+    native builds included (tests/e2e/test_recall_first_party.py, test_recall_real.py)."""
+    for v in ("1.0.80", "2.0.76", "2.1.7", "2.1.39", "2.1.64", "2.1.68"):
+        assert not profile_for(v).tool_search_defers_mcp, v
+    for v in ("2.1.69", "2.1.80", "2.1.105", "2.1.112", "2.1.113", "2.1.217", "2.1.330"):
+        assert profile_for(v).tool_search_defers_mcp, v

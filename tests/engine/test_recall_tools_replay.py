@@ -83,16 +83,16 @@ def test_simulate_no_recall(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
-        ("2.1.112", RECALL_TOOLS_ESTIMATE),  # the last cli.js build: both definitions
         ("2.0.13", RECALL_TOOLS_ESTIMATE),
-        ("2.1.113", RECALL_TOOLS_DEFERRED_ESTIMATE),  # the first native build: names only
-        ("2.1.332", RECALL_TOOLS_DEFERRED_ESTIMATE),
-        (None, RECALL_TOOLS_ESTIMATE),  # no version: the dearer case
-        ("not a version", RECALL_TOOLS_ESTIMATE),
+        ("2.1.68", RECALL_TOOLS_ESTIMATE),  # both definitions, even talking to Anthropic
+        ("2.1.69", RECALL_TOOLS_DEFERRED_ESTIMATE),  # tool search on by default: names only
+        ("2.1.112", RECALL_TOOLS_DEFERRED_ESTIMATE),  # the last cli.js build
+        ("2.1.113", RECALL_TOOLS_DEFERRED_ESTIMATE),  # native: behind ctxpatch run
+        ("2.1.400", RECALL_TOOLS_DEFERRED_ESTIMATE),  # newer than every profile
     ],
 )
 def test_what_a_version_sends(version, expected) -> None:
-    assert recall_tools_for(version) == expected
+    assert recall_tools_for(profile_for(version)) == expected
 
 
 NATIVE_SESSION = "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d95104b4a6.jsonl.xz"

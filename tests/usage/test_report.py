@@ -497,7 +497,7 @@ def test_a_dearer_session_says_where_ctxpatch_rewrote_the_cache(tmp_path: Path) 
 def test_dearer_notes_name_the_dearest_and_what_made_each_so() -> None:
     """The note under the table: the dearest first, at most DEARER_LINES of them; a session
     with moves gives their requests and how far before its end the last came; one without,
-    the recall tools' definitions (a native build's: their names), or the compactions it
+    the recall tools' definitions (from 2.1.69: their names), or the compactions it
     avoided; a session that starts
     mid-conversation says so; one that is not dearer has no ``dearer`` entry."""
     from usage.report import DEARER_LINES, SessionNumbers, dearer_notes, session_result
@@ -538,9 +538,9 @@ def test_dearer_notes_name_the_dearest_and_what_made_each_so() -> None:
     assert lines[3].endswith(
         "no cache rewrite of its own: the recall tools' definitions in each of its 40 requests"
     )
-    # a native build's session: behind the gateway its requests carry the tools' names only
+    # a session of 2.1.69 on (here native): its requests carry the tools' names only
     nat = _numbers(0, 0)
-    nat.update(session="native00", rewrites=[], replayed=40, version="2.1.217")
+    nat.update(session="native00", rewrites=[], replayed=40, version="2.1.217", profile="2.1.195")
     nat["with_scenario"] = "server_clearing"
     nat["replays"]["server_clearing"] = nat["replays"].pop("patched")
     nat["replays"]["server_clearing"]["usage"] = {"input_tokens": 1_000_500}
