@@ -7,6 +7,7 @@ a test fails. Node missing: skip locally, fail in CI (``conftest.need``).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,3 +119,20 @@ def assert_proofs_pass(proofs: dict) -> None:
     assert c["next_count_unedited"] - c["next_count"] == c["unedited_tokens"] - c["input_tokens"]
     assert (p["thinking_check"]["http_400"], p["thinking_check"]["dropped"]) == (0, 0), p
     assert all(x["ok"] for x in p.values()), p
+
+
+RECALL_GET, RECALL_SEARCH = "mcp__ctxpatch__get", "mcp__ctxpatch__search"
+
+
+def recall_tools_form(body: dict) -> str:
+    """How a request body carries recall's two tools: ``definitions`` (both in ``tools``),
+    ``names`` (neither in ``tools``, ``ToolSearch`` there, the two names one line each in the
+    deferred tools' list: tool search), else a description of what it holds instead."""
+    names = {t.get("name") for t in body.get("tools", [])}
+    ours = {RECALL_GET, RECALL_SEARCH}
+    if ours <= names:
+        return "definitions"
+    listed = f"{RECALL_GET}\\n{RECALL_SEARCH}\\n" in json.dumps(body)
+    if not ours & names and "ToolSearch" in names and listed:
+        return "names"
+    return f"neither: tools {sorted(n for n in names if n)}, names listed: {listed}"

@@ -14,9 +14,10 @@ in one live process fed several prompts (``--input-format stream-json``). Checke
   carries the prompt the user marked ``#keep`` (the PreCompact hook's output, Claude Code's
   custom instructions), and the next request carries the digest as SessionStart additional
   context, naming the old result's id;
-* recall's tools ride along as the replays count them (``engine.replay.recall_tools``): behind
-  the gateway a native build sends only the two names, in its list of deferred tools (tool
-  search, which ``ctxpatch run`` turns on for Anthropic's API);
+* recall's tools ride along as the replays count them (``engine.replay.recall_tools``): through
+  this URL ``cli.js`` 2.1.112 sends the definitions; a native build behind the gateway only the
+  two names, in its list of deferred tools (tool search, which ``ctxpatch run`` turns on for
+  Anthropic's API, and 2.1.330 on keep on through any URL);
 * two sessions running at once in one project each recall their own results, never the
   other's (``get`` of the other's id: no such call; ``search`` of the other's words: no hit);
 * and, pinned here because the hook relies on it: a PreCompact hook that exits 2 blocks the
@@ -43,6 +44,8 @@ from lab.mock import MockConfig, MockServer, Step
 from lab.sandbox import GatewaySandbox, NativeSandbox, Sandbox, _kill_group
 from recall import register
 
+from .conftest import RECALL_GET, RECALL_SEARCH, recall_tools_form
+
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +55,7 @@ CLEAR = {ENV_POLICY: "fixed", ENV_TRIGGER: "1000", ENV_KEEP: "1", ENV_STEP: "1"}
 TOOLS = "Bash,mcp__ctxpatch__get,mcp__ctxpatch__search"
 STREAM = ("-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose")
 ARGS = ("--model", MODEL, "--disallowedTools", "Skill", "--allowedTools", TOOLS)
-GET, SEARCH = "mcp__ctxpatch__get", "mcp__ctxpatch__search"
+GET, SEARCH = RECALL_GET, RECALL_SEARCH
 MARK = "#keep the answer is 42"
 ORIGINAL = "ORIGINAL-BYTES zebrafish-7731: build log line one / ünïcödé"
 KINDS = ("cli.js 2.1.112", "native 2.1.330", f"native {NEWEST}")
@@ -152,12 +155,8 @@ def test_recall_and_the_digest_through_the_real_program(make, mock: MockServer, 
     # the server is started and its tools offered: through this URL, which is not Anthropic's,
     # cli.js 2.1.112 sends the definitions (its tool search is off there); 2.1.330 on keep tool
     # search on, and list only the names among the deferred tools
-    names = {t.get("name") for t in main[0].body.get("tools", [])}
-    if kind.startswith("cli.js"):
-        assert {GET, SEARCH} <= names, names
-    else:
-        assert not {GET, SEARCH} & names and "ToolSearch" in names, names
-        assert f"{GET}\\n{SEARCH}\\n" in json.dumps(main[0].body)
+    form = "definitions" if kind.startswith("cli.js") else "names"
+    assert recall_tools_form(main[0].body) == form
     # the mock cleared A's result (keep 1) before the model asked for it
     assert any(e.get("cleared_tool_uses", 0) >= 1 for e in main[2].applied_edits), main[2]
     # get: the original bytes, as the transcript holds them
@@ -185,31 +184,22 @@ def test_recall_and_the_digest_through_the_real_program(make, mock: MockServer, 
     assert not [line for line in log if "failed" in line], log
 
 
-@pytest.mark.parametrize(
-    ("kind", "tool_search"), [("native 2.1.113", "true"), ("native 2.1.330", None)]
-)
-def test_a_native_build_behind_the_gateway_sends_only_recalls_names(
-    make, mock: MockServer, kind: str, tool_search: str | None
-):
+def test_2_1_113_behind_the_gateway_sends_only_recalls_names(make, mock: MockServer):
     """What recall's tools add to every request of a native build behind ``ctxpatch run``, as
-    the replays count it (``Profile.tool_search_defers_mcp``): tool search is on (2.1.113:
-    ``ENABLE_TOOL_SEARCH=true``, which ``ctxpatch run`` sets when its upstream is Anthropic's
-    API and this mock is not; 2.1.330 keeps it on through any URL), so only the two names ride
-    along, in the list of deferred tools. (A ``cli.js`` build talking to Anthropic:
+    the replays count it (``Profile.tool_search_defers_mcp``): 2.1.113 turns tool search off for
+    a base URL that is not Anthropic's, and ``ctxpatch run`` sets ``ENABLE_TOOL_SEARCH=true``
+    when its upstream is Anthropic's API (this mock is not, so the test sets it): then only the
+    two names ride along, in the list of deferred tools. (2.1.330 on keep tool search on through
+    any URL: the test above; a ``cli.js`` build talking to Anthropic:
     tests/e2e/test_recall_first_party.py.)"""
-    version = kind.split()[1]
-    assert recall_tools_for(profile_for(version)) == RECALL_TOOLS_DEFERRED_ESTIMATE
-    sb, env = make(kind, "tools")
-    if tool_search is not None:
-        env["ENABLE_TOOL_SEARCH"] = tool_search
+    assert recall_tools_for(profile_for("2.1.113")) == RECALL_TOOLS_DEFERRED_ESTIMATE
+    sb, env = make("native 2.1.113", "tools")
+    env["ENABLE_TOOL_SEARCH"] = "true"
     mock.reset(MockConfig(script=[Step.text("ok")]))
     run = drive(sb, [*STREAM, *ARGS], mock.base_url, env, ["hello"], 300)
     assert run.returncode == 0, run.describe()
     first = next(r for r in mock.requests() if r.kind == "main")
-    names = {t.get("name") for t in first.body.get("tools", [])}
-    assert not {GET, SEARCH} & names, names
-    assert "ToolSearch" in names, names
-    assert f"{GET}\\n{SEARCH}\\n" in json.dumps(first.body)  # one line each in the list
+    assert recall_tools_form(first.body) == "names"
 
 
 def _two_sessions(
