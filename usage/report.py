@@ -513,23 +513,14 @@ def _unseen_notes(results: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _defers_mcp(profile: str | None) -> bool:
-    """Whether the session's Claude Code sends MCP tools (recall's) as their names only
-    (``Profile.tool_search_defers_mcp``); a profile the engine does not know: no."""
-    from engine.profiles import profile_for
-
-    try:
-        return profile is not None and profile_for(profile).tool_search_defers_mcp
-    except ValueError:
-        return False
-
-
 def dearer_notes(results: Sequence[Mapping[str, Any]], most: int = DEARER_LINES) -> list[str]:
     """The sessions the replay with ctxpatch makes dearer, the dearest first (at most ``most``),
     each with what made it so: the cache rewrites ctxpatch's moves caused (and how close to the
     session's end the last came: a move pays back over the requests after it), or none, when
     what it added is the recall tools' definitions in every request, or the compactions it
     avoided (a compaction makes the prompts after it smaller)."""
+    from engine.profiles import profile_for
+
     dearer = sorted(
         (r for r in results if r.get("dearer")), key=lambda r: r["dearer"]["usd"], reverse=True
     )
@@ -558,8 +549,9 @@ def dearer_notes(results: Sequence[Mapping[str, Any]], most: int = DEARER_LINES)
                 "smaller"
             )
         else:
-            # from 2.1.69 the requests carry the tools' names only (engine.replay.recall_tools)
-            what = "names" if _defers_mcp(r.get("profile")) else "definitions"
+            # the replay's own rule (engine.replay.recall_tools): names only from 2.1.69
+            deferred = profile_for(r["profile"]).tool_search_defers_mcp
+            what = "names" if deferred else "definitions"
             why = (
                 f"no cache rewrite of its own: the recall tools' {what} in each of its "
                 f"{x['requests']} requests"
