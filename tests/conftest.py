@@ -58,9 +58,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """In CI the shared real sessions must be there: fail the run at once, loudly, if not."""
+    """In CI the shared real sessions must be there: fail the run at once, loudly, if not
+    (a usage error: pytest prints it once, as ``ERROR: ...``, and exits 4; ``pytest.exit``
+    printed it twice, the second time framed by ``!``)."""
     if IN_CI and shared_data.missing():
-        pytest.exit(f"CI run refused: {shared_data.missing_message()}", returncode=1)
+        raise pytest.UsageError(f"CI run refused: {shared_data.missing_message()}")
 
 
 @pytest.hookimpl(wrapper=True)

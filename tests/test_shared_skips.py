@@ -63,3 +63,35 @@ def test_a_reason_naming_a_shared_path_is_about_shared() -> None:
     assert shared_data.is_about_shared(shared_data.skip_reason())
     assert shared_data.is_about_shared(f"{shared_data.SPOTTER / 'a.jsonl'} absent")
     assert not shared_data.is_about_shared("node not on PATH")
+
+
+def test_ci_refuses_a_run_without_them_in_one_line(tmp_path: Path) -> None:
+    """With ``CI`` set the run stops before any test: exit 4 (pytest's usage error) and the
+    what/why/what-to-do printed once, to stderr, not twice as ``pytest.exit`` printed it."""
+    env = dict(os.environ, CI="true", CTXPATCH_SHARED=str(tmp_path / "no-shared"))
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n0",
+            "tests/test_scratch_dirs.py",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 4, (done.returncode, done.stdout, done.stderr)
+    printed = done.stdout + done.stderr
+    assert printed.count("CI run refused") == 1, printed
+    refusal = next(line for line in done.stderr.splitlines() if "CI run refused" in line)
+    assert refusal.startswith("ERROR: CI run refused: shared test input not found")
+    assert str(tmp_path / "no-shared") in refusal and "set CTXPATCH_SHARED" in refusal
+    assert " passed" not in printed  # no test ran
