@@ -12,6 +12,7 @@ hold: ``Event.cause`` ``unseen_history``) or one the oracle avoids, at the cost 
 the first kind: how many of the hidden tokens would have to be clearable (:func:`hidden_needed`).
 
     python bench/oracle_gap.py [--only NAME ...] [--env CLAUDE_CTX_CLEAR_POLICY=fixed ...]
+                               [--folder DIR]   # sessions the repository has never seen
 """
 
 from __future__ import annotations
@@ -77,7 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=[], help="sessions whose name holds one of these")
     ap.add_argument("--env", nargs="*", default=[], help="clearing knobs NAME=VALUE")
     ap.add_argument("--prune-env", nargs="*", default=[], help="text prune knobs NAME=VALUE")
+    ap.add_argument(
+        "--folder",
+        type=Path,
+        help="every *.jsonl / *.jsonl.xz under this folder instead of the shared sessions",
+    )
     args = ap.parse_args(argv)
+    if any("=" not in kv for kv in [*args.env, *args.prune_env]):
+        ap.error("--env and --prune-env take NAME=VALUE pairs")
+    if args.folder is not None and not args.folder.is_dir():
+        ap.error(f"--folder {args.folder}: not a folder")
     env = dict(kv.split("=", 1) for kv in args.env)
     penv = dict(kv.split("=", 1) for kv in args.prune_env)
     t0 = time.perf_counter()
@@ -94,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     avoidable: list[str] = []  # compactions the defaults leave and the oracle avoids
     real = 0
     n = 0
-    for s in sessions(log=lambda m: print(m, file=sys.stderr)):
+    for s in sessions(log=lambda m: print(m, file=sys.stderr), folder=args.folder):
         if args.only and not any(w in s.name for w in args.only):
             continue
         un = s.replay("unpatched").summary
@@ -121,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{pct(d['cost'], un['cost']):>8} {pct(o['cost'], un['cost']):>8} {share:>9}",
             flush=True,
         )
+    if not n:
+        print("no session with a real auto-compaction", file=sys.stderr)
+        return 2
     gain_o = tot["un"] - tot["o"]
     gain_d = tot["un"] - tot["d"]
     print(

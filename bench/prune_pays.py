@@ -13,7 +13,7 @@ totals.
 
     python bench/prune_pays.py                 # every shared session (../shared/transcripts)
     python bench/prune_pays.py --folder DIR    # every *.jsonl / *.jsonl.xz under DIR
-                               [--jobs 2] [--only NAME ...]
+                               [--jobs 2] [--only NAME ...] [--prune-env NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ SCENARIOS = ("unpatched", "server_clearing", "patched")
 Row = tuple[str, str, int, dict[str, float]]
 
 
-def replay(path: Path, name: str) -> Row | str:
-    """The session's costs in each of :data:`SCENARIOS`, or why it is skipped."""
+def replay(path: Path, name: str, prune_env: dict[str, str]) -> Row | str:
+    """The session's costs in each of :data:`SCENARIOS` (the text prune at ``prune_env``'s
+    knobs), or why it is skipped."""
     try:
         tr = load_transcript(path)
         if not tr.version:
@@ -49,7 +50,7 @@ def replay(path: Path, name: str) -> Row | str:
         if is_native(tr.version):
             return f"skip {name}: {tr.version} is a native build (no text prune)"
         prof = profile_for(tr.version)
-        sims = {sc: simulate(tr, prof, sc) for sc in SCENARIOS}
+        sims = {sc: simulate(tr, prof, sc, prune_env=prune_env) for sc in SCENARIOS}
     except (TranscriptError, ValueError, OSError) as e:
         return f"skip {name}: {e}"
     costs = {sc: sim.summary["cost"] for sc, sim in sims.items()}
@@ -65,13 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folder", type=Path, help="every *.jsonl / *.jsonl.xz under this folder")
     ap.add_argument("--jobs", type=int, default=2, help="replays in parallel processes")
     ap.add_argument("--only", nargs="*", default=[], help="sessions whose name holds one of these")
+    ap.add_argument("--prune-env", nargs="*", default=[], help="text prune knobs NAME=VALUE")
     args = ap.parse_args(argv)
+    if any("=" not in kv for kv in args.prune_env):
+        ap.error("--prune-env takes NAME=VALUE pairs")
+    penv = dict(kv.split("=", 1) for kv in args.prune_env)
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
     if args.folder:
-        files = sorted(
-            p for p in args.folder.rglob("*") if p.name.endswith((".jsonl", ".jsonl.xz"))
-        )
+        files = real_sessions.paths(args.folder)
         named = [(p, p.name.removesuffix(".xz").removesuffix(".jsonl")[:36]) for p in files]
     else:
         named = [(p, real_sessions.short_name(p)) for p in real_sessions.paths()]
@@ -86,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t0 = time.monotonic()
     with ProcessPoolExecutor(args.jobs) as ex:
-        out = list(ex.map(replay, [p for p, _ in named], [n for _, n in named]))
+        out = list(
+            ex.map(replay, [p for p, _ in named], [n for _, n in named], [penv] * len(named))
+        )
     rows = [r for r in out if not isinstance(r, str)]
     for r in out:
         if isinstance(r, str):

@@ -1,8 +1,10 @@
 """The shared real sessions that had a real auto-compaction, ready to replay (I/O lives here).
 
 Read in place: ``../shared/transcripts/spotter/*.jsonl`` (plain) and
-``../shared/transcripts/public/*.jsonl.xz`` (lzma); nothing is copied. Used by
-``scripts/clearing_table.py`` and ``bench/clearing_sweep.py``.
+``../shared/transcripts/public/*.jsonl.xz`` (lzma), or every ``*.jsonl`` / ``*.jsonl.xz`` under
+another folder (sessions the repository has never seen); nothing is copied. Used by
+``scripts/clearing_table.py``, ``bench/clearing_sweep.py``, ``bench/oracle_gap.py`` and
+``bench/prune_pays.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from engine.profiles import Profile, profile_for  # noqa: E402
 from engine.replay.calibration import Calibration, calibrate  # noqa: E402 (after the sys.path insert)
 from engine.replay.model import Simulation  # noqa: E402
 from engine.replay.session import simulate  # noqa: E402
-from engine.transcript import Transcript, build_transcript, parse_records  # noqa: E402
+from engine.transcript import Transcript, TranscriptError, build_transcript, parse_records  # noqa: E402
 
 SHARED = Path(os.environ.get("CTXPATCH_SHARED", ROOT.parent / "shared"))
 TRANSCRIPTS = SHARED / "transcripts"
@@ -78,7 +80,10 @@ def _drop_bad(lines: list[str]) -> list[str]:
     return out
 
 
-def paths() -> list[Path]:
+def paths(folder: Path | None = None) -> list[Path]:
+    """The shared sessions' files, or with ``folder`` every ``*.jsonl`` / ``*.jsonl.xz`` under it."""
+    if folder is not None:
+        return sorted(p for p in folder.rglob("*") if p.name.endswith((".jsonl", ".jsonl.xz")))
     return sorted((TRANSCRIPTS / "spotter").glob("*.jsonl")) + sorted(
         (TRANSCRIPTS / "public").glob("*.jsonl.xz")
     )
@@ -95,12 +100,17 @@ def short_name(path: Path) -> str:
     return f"{parts[0]}/{parts[1]}/{last}"
 
 
-def sessions(log=print) -> Iterator[Session]:
-    """Every shared session with at least one recorded auto-compaction; the others, and those
-    the engine cannot model, are reported through ``log`` and skipped."""
-    for path in paths():
+def sessions(log=print, folder: Path | None = None) -> Iterator[Session]:
+    """Every shared session (or every one under ``folder``) with at least one recorded
+    auto-compaction; the others, and those the engine cannot model, are reported through
+    ``log`` and skipped."""
+    for path in paths(folder):
         name = short_name(path)
-        tr = _read(path)
+        try:
+            tr = _read(path)
+        except (TranscriptError, OSError, UnicodeDecodeError, lzma.LZMAError) as e:
+            log(f"skip {name}: {e}")
+            continue
         real = sum(1 for b in tr.boundaries if b.trigger == "auto")
         if not real:
             continue
