@@ -475,28 +475,31 @@ def mcp_first_answer(transcript: Path, ids: list[str]) -> None:
 
 
 def tool_tokens() -> None:
-    """What the two definitions add to every request, as Claude Code sends MCP tools
-    (``mcp__<server>__<tool>``), and with tool search (deferred: only the names are listed)."""
+    """What recall adds to every request, as Claude Code sends MCP tools
+    (``mcp__<server>__<tool>``), with tool search (deferred: only the names are listed), and the
+    server's instructions under Claude Code's heading, sent either way."""
     from engine.replay.recall_tools import RECALL_TOOLS_DEFERRED_ESTIMATE, RECALL_TOOLS_ESTIMATE
     from engine.tokens import count_text
-    from recall.mcp_server import TOOLS, definitions_as_sent
+    from recall.mcp_server import TOOLS, definitions_as_sent, instructions_as_sent
     from recall.registered import SERVER as key  # the mcpServers key: tools are mcp__ctxpatch__*
 
     sent = definitions_as_sent(key)
     full = json.dumps(sent, separators=(",", ":"))
     names = "\n".join(f"mcp__{key}__{t['name']}" for t in TOOLS)
+    shown = instructions_as_sent(key)
     try:
         from engine.tokenizers import offline_encoding
 
         enc = offline_encoding()
-        n_full, n_names = len(enc.encode(full)), len(enc.encode(names))
+        n_full, n_names, n_shown = (len(enc.encode(s)) for s in (full, names, shown))
         how = "o200k_base"
     except Exception as e:  # the tiktoken extra absent
-        n_full, n_names, how = -1, -1, f"no tokenizer ({e})"
+        n_full, n_names, n_shown, how = -1, -1, -1, f"no tokenizer ({e})"
     print(
         f"tool definitions per request: {n_full} tokens ({how}), {count_text(full)} by chars/4, "
         f"{len(full)} bytes; with tool search (deferred, names only): {n_names} tokens "
-        f"({how}), {count_text(names)} by chars/4; the replays with ctxpatch add "
+        f"({how}), {count_text(names)} by chars/4; the instructions, either way: {n_shown} "
+        f"tokens ({how}), {count_text(shown)} by chars/4; the replays with ctxpatch add "
         f"{RECALL_TOOLS_ESTIMATE} (chars/4, x the session's calibration ratio) to every request "
         f"(engine.replay.recall_tools; {RECALL_TOOLS_DEFERRED_ESTIMATE} with tool search)"
     )

@@ -21,6 +21,11 @@ def parse_version(version: str) -> tuple[int, int, int]:
     return int(m[1]), int(m[2]), int(m[3])
 
 
+FIRST_TOOL_SEARCH = "2.1.69"
+"""The first Claude Code version whose tool search defers MCP tools by default, talking to
+Anthropic's API: it sends their names, not their definitions (``Profile.tool_search_defers_mcp``,
+measured; ``recall.mcp_early`` sends recall's instructions to it and later ones only)."""
+
 FIRST_NATIVE = "2.1.113"
 """The first Claude Code version published only as a native build (a Bun binary, no ``cli.js``):
 ``ctxpatch apply`` patches the ``cli.js`` builds (up to 2.1.112: the text prune and server-side

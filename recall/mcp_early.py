@@ -5,7 +5,8 @@ built at import: ``mcp_types`` alone is most of it; ``bench/bench_recall.py`` pr
 and Claude Code waits for a server's ``initialize`` and ``tools/list`` before it can put the
 tools in a request. So ``recall.mcp_server.serve`` starts the SDK's import in a thread and, until
 a message needs the SDK, this module answers the three messages whose answers are fixed:
-``initialize`` (the version negotiated as the SDK's runner does, our capabilities and name),
+``initialize`` (the version negotiated as the SDK's runner does, our capabilities and name, the
+instructions where :func:`wants_instructions`),
 ``tools/list`` (``TOOLS``) and ``ping``. The first other message (a ``tools/call``, anything
 unexpected, a line that is not JSON, a message of the newer per-request era) hands the
 connection to the SDK: the client's ``initialize`` (under ``REPLAYED_ID``, its answer dropped)
@@ -51,6 +52,22 @@ def _is_plain_initialize(params: object) -> bool:
     )
 
 
+def wants_instructions(params: object) -> bool:
+    """Whether the client of an ``initialize`` with these params gets the server's instructions:
+    every one but a Claude Code before ``FIRST_TOOL_SEARCH``, which sends the tools' whole
+    definitions, whose descriptions already say it (the instructions would only add tokens to
+    every request there)."""
+    from engine.versions import FIRST_TOOL_SEARCH, parse_version
+
+    info = params.get("clientInfo") if isinstance(params, Mapping) else None
+    if not isinstance(info, Mapping) or info.get("name") != "claude-code":
+        return True
+    try:
+        return parse_version(str(info.get("version"))) >= parse_version(FIRST_TOOL_SEARCH)
+    except ValueError:
+        return True
+
+
 def _request_id(msg: Mapping[str, object]) -> object:
     rid = msg.get("id")
     return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
@@ -61,10 +78,17 @@ class Front:
     None once ``handed_over`` (then ``replay()`` + that line go to the SDK). A plain class:
     ``dataclasses`` imports ``inspect``, tens of milliseconds on the handshake's path."""
 
-    def __init__(self, name: str, version: str, tools: Sequence[Mapping[str, object]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        tools: Sequence[Mapping[str, object]],
+        instructions: str | None = None,
+    ) -> None:
         self.name = name
         self.version = version
         self.tools = tools
+        self.instructions = instructions
         self.initialize: dict[str, object] | None = None  # the client's, once answered here
         self.initialized = False  # the client's notifications/initialized arrived
         self.handed_over = False
@@ -113,6 +137,8 @@ class Front:
                 "protocolVersion": negotiate(str(params["protocolVersion"])),
                 "serverInfo": {"name": self.name, "version": self.version},
             }
+            if self.instructions is not None and wants_instructions(params):
+                result["instructions"] = self.instructions
         elif method == "tools/list" and self.initialize is not None and params in (None, {}):
             result = {"tools": [dict(t) for t in self.tools]}
         else:

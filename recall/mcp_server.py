@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 NAME = "ctxpatch-recall"
 PAGE_CHARS = 30_000  # ~8K tokens a page: under Claude Code's MCP output warning (10K tokens)
 SEARCH_LIMIT = 8
+# The server's instructions (its ``initialize`` answer): where Claude Code's tool search sends
+# only the tools' names (2.1.69 on, the native builds), what says what they are for. Claude Code
+# puts them before the model on every request (instructions_as_sent), so they are short.
+INSTRUCTIONS = (
+    "Tool results cleared from context (context editing, micro-compaction) or from before a "
+    "compaction stay in this session's transcript: search finds them (output text, command, "
+    "path, tool), get returns one whole by its tool_use_id."
+)
 
 TOOLS: tuple[dict[str, object], ...] = (
     {
@@ -69,6 +77,22 @@ def definitions_as_sent(server: str) -> list[dict[str, object]]:
         }
         for t in TOOLS
     ]
+
+
+# Claude Code's heading over every MCP server's instructions (2.0.76-2.1.112; tests/e2e)
+INSTRUCTIONS_HEADER = (
+    "# MCP Server Instructions\n\nThe following MCP servers have provided instructions for how "
+    "to use their tools and resources:\n\n"
+)
+
+
+def instructions_as_sent(server: str) -> str:
+    """``INSTRUCTIONS`` as Claude Code puts them before the model: under its heading, in a
+    section named by the server's key; in the system prompt up to 2.1.69 at least, in a
+    ``<system-reminder>`` of the conversation's first message in 2.1.112 and the native builds
+    (tests/e2e/test_recall_first_party.py, test_recall_real.py). What
+    ``engine.replay.recall_tools`` counts on every request besides the tools."""
+    return f"{INSTRUCTIONS_HEADER}## {server}\n{INSTRUCTIONS}"
 
 
 def current_transcript() -> Path:
@@ -222,7 +246,7 @@ def serve(transcript: Callable[[], Path] = current_transcript) -> int:
     loader.start()
     wire_in, wire_out, restore = _claim_stdio()
     try:
-        front = Front(NAME, __version__, TOOLS)
+        front = Front(NAME, __version__, TOOLS, INSTRUCTIONS)
         while True:
             line = wire_in.readline()
             if not line:
@@ -234,9 +258,32 @@ def serve(transcript: Callable[[], Path] = current_transcript) -> int:
                 wire_out.write(answer)
                 wire_out.flush()
         loader.wait()
-        return _serve_sdk(transcript, [*front.replay(), line], wire_in, wire_out, __version__)
+        shown = _instructions_for(front.initialize or line)
+        return _serve_sdk(
+            transcript, [*front.replay(), line], wire_in, wire_out, __version__, shown
+        )
     finally:
         restore()
+
+
+def _instructions_for(initialize: Mapping[str, Any] | bytes) -> str | None:
+    """``INSTRUCTIONS`` unless the client's ``initialize`` (the one the front answered, else the
+    line it handed over, when that is one) says it needs none
+    (``recall.mcp_early.wants_instructions``). A client whose first line is not its initialize
+    (never Claude Code) gets them: the SDK answers that initialize itself."""
+    import json
+
+    from recall.mcp_early import wants_instructions
+
+    msg: object = initialize
+    if isinstance(initialize, bytes):
+        try:
+            msg = json.loads(initialize)
+        except ValueError:
+            return INSTRUCTIONS
+    if isinstance(msg, Mapping) and msg.get("method") == "initialize":
+        return INSTRUCTIONS if wants_instructions(msg.get("params")) else None
+    return INSTRUCTIONS
 
 
 def _serve_sdk(
@@ -245,6 +292,7 @@ def _serve_sdk(
     wire_in: BinaryIO,
     wire_out: BinaryIO,
     version: str,
+    instructions: str | None,
 ) -> int:
     """The official SDK's low-level server on the wire: ``first`` lines, then the client's."""
     import anyio
@@ -275,7 +323,13 @@ def _serve_sdk(
             content=[types.TextContent(type="text", text=text)], is_error=is_error
         )
 
-    server = Server(NAME, version=version, on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server(
+        NAME,
+        version=version,
+        instructions=instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
     class Source:  # what stdio_server iterates: the replayed lines, then the client's
         async def __aiter__(self) -> AsyncIterator[str]:

@@ -38,8 +38,8 @@ SUFFIXES = (".jsonl", ".jsonl.xz")
 # part of every cache key: bumped when what a cached entry means changes (2: the "with" replay
 # follows the session's version, not always ``patched``; 3: the requests where it rewrote the
 # cache and the unpatched replay did not; 4: recall's tools as the session's version sends them,
-# only their names on a native build)
-CACHE_SCHEME = 4
+# only their names on a native build; 5: and recall's instructions)
+CACHE_SCHEME = 5
 DEARER_LINES = 10  # the dearer sessions the text names (the JSON has all)
 
 
@@ -549,9 +549,10 @@ def dearer_notes(results: Sequence[Mapping[str, Any]], most: int = DEARER_LINES)
                 "smaller"
             )
         else:
-            # the replay's own rule (engine.replay.recall_tools): names only from 2.1.69
+            # the replay's own rule (engine.replay.recall_tools): from 2.1.69 the names and
+            # the server's instructions
             deferred = profile_for(r["profile"]).tool_search_defers_mcp
-            what = "names" if deferred else "definitions"
+            what = "names and instructions" if deferred else "definitions"
             why = (
                 f"no cache rewrite of its own: the recall tools' {what} in each of its "
                 f"{x['requests']} requests"

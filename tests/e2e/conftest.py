@@ -136,3 +136,23 @@ def recall_tools_form(body: dict) -> str:
     if not ours & names and "ToolSearch" in names and listed:
         return "names"
     return f"neither: tools {sorted(n for n in names if n)}, names listed: {listed}"
+
+
+def recall_instructions_place(body: dict) -> str:
+    """Where a request body carries recall's instructions as ``instructions_as_sent`` renders
+    them (Claude Code's heading, the ``ctxpatch`` section): ``system`` (a system prompt block),
+    ``reminder`` (a ``<system-reminder>`` text block of the first message), else ``absent``."""
+    from recall.mcp_server import instructions_as_sent
+    from recall.registered import SERVER
+
+    shown = instructions_as_sent(SERVER)
+    system = body.get("system")
+    blocks = system if isinstance(system, list) else [{"text": system or ""}]
+    if any(shown in str(b.get("text", "")) for b in blocks if isinstance(b, dict)):
+        return "system"
+    first = (body.get("messages") or [{}])[0].get("content")
+    for b in first if isinstance(first, list) else []:
+        text = str(b.get("text", "")) if isinstance(b, dict) else ""
+        if text.startswith("<system-reminder>") and shown in text:
+            return "reminder"
+    return "absent"

@@ -26,7 +26,7 @@ from lab.mock import MockConfig, MockServer, Step
 from lab.netns import netns_available
 from recall import register
 
-from .conftest import fetch_cli, recall_tools_form
+from .conftest import fetch_cli, recall_instructions_place, recall_tools_form
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -63,3 +63,8 @@ def test_a_cli_js_build_talking_to_anthropic_sends_recalls_tools_as_the_replay_c
     assert {k.lower(): v for k, v in first.headers.items()}.get("host") == API_HOST
     deferred = recall_tools_for(profile_for(version)) == RECALL_TOOLS_DEFERRED_ESTIMATE
     assert recall_tools_form(first.body) == ("names" if deferred else "definitions")
+    # the server's instructions, with the names only (the definitions say it): in the system
+    # prompt in 2.1.69, in a system reminder of the first message by 2.1.112 (what the replays
+    # count with the names)
+    place = {"2.1.68": "absent", "2.1.69": "system", "2.1.112": "reminder"}[version]
+    assert recall_instructions_place(first.body) == place

@@ -44,7 +44,7 @@ from lab.mock import MockConfig, MockServer, Step
 from lab.sandbox import GatewaySandbox, NativeSandbox, Sandbox, _kill_group
 from recall import register
 
-from .conftest import RECALL_GET, RECALL_SEARCH, recall_tools_form
+from .conftest import RECALL_GET, RECALL_SEARCH, recall_instructions_place, recall_tools_form
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real]
 
@@ -157,6 +157,9 @@ def test_recall_and_the_digest_through_the_real_program(make, mock: MockServer, 
     # search on, and list only the names among the deferred tools
     form = "definitions" if kind.startswith("cli.js") else "names"
     assert recall_tools_form(main[0].body) == form
+    # and the server's instructions, which say what the two are for, in a system reminder of
+    # the first message (2.1.112 and the native builds)
+    assert recall_instructions_place(main[0].body) == "reminder"
     # the mock cleared A's result (keep 1) before the model asked for it
     assert any(e.get("cleared_tool_uses", 0) >= 1 for e in main[2].applied_edits), main[2]
     # get: the original bytes, as the transcript holds them
@@ -200,6 +203,7 @@ def test_2_1_113_behind_the_gateway_sends_only_recalls_names(make, mock: MockSer
     assert run.returncode == 0, run.describe()
     first = next(r for r in mock.requests() if r.kind == "main")
     assert recall_tools_form(first.body) == "names"
+    assert recall_instructions_place(first.body) == "reminder"
 
 
 def _two_sessions(

@@ -15,6 +15,7 @@ from engine.profiles import (
     parse_version,
     profile_for,
 )
+from engine.versions import FIRST_TOOL_SEARCH
 
 
 def test_profiles_cover_1_0_80_to_2_1_112_without_gaps():
@@ -377,3 +378,8 @@ def test_tool_search_defers_mcp_tools_from_2_1_69():
         assert not profile_for(v).tool_search_defers_mcp, v
     for v in ("2.1.69", "2.1.80", "2.1.105", "2.1.112", "2.1.113", "2.1.217", "2.1.330"):
         assert profile_for(v).tool_search_defers_mcp, v
+    # the version recall's server reads from a client's initialize is the same boundary
+    for e in PROFILES:
+        for v in (e.first, e.last):
+            from_it = parse_version(v) >= parse_version(FIRST_TOOL_SEARCH)
+            assert profile_for(v).tool_search_defers_mcp == from_it, v

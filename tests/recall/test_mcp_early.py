@@ -13,13 +13,23 @@ from pathlib import Path
 from transcript_lines import call, write
 
 from ctxpatch import __version__
-from recall.mcp_early import HANDSHAKE_VERSIONS, REPLAYED_ID, Front, negotiate
-from recall.mcp_server import NAME, TOOLS
+from recall.mcp_early import (
+    HANDSHAKE_VERSIONS,
+    REPLAYED_ID,
+    Front,
+    negotiate,
+    wants_instructions,
+)
+from recall.mcp_server import INSTRUCTIONS, NAME, TOOLS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def init(rid: object = 0, version: str = "2025-06-18") -> dict[str, object]:
+def init(
+    rid: object = 0,
+    version: str = "2025-06-18",
+    client: tuple[str, str] = ("claude-code", "2.1.112"),
+) -> dict[str, object]:
     return {
         "jsonrpc": "2.0",
         "id": rid,
@@ -27,7 +37,7 @@ def init(rid: object = 0, version: str = "2025-06-18") -> dict[str, object]:
         "params": {
             "protocolVersion": version,
             "capabilities": {"roots": {}},
-            "clientInfo": {"name": "claude-code", "version": "2.1.112"},
+            "clientInfo": {"name": client[0], "version": client[1]},
         },
     }
 
@@ -113,6 +123,7 @@ def test_the_early_handshake_is_the_sdks(tmp_path: Path) -> None:
         "capabilities": {"tools": {"listChanged": False}},
         "protocolVersion": "2025-06-18",
         "serverInfo": {"name": NAME, "version": __version__},
+        "instructions": INSTRUCTIONS,
     }
     assert [t["name"] for t in answers_early[1]["result"]["tools"]] == ["search", "get"]  # type: ignore[index]
     content = called["result"]["content"]  # type: ignore[index]
@@ -182,3 +193,39 @@ def test_the_front_state_machine() -> None:
     ):
         assert Front(NAME, "9", TOOLS).take(bad) is None
     assert negotiate("2024-11-05") == "2024-11-05" and negotiate("x") == HANDSHAKE_VERSIONS[-1]
+
+
+def test_the_instructions_go_where_the_definitions_do_not_say_it(tmp_path: Path) -> None:
+    """Claude Code before 2.1.69 sends the tools' whole definitions (their descriptions say what
+    the instructions say): no instructions for it; from 2.1.69 (tool search: names only), for
+    a native build, and for any other client or a version it cannot read, the instructions."""
+    for client, wanted in (
+        (("claude-code", "2.0.76"), False),
+        (("claude-code", "2.1.68"), False),
+        (("claude-code", "2.1.69"), True),
+        (("claude-code", "2.1.330"), True),
+        (("claude-code", "next"), True),
+        (("cursor", "1.0.0"), True),
+    ):
+        assert wants_instructions(init(client=client)["params"]) is wanted, client
+        front = Front(NAME, "9", TOOLS, INSTRUCTIONS)
+        answer = json.loads(front.take(line(init(client=client))) or b"")["result"]
+        assert answer.get("instructions") == (INSTRUCTIONS if wanted else None), client
+    assert wants_instructions(None) and wants_instructions({"clientInfo": "x"})
+    assert (
+        "instructions"
+        not in json.loads(Front(NAME, "9", TOOLS).take(line(init())) or b"")["result"]
+    )  # a front given none sends none
+
+    # the real server: the front answers Claude Code's initialize, by its version
+    for client, wanted in ((("claude-code", "2.1.68"), False), (("claude-code", "2.1.69"), True)):
+        srv = Server(tmp_path / client[1])
+        got = srv.ask(init(0, client=client))["result"]
+        assert srv.close() == 0
+        assert isinstance(got, dict) and ("instructions" in got) is wanted, (client, got)
+    # a client whose first line is not its initialize is the SDK's from the start: it gets them
+    srv = Server(tmp_path / "sdk")
+    srv.ask(req("first", "ping", {"_meta": {}}))
+    got = srv.ask(init(0, client=("claude-code", "2.1.68")))["result"]
+    assert srv.close() == 0
+    assert isinstance(got, dict) and got.get("instructions") == INSTRUCTIONS

@@ -538,7 +538,7 @@ def test_dearer_notes_name_the_dearest_and_what_made_each_so() -> None:
     assert lines[3].endswith(
         "no cache rewrite of its own: the recall tools' definitions in each of its 40 requests"
     )
-    # a session of 2.1.69 on (here native): its requests carry the tools' names only
+    # a session of 2.1.69 on (here native): its requests carry the tools' names and instructions
     nat = _numbers(0, 0)
     nat.update(session="native00", rewrites=[], replayed=40, version="2.1.217", profile="2.1.195")
     nat["with_scenario"] = "server_clearing"
@@ -547,7 +547,8 @@ def test_dearer_notes_name_the_dearest_and_what_made_each_so() -> None:
     nat["replays"]["unpatched"]["usage"] = {"input_tokens": 1_000_000}
     (names,) = dearer_notes([session_result(SessionNumbers.from_dict(nat), table, None)])
     assert names.endswith(
-        "no cache rewrite of its own: the recall tools' names in each of its 40 requests"
+        "no cache rewrite of its own: the recall tools' names and instructions in each of its 40 "
+        "requests"
     )
     many = [one(f"s{i:07d}", 1_000_000 + 1_000 * (i + 1), [1]) for i in range(DEARER_LINES + 2)]
     lines = dearer_notes(many)
