@@ -32,21 +32,26 @@ def test_unrelated():
 """
 
 
+def _pytest(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """An inner ``pytest -q`` of this repository under ``env``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
 def test_every_shared_skip_folds_into_one_line(tmp_path: Path) -> None:
     own = ROOT / "tests" / f"test_zz_shared_skip_{os.getpid()}.py"  # inside tests/: its conftest
     own.write_text(AD_HOC)
     try:
         env = {k: v for k, v in os.environ.items() if k != "CI"}
         env.update(CTXPATCH_SHARED=str(tmp_path / "no-shared"), PYTHONPATH=str(ROOT))
-        out = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *INNER, str(own)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        ).stdout
+        out = _pytest([*INNER, str(own)], env).stdout
     finally:
         own.unlink()
     skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
@@ -70,24 +75,7 @@ def test_ci_refuses_a_run_without_them_in_one_line(tmp_path: Path) -> None:
     what/why/what-to-do printed once, to stderr, not twice as ``pytest.exit`` printed it."""
     env = dict(os.environ, CI="true", CTXPATCH_SHARED=str(tmp_path / "no-shared"))
     env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-n0",
-            "tests/test_scratch_dirs.py",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _pytest(["-n0", "tests/test_scratch_dirs.py"], env)
     assert done.returncode == 4, (done.returncode, done.stdout, done.stderr)
     printed = done.stdout + done.stderr
     assert printed.count("CI run refused") == 1, printed
