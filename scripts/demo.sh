@@ -2,7 +2,8 @@
 # One command from a fresh machine: install ctxpatch, patch a real Claude Code in a scratch
 # project, prove it (verify: offline, against a local mock of the API), then replay the embedded
 # real session with and without the patch; the last line is what it saved.
-#   bash scripts/demo.sh            (CTXPATCH_DEMO_DIR=... to keep the scratch project)
+#   bash scripts/demo.sh            (CTXPATCH_DEMO_DIR=DIR to keep the scratch project there;
+#                                    else it is a temporary folder, deleted at exit)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
@@ -11,7 +12,15 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 python3 -m pip install --quiet --disable-pip-version-check -e "$here"
 
-demo="${CTXPATCH_DEMO_DIR:-$(mktemp -d -t ctxpatch-demo.XXXX)}"
+if [ -n "${CTXPATCH_DEMO_DIR:-}" ]; then
+  demo="$CTXPATCH_DEMO_DIR"
+  mkdir -p "$demo"
+  kept="$demo/node_modules/@anthropic-ai/claude-code/cli.js is patched; 'ctxpatch revert' in $demo undoes it"
+else
+  demo="$(mktemp -d -t ctxpatch-demo.XXXX)"
+  trap 'rm -rf "$demo"' EXIT
+  kept="the scratch project is deleted at exit (CTXPATCH_DEMO_DIR=DIR keeps it)"
+fi
 echo "== scratch project: $demo (Claude Code 2.1.112 from npm, the last release with cli.js)"
 python3 - "$demo" <<'PY'
 import shutil, sys
@@ -32,7 +41,7 @@ echo "== the embedded real session (Claude Code 2.1.39, one real auto-compaction
 ctxpatch simulate "$here/examples/spotter-session.jsonl"
 echo "== the same session unpatched vs patched (what apply installs, default knobs)"
 ctxpatch simulate "$here/examples/spotter-session.jsonl" --compare --json >"$demo/compare.json"
-echo "== done: $demo/node_modules/@anthropic-ai/claude-code/cli.js is patched; 'ctxpatch revert' in $demo undoes it"
+echo "== done: $kept"
 # The table, then the one line: compactions avoided and the money saved, at the dated list
 # prices of usage/prices.py (each replayed request billed as its uncached input, cache write,
 # cache read and output tokens; each compaction's summary request as its writes, reads and output).

@@ -108,6 +108,7 @@ def test_the_readme_commands_on_a_fresh_machine(tmp_path: Path) -> None:
         r"[\d,]+ input tokens \(\d+\.\d%\), \$\d+\.\d\d of \$\d+\.\d\d \(\d+\.\d%\) at .*",
         last,
     ), last
+    assert not list(tmp_path.glob("ctxpatch-demo.*"))  # its scratch project deleted at exit
     print(f"demo: rc 0 in {took:.0f} s")
 
     rc, out, took = run(
