@@ -476,8 +476,8 @@ def mcp_first_answer(transcript: Path, ids: list[str]) -> None:
 
 def tool_tokens() -> None:
     """What recall adds to every request, as Claude Code sends MCP tools
-    (``mcp__<server>__<tool>``), with tool search (deferred: only the names are listed), and the
-    server's instructions under Claude Code's heading, sent either way."""
+    (``mcp__<server>__<tool>``), and with tool search (deferred: only the names are listed, and
+    the server's instructions under Claude Code's heading say what they are for)."""
     from engine.replay.recall_tools import RECALL_TOOLS_DEFERRED_ESTIMATE, RECALL_TOOLS_ESTIMATE
     from engine.tokens import count_text
     from recall.mcp_server import TOOLS, definitions_as_sent, instructions_as_sent
@@ -498,10 +498,11 @@ def tool_tokens() -> None:
     print(
         f"tool definitions per request: {n_full} tokens ({how}), {count_text(full)} by chars/4, "
         f"{len(full)} bytes; with tool search (deferred, names only): {n_names} tokens "
-        f"({how}), {count_text(names)} by chars/4; the instructions, either way: {n_shown} "
-        f"tokens ({how}), {count_text(shown)} by chars/4; the replays with ctxpatch add "
+        f"({how}), {count_text(names)} by chars/4, and the instructions {n_shown} tokens "
+        f"({how}), {count_text(shown)} by chars/4; the replays with ctxpatch add "
         f"{RECALL_TOOLS_ESTIMATE} (chars/4, x the session's calibration ratio) to every request "
-        f"(engine.replay.recall_tools; {RECALL_TOOLS_DEFERRED_ESTIMATE} with tool search)"
+        f"(engine.replay.recall_tools; {RECALL_TOOLS_DEFERRED_ESTIMATE}, names and "
+        "instructions, with tool search)"
     )
 
 
