@@ -79,7 +79,7 @@ def definitions_as_sent(server: str) -> list[dict[str, object]]:
     ]
 
 
-# Claude Code's heading over every MCP server's instructions (2.0.76-2.1.112; tests/e2e)
+# Claude Code's heading over every MCP server's instructions (2.0.76-2.1.332; tests/e2e)
 INSTRUCTIONS_HEADER = (
     "# MCP Server Instructions\n\nThe following MCP servers have provided instructions for how "
     "to use their tools and resources:\n\n"
