@@ -81,7 +81,8 @@ def _drop_bad(lines: list[str]) -> list[str]:
 
 
 def paths(folder: Path | None = None) -> list[Path]:
-    """The shared sessions' files, or with ``folder`` every ``*.jsonl`` / ``*.jsonl.xz`` under it."""
+    """The shared sessions' files; with ``folder``, every ``*.jsonl`` / ``*.jsonl.xz`` under
+    it."""
     if folder is not None:
         return sorted(p for p in folder.rglob("*") if p.name.endswith((".jsonl", ".jsonl.xz")))
     return sorted((TRANSCRIPTS / "spotter").glob("*.jsonl")) + sorted(
