@@ -118,7 +118,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from engine.versions import parse_version
+from engine.versions import FIRST_TOOL_SEARCH, parse_version
 
 __all__ = [
     "PROFILES",
@@ -445,9 +445,10 @@ ERAS: tuple[Era, ...] = (
         notes=("legacy micro-compaction came back in 2.1.67/2.1.68 (non-monotonic)",),
     ),
     # ... and from 2.1.69 on the 2.1.64 era again (stub MC, XV counts from the first record)
-    # ... with tool search on by default: MCP tools deferred (their names only)
+    # ... with tool search on by default: MCP tools deferred (their names only); the era starts
+    # at FIRST_TOOL_SEARCH, the boundary recall's server reads from a client's version
     _era(
-        "2.1.69..2.1.73",
+        f"{FIRST_TOOL_SEARCH}..2.1.73",
         ("2.1.69", "2.1.71", "2.1.73"),
         like="2.1.64",
         tool_search_defers_mcp=True,

@@ -17,7 +17,8 @@ in one live process fed several prompts (``--input-format stream-json``). Checke
 * recall's tools ride along as the replays count them (``engine.replay.recall_tools``): through
   this URL ``cli.js`` 2.1.112 sends the definitions; a native build behind the gateway only the
   two names, in its list of deferred tools (tool search, which ``ctxpatch run`` turns on for
-  Anthropic's API, and 2.1.330 on keep on through any URL);
+  Anthropic's API, and 2.1.330 on keep on through any URL); both carry the server's
+  instructions in a system reminder of the first message;
 * two sessions running at once in one project each recall their own results, never the
   other's (``get`` of the other's id: no such call; ``search`` of the other's words: no hit);
 * and, pinned here because the hook relies on it: a PreCompact hook that exits 2 blocks the
@@ -192,7 +193,7 @@ def test_2_1_113_behind_the_gateway_sends_only_recalls_names(make, mock: MockSer
     the replays count it (``Profile.tool_search_defers_mcp``): 2.1.113 turns tool search off for
     a base URL that is not Anthropic's, and ``ctxpatch run`` sets ``ENABLE_TOOL_SEARCH=true``
     when its upstream is Anthropic's API (this mock is not, so the test sets it): then only the
-    two names ride along, in the list of deferred tools. (2.1.330 on keep tool search on through
+    two names ride along, in the list of deferred tools, with the server's instructions. (2.1.330 on keep tool search on through
     any URL: the test above; a ``cli.js`` build talking to Anthropic:
     tests/e2e/test_recall_first_party.py.)"""
     assert recall_tools_for(profile_for("2.1.113")) == RECALL_TOOLS_DEFERRED_ESTIMATE

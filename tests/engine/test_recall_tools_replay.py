@@ -1,7 +1,8 @@
 """The replays with ctxpatch carry recall's tool definitions on every request
 (``engine.replay.recall_tools``), on the embedded real session; ``unpatched`` does not, and
-``simulate --no-recall`` replays ``apply --no-recall``. A native build's session carries only
-their names (tool search), a ``cli.js`` build's the definitions."""
+``simulate --no-recall`` replays ``apply --no-recall``. A session of 2.1.69 on (a native build's
+too) carries only their names (tool search) and the server's instructions, an older one the
+definitions."""
 
 import json
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_simulate_no_recall(tmp_path) -> None:
     [
         ("2.0.13", RECALL_TOOLS_ESTIMATE),
         ("2.1.68", RECALL_TOOLS_ESTIMATE),  # both definitions, even talking to Anthropic
-        ("2.1.69", RECALL_TOOLS_DEFERRED_ESTIMATE),  # tool search on by default: names only
+        ("2.1.69", RECALL_TOOLS_DEFERRED_ESTIMATE),  # tool search: names and instructions
         ("2.1.112", RECALL_TOOLS_DEFERRED_ESTIMATE),  # the last cli.js build
         ("2.1.113", RECALL_TOOLS_DEFERRED_ESTIMATE),  # native: behind ctxpatch run
         ("2.1.400", RECALL_TOOLS_DEFERRED_ESTIMATE),  # newer than every profile
@@ -101,7 +102,8 @@ NATIVE_SESSION = "JanDeDobbeleer__oh-my-posh__6c0a282a-886f-458d-a426-93d95104b4
 @pytest.mark.parametrize("scenario", ["server_clearing", "patched"])
 def test_a_native_session_carries_only_the_names(scenario) -> None:
     """The shared 2.1.217 session: behind ``ctxpatch run`` its requests carry recall's names in
-    the deferred tools' list, not the definitions (tests/e2e/test_recall_real.py measures it)."""
+    the deferred tools' list and the server's instructions, not the definitions
+    (tests/e2e/test_recall_real.py measures it)."""
     tr = load_transcript(need_shared(PUBLIC / NATIVE_SESSION))
     assert tr.version == "2.1.217"
     prof = profile_for(tr.version)
